@@ -1,0 +1,43 @@
+# dra-migration-webhook image.
+#   docker build -t dra-migration-webhook:0.1.0 .
+# Two stages: the builder installs the package and its dependencies (all from wheels) into a
+# virtualenv; the final stage copies only that virtualenv onto a fresh slim base, so it carries no
+# pip caches, no build tools and no compilers (python:3.11-slim has none to begin with).
+
+ARG PYTHON_IMAGE=python:3.11-slim
+
+FROM ${PYTHON_IMAGE} AS builder
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_ONLY_BINARY=:all:
+# Same path as in the final stage: console scripts carry the venv's absolute interpreter path.
+RUN python -m venv /opt/venv
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY webhook ./webhook
+# PIP_ONLY_BINARY: fail the build rather than compile a dependency from source. The project
+# itself is pure Python and is built by setuptools (no compiler involved).
+RUN /opt/venv/bin/pip install --no-binary=dra-migration-webhook --only-binary=:all: . \
+ && /opt/venv/bin/pip uninstall --yes pip \
+ && find /opt/venv -name '__pycache__' -prune -o -name '*.pyc' -print -delete >/dev/null
+
+FROM ${PYTHON_IMAGE}
+LABEL org.opencontainers.image.title="dra-migration-webhook" \
+      org.opencontainers.image.description="Admission webhook moving GPU workloads from device plugins to Kubernetes DRA" \
+      org.opencontainers.image.version="0.1.0"
+ENV PATH=/opt/venv/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PROMETHEUS_MULTIPROC_DIR=/var/run/prometheus \
+    DRA_WEBHOOK_POLICY=/etc/dra-webhook/policy
+COPY --from=builder /opt/venv /opt/venv
+# The bundled default policy; in Kubernetes the ConfigMap volume is mounted over this directory.
+COPY policies/default.yaml /etc/dra-webhook/policy/default.yaml
+# Writable for the uid when run without Kubernetes volumes (in a pod: emptyDirs, read-only root).
+RUN mkdir -p /var/run/prometheus /etc/dra-webhook/tls \
+ && chown 65532:65532 /var/run/prometheus
+# Numeric uid:gid so runAsNonRoot can verify it (a user name fails with CreateContainerConfigError).
+USER 65532:65532
+EXPOSE 8443
+ENTRYPOINT ["dra-webhook", "serve"]
+CMD ["--policy", "/etc/dra-webhook/policy", "--cert-dir", "/etc/dra-webhook/tls", "--bind", "0.0.0.0:8443"]

@@ -1,0 +1,211 @@
+"""Shared test helpers: a real TLS client, AdmissionReview builders, patch application + schema check."""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jsonpatch
+import kubernetes_validate
+
+ROOT = Path(__file__).resolve().parent.parent
+K8S_VERSION = "1.37.0"
+
+GROUPS = {
+    "Pod": ("", "v1"), "Deployment": ("apps", "v1"), "StatefulSet": ("apps", "v1"), "DaemonSet": ("apps", "v1"),
+    "ReplicaSet": ("apps", "v1"), "Job": ("batch", "v1"), "CronJob": ("batch", "v1"),
+    "ResourceClaim": ("resource.k8s.io", "v1"), "ResourceClaimTemplate": ("resource.k8s.io", "v1"),
+    "DeviceClass": ("resource.k8s.io", "v1"), "ResourceSlice": ("resource.k8s.io", "v1"),
+    "PodGroup": ("scheduling.k8s.io", "v1beta1"), "Workload": ("scheduling.k8s.io", "v1beta1"),
+    "JobSet": ("jobset.x-k8s.io", "v1alpha2"), "PyTorchJob": ("kubeflow.org", "v1"),
+}
+
+
+def review(obj: dict[str, Any] | None, *, kind: str | None = None, operation: str = "CREATE",
+           namespace: str | None = None, old: dict[str, Any] | None = None, uid: str | None = None,
+           dry_run: bool = False) -> dict[str, Any]:
+    """A real AdmissionReview v1 request as the API server sends it."""
+    kind = kind or (obj or old or {}).get("kind")
+    group, version = GROUPS.get(kind, ("", "v1"))
+    meta = (obj or old or {}).get("metadata", {})
+    ns = namespace if namespace is not None else meta.get("namespace", "default")
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid or str(uuid.uuid4()),
+            "kind": {"group": group, "version": version, "kind": kind},
+            "resource": {"group": group, "version": version, "resource": kind.lower() + "s"},
+            "requestKind": {"group": group, "version": version, "kind": kind},
+            "name": meta.get("name", ""),
+            "namespace": ns,
+            "operation": operation,
+            "userInfo": {"username": "alice", "groups": ["system:authenticated"]},
+            "object": obj,
+            "oldObject": old,
+            "dryRun": dry_run,
+            "options": None,
+        },
+    }
+
+
+def gpu_pod(name: str = "train-0", namespace: str = "default", gpus: int = 1,
+            resource: str = "example.com/gpu", labels: dict[str, str] | None = None) -> dict[str, Any]:
+    pod: dict[str, Any] = {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"containers": [{"name": "trainer", "image": "registry.example.com/trainer:1.0",
+                                 "resources": {"limits": {resource: str(gpus)}}}]},
+    }
+    if labels:
+        pod["metadata"]["labels"] = labels
+    return pod
+
+
+def patch_of(response: dict[str, Any]) -> list[dict[str, Any]]:
+    resp = response["response"]
+    if "patch" not in resp:
+        assert "patchType" not in resp
+        return []
+    assert resp["patchType"] == "JSONPatch"
+    return json.loads(base64.b64decode(resp["patch"], validate=True))
+
+
+def apply_and_validate(obj: dict[str, Any], response: dict[str, Any]) -> dict[str, Any]:
+    """Apply the response's patch with jsonpatch and schema-check the result against Kubernetes 1.37."""
+    patched = jsonpatch.apply_patch(obj, patch_of(response))
+    kubernetes_validate.validate(patched, K8S_VERSION, strict=True)
+    return patched
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Client:
+    """HTTPS client that verifies the server against the generated CA and reuses its connection."""
+
+    def __init__(self, port: int, ca: Path, host: str = "127.0.0.1") -> None:
+        self.port, self.host = port, host
+        self.ctx = ssl.create_default_context(cafile=str(ca))
+        self.conn: http.client.HTTPSConnection | None = None
+
+    def request(self, method: str, path: str, body: bytes | None = None,
+                headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+        for attempt in range(2):
+            if self.conn is None:
+                self.conn = http.client.HTTPSConnection(self.host, self.port, context=self.ctx, timeout=30)
+            try:
+                self.conn.request(method, path, body=body, headers=headers or {})
+                resp = self.conn.getresponse()
+                data = resp.read()
+                return resp.status, {k.lower(): v for k, v in resp.getheaders()}, data
+            except (ConnectionError, http.client.HTTPException, ssl.SSLError):
+                self.conn.close()
+                self.conn = None
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
+    def post_json(self, path: str, doc: Any) -> tuple[int, Any]:
+        status, _, data = self.request("POST", path, json.dumps(doc).encode(), {"Content-Type": "application/json"})
+        return status, json.loads(data)
+
+    def admit(self, path: str, doc: dict[str, Any]) -> dict[str, Any]:
+        status, body = self.post_json(path, doc)
+        assert status == 200, body
+        assert body["apiVersion"] == "admission.k8s.io/v1" and body["kind"] == "AdmissionReview"
+        assert body["response"]["uid"] == doc["request"]["uid"]
+        return body
+
+    def get(self, path: str) -> tuple[int, bytes]:
+        status, _, data = self.request("GET", path)
+        return status, data
+
+    def close(self) -> None:
+        if self.conn:
+            self.conn.close()
+
+
+@dataclass
+class Server:
+    port: int
+    ca: Path
+    cert_dir: Path
+    policy_dir: Path
+    proc: subprocess.Popen
+    log: Path
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def client(self) -> Client:
+        return Client(self.port, self.ca)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 40) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+def make_certs(out: Path) -> Path:
+    subprocess.run([sys.executable, "-m", "webhook", "certs", "--out", str(out)], check=True,
+                   capture_output=True, cwd=ROOT)
+    return out
+
+
+def start_server(tmp: Path, policy_src: Path | None = None, *extra_args: str, workers: int = 2,
+                 threads: int = 4, cert_dir: Path | None = None, wait_ready: bool = True) -> Server:
+    """Start the real `dra-webhook serve` over TLS on a free loopback port."""
+    cert_dir = cert_dir or make_certs(tmp / "certs")
+    policy_dir = tmp / "policy"
+    policy_dir.mkdir(exist_ok=True)
+    src = policy_src or ROOT / "tests" / "data" / "live-policy.yaml"
+    (policy_dir / "policy.yaml").write_bytes(src.read_bytes())
+    port = free_port()
+    log = tmp / "server.log"
+    env = dict(os.environ, PROMETHEUS_MULTIPROC_DIR=str(tmp / "metrics"), PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "webhook", "serve", "--policy", str(policy_dir), "--cert-dir", str(cert_dir),
+         "--bind", f"127.0.0.1:{port}", "--workers", str(workers), "--threads", str(threads), "--offline",
+         *extra_args],
+        cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    server = Server(port, cert_dir / "ca.crt", cert_dir, policy_dir, proc, log)
+    deadline = time.monotonic() + 30
+    client = server.client()
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}:\n{server.output()}")
+        try:
+            status, _ = client.get("/readyz" if wait_ready else "/healthz")
+            if status == 200:
+                break
+        except (OSError, ssl.SSLError, http.client.HTTPException):
+            pass
+        if time.monotonic() > deadline:
+            server.stop()
+            raise RuntimeError(f"server not ready in 30 s:\n{server.output()}")
+        time.sleep(0.1)
+    client.close()
+    return server

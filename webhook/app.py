@@ -1,0 +1,198 @@
+"""Flask app factory: HTTP in, AdmissionReview out.
+
+Every answer is JSON. A body that is not an AdmissionReview gets a 4xx with a JSON error; anything that
+parses as a review gets HTTP 200 with a well-formed AdmissionReview, even when something inside failed,
+because a non-2xx lets ``failurePolicy: Ignore`` wave the request through (webhook-conventions.md §1.3).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import orjson
+from flask import Flask, Response, request
+from werkzeug.exceptions import HTTPException
+
+from webhook import engine, metrics, review
+from webhook.policy.compiled import CompiledPolicy
+from webhook.view import ClusterView, OfflineView
+
+log = logging.getLogger(__name__)
+
+MAX_BODY = 7 * 1024 * 1024  # two 3 MiB objects plus the envelope (webhook-conventions.md §1.1)
+
+
+class PolicySource(Protocol):
+    @property
+    def current(self) -> CompiledPolicy | None: ...
+
+    @property
+    def error(self) -> str | None: ...
+
+
+class CertState(Protocol):
+    @property
+    def loaded(self) -> bool: ...
+
+    @property
+    def error(self) -> str | None: ...
+
+
+class StaticPolicy:
+    """A fixed policy (tests, ``check``): never reloads."""
+
+    def __init__(self, policy: CompiledPolicy | None, error: str | None = None) -> None:
+        self.current = policy
+        self.error = error
+
+
+def _json(body: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(body), status=status, mimetype="application/json")
+
+
+def create_app(
+    policies: PolicySource,
+    view: ClusterView | None = None,
+    cert: CertState | None = None,
+    clock: Callable[[], dt.datetime] | None = None,
+    recorder: Callable[[bytes], None] | None = None,
+) -> Flask:
+    """Build the app around a policy source, a cluster view and (when serving TLS) the certificate state."""
+    app = Flask("dra-webhook")
+    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
+    view = view or OfflineView()
+    now = clock or (lambda: dt.datetime.now(dt.UTC))
+
+    def admit(phase: str) -> Response:
+        started = time.perf_counter()
+        endpoint = "/" + phase
+        if request.mimetype != "application/json":
+            metrics.BAD_REQUESTS.labels("415").inc()
+            return _json({"error": f"Content-Type is {request.mimetype or 'missing'!r}, expected "
+                                   "'application/json' (an AdmissionReview)", "status": 415}, 415)
+        body = request.get_data(cache=False)  # raises 413 past MAX_CONTENT_LENGTH before reading it all
+        try:
+            req = review.parse(body)
+        except review.EnvelopeError as exc:
+            metrics.BAD_REQUESTS.labels(str(exc.status)).inc()
+            log.warning("%s: rejected body (%d bytes): %s", endpoint, len(body), exc.message)
+            return _json({"error": exc.message, "status": exc.status}, exc.status)
+        except review.RequestError as exc:
+            metrics.BAD_REQUESTS.labels("400").inc()
+            log.warning("%s uid=%s: malformed request: %s", endpoint, exc.uid, exc.message)
+            return _json(review.error_response(exc))
+        if recorder is not None:
+            recorder(body)
+        answer = _answer(req, phase)
+        metrics.REQUESTS.labels(endpoint, req.kind, req.operation, str(answer["response"]["allowed"]).lower()).inc()
+        metrics.DURATION.labels(endpoint).observe(time.perf_counter() - started)
+        return _json(answer)
+
+    def _answer(req: review.AdmissionRequest, phase: str) -> dict[str, Any]:
+        policy = policies.current
+        if policy is None:
+            why = f"no valid migration policy is loaded: {policies.error or 'not loaded yet'}"
+            log.error("uid=%s %s: %s", req.uid, phase, why)
+            if phase == "mutate":
+                return review.response(req.uid, True, warnings=[f"dra-migration-webhook: {why}"])
+            return review.response(req.uid, False, message=why, code=500)
+        try:
+            decision = engine.evaluate(req, policy, view, phase, now())
+        except Exception:
+            # Mutation is best effort (validation enforces); validation fails closed.
+            log.exception("uid=%s: evaluation failed for %s %s/%s", req.uid, req.kind, req.namespace, req.name)
+            msg = f"dra-migration-webhook could not evaluate this request (uid {req.uid}); see its logs"
+            if phase == "mutate":
+                return review.response(req.uid, True, warnings=[msg])
+            return review.response(req.uid, False, message=msg, code=500)
+        _observe(req, decision, policy, phase)
+        audit = dict(decision.audit)
+        if decision.verdicts or decision.patch:
+            audit.setdefault("policy", policy.identity)
+            if decision.stage:
+                audit.setdefault("stage", decision.stage)
+        return review.response(
+            req.uid,
+            decision.allowed,
+            message=decision.message,
+            causes=decision.causes,
+            patch=decision.patch if phase == "mutate" else None,
+            warnings=decision.warnings,
+            audit=audit,
+        )
+
+    def _observe(req: review.AdmissionRequest, decision: engine.Decision, policy: CompiledPolicy, phase: str) -> None:
+        for v in decision.verdicts:
+            metrics.FINDINGS.labels(v.rule, v.action.value).inc()
+        if phase == "mutate" and decision.mutated is not None and req.operation == "CREATE":
+            annotations = (decision.mutated.get("metadata") or {}).get("annotations") or {}
+            path = annotations.get(policy.key("path"))
+            if path:
+                metrics.WORKLOADS.labels(path, decision.stage, decision.cohort or "none").inc()
+        if decision.verdicts or decision.patch:
+            log.info(
+                "%s uid=%s %s %s %s/%s allowed=%s findings=%s patch_ops=%d%s",
+                phase, req.uid, req.operation, req.kind, req.namespace, req.name or "<generated>",
+                decision.allowed, ",".join(f"{v.rule}:{v.action.value}" for v in decision.verdicts) or "-",
+                len(decision.patch), " dryRun" if req.dry_run else "",
+            )
+
+    @app.post("/mutate")
+    def mutate() -> Response:
+        return admit("mutate")
+
+    @app.post("/validate")
+    def validate() -> Response:
+        return admit("validate")
+
+    @app.get("/healthz")
+    def healthz() -> Response:
+        return _json({"status": "ok"})
+
+    @app.get("/readyz")
+    def readyz() -> Response:
+        problems = []
+        policy = policies.current
+        if policy is None:
+            problems.append(f"no valid policy loaded: {policies.error or 'not loaded yet'}")
+        if cert is not None and not cert.loaded:
+            problems.append(f"no valid serving certificate loaded: {cert.error or 'not loaded yet'}")
+        body: dict[str, Any] = {
+            "ready": not problems,
+            "policy": policy.identity if policy else None,
+            "policyError": policies.error,
+            "cluster": view.status(),
+        }
+        if problems:
+            body["problems"] = problems
+        return _json(body, 200 if not problems else 503)
+
+    @app.get("/metrics")
+    def metrics_endpoint() -> Response:
+        data, content_type = metrics.render()
+        return Response(data, status=200, content_type=content_type)
+
+    @app.errorhandler(HTTPException)
+    def http_error(exc: HTTPException) -> Response:
+        code = exc.code or 500
+        if code == 413:
+            message = f"request body is larger than {MAX_BODY // (1024 * 1024)} MiB"
+        elif code == 405:
+            message = f"{request.method} is not allowed on {request.path}"
+        elif code == 404:
+            message = f"no such endpoint {request.path}; use POST /mutate, POST /validate, GET /healthz, /readyz, /metrics"
+        else:
+            message = exc.description or exc.name
+        metrics.BAD_REQUESTS.labels(str(code)).inc()
+        return _json({"error": message, "status": code}, code)
+
+    @app.errorhandler(Exception)
+    def unexpected(exc: Exception) -> Response:
+        log.exception("unexpected error on %s %s", request.method, request.path)
+        return _json({"error": "internal error; see the webhook's logs", "status": 500}, 500)
+
+    return app

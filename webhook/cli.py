@@ -1,0 +1,67 @@
+"""`dra-webhook`: one entry point, one module per subcommand (webhook/commands/<verb>.py)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+COMMANDS = (
+    "serve",
+    "check",
+    "lint",
+    "test",
+    "certs",
+    "gates",
+    "report",
+    "preflight",
+    "schema",
+    "replay",
+    "explain",
+)
+
+DESCRIPTION = """\
+Admission webhook for moving GPU workloads from device plugins to Kubernetes 1.37 Dynamic Resource
+Allocation, driven by a MigrationPolicy (policies/default.yaml is the bundled default).
+
+Daily use:
+  dra-webhook certs --out certs             dev CA + serving certificate
+  dra-webhook serve --cert-dir certs        run the webhook on https://0.0.0.0:8443
+  dra-webhook check deploy.yaml             what the webhook would do to these manifests (CI)
+  dra-webhook lint policies/                check a policy directory
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dra-webhook", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"webhook.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"webhook.commands.{name}":
+                continue  # not built yet
+            raise
+        module.add_parser(sub)
+        sub.choices[name].set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        return int(args._run(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0

@@ -1,0 +1,85 @@
+"""`dra-webhook serve`: the admission server."""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import logging
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from webhook.defaults import default_policy
+
+log = logging.getLogger(__name__)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "serve",
+        help="run the admission webhook (gunicorn, TLS)",
+        description="Serve POST /mutate and /validate (AdmissionReview v1), GET /healthz, /readyz and "
+        "/metrics over TLS. The policy and the certificate files are watched and reloaded "
+        "without a restart; a broken policy never replaces the last good one.",
+    )
+    p.add_argument("--policy", type=Path, default=None,
+                   help="policy file or directory (default: $DRA_WEBHOOK_POLICY or the bundled policies/default.yaml)")
+    p.add_argument("--cert-dir", type=Path, default=Path("certs"),
+                   help="directory with tls.crt and tls.key (a mounted Secret works; default: certs)")
+    p.add_argument("--dev-certs", action="store_true",
+                   help="generate a dev CA and serving certificate into --cert-dir first if tls.crt is missing")
+    p.add_argument("--bind", default="0.0.0.0:8443", help="HOST:PORT to listen on (default 0.0.0.0:8443)")
+    p.add_argument("--workers", type=int, default=2, help="gunicorn worker processes (default 2)")
+    p.add_argument("--threads", type=int, default=8, help="threads per worker (default 8)")
+    p.add_argument("--keepalive", type=int, default=90,
+                   help="seconds an idle keep-alive connection stays open (default 90; the API server keeps 90)")
+    p.add_argument("--graceful-timeout", type=int, default=20,
+                   help="seconds in-flight requests get after SIGTERM (default 20)")
+    p.add_argument("--offline", action="store_true",
+                   help="do not talk to the API server: cohorts by namespace name only, no owner-Pod lookups")
+    p.add_argument("--kubeconfig", default=None, help="kubeconfig for the cluster view (default: in-cluster or $KUBECONFIG)")
+    p.add_argument("--lookup-budget", type=float, default=0.2,
+                   help="seconds a cluster lookup may take on the request path before falling back (default 0.2)")
+    p.add_argument("--record", default=None,
+                   help="append every AdmissionReview answered to this JSON-lines file (redacted; for `replay`)")
+    p.add_argument("--record-max-bytes", type=int, default=64 * 1024 * 1024,
+                   help="rotate the record file past this size (default 64 MiB)")
+
+
+def run(args: argparse.Namespace) -> int:
+    policy = args.policy or default_policy()
+    if not policy.exists():
+        print(f"error: policy {policy} does not exist", file=sys.stderr)
+        return 2
+    cert_dir: Path = args.cert_dir
+    if not (cert_dir / "tls.crt").exists() or not (cert_dir / "tls.key").exists():
+        if not args.dev_certs:
+            print(f"error: {cert_dir}/tls.crt or tls.key is missing; run `dra-webhook certs --out {cert_dir}` "
+                  "or pass --dev-certs", file=sys.stderr)
+            return 2
+        from webhook.certs import generate
+
+        generate(cert_dir)
+        log.info("generated dev certificates in %s (CA: %s/ca.crt)", cert_dir, cert_dir)
+    _metrics_dir()
+    from webhook.server import ServeOptions, serve
+
+    return serve(ServeOptions(
+        policy=policy, cert_dir=cert_dir, bind=args.bind, workers=args.workers, threads=args.threads,
+        keepalive=args.keepalive, graceful_timeout=args.graceful_timeout,
+        offline=args.offline, kubeconfig=args.kubeconfig, lookup_budget=args.lookup_budget,
+        record=args.record, record_max_bytes=args.record_max_bytes,
+        log_level="debug" if args.verbose else "info",
+    ))
+
+
+def _metrics_dir() -> None:
+    """prometheus-client multiprocess mode needs a wiped directory, set before the metrics are created."""
+    path = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if not path:
+        path = tempfile.mkdtemp(prefix="dra-webhook-metrics-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = path
+    os.makedirs(path, exist_ok=True)
+    for stale in glob.glob(os.path.join(path, "*.db")):
+        os.unlink(stale)

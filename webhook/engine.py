@@ -1,0 +1,245 @@
+"""Pick the rules for a request, run them, and turn their findings into one decision.
+
+The engine is where policy meets rules (Kyverno-style): rules report findings; the engine applies the
+policy's action per finding (stage default, rule override, exceptions), chains the mutated copies of
+mutating rules and diffs the final object against the one received, so the patch always applies.
+A rule that raises never escapes: it becomes a finding of that rule, answered per its action.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonpatch
+
+from webhook import rules as _rules  # noqa: F401  (registers every rule)
+from webhook.policy.compiled import CompiledPolicy
+from webhook.policy.model import Action
+from webhook.review import AdmissionRequest, parse_request
+from webhook.rules.base import REGISTRY, Context, Finding, Rule
+from webhook.rules.ids import TRACK_ROLLOUT
+from webhook.view import ClusterView, OfflineView
+
+log = logging.getLogger(__name__)
+
+_ORDER = {Action.Off: 0, Action.Audit: 1, Action.Warn: 2, Action.Deny: 3}
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """A finding with the action the policy gave it (``excepted`` names the exception that switched it off)."""
+
+    finding: Finding
+    action: Action
+    excepted: str = ""
+
+    @property
+    def rule(self) -> str:
+        return self.finding.rule
+
+
+@dataclass(slots=True)
+class Decision:
+    allowed: bool
+    verdicts: list[Verdict] = field(default_factory=list)
+    patch: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    audit: dict[str, str] = field(default_factory=dict)
+    message: str = ""
+    causes: list[dict[str, str]] = field(default_factory=list)
+    stage: str = ""
+    cohort: str = ""
+    mutated: dict[str, Any] | None = None  # the final object when a patch was made
+    rules_run: tuple[str, ...] = ()
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def denied_rules(self) -> list[str]:
+        return [v.rule for v in self.verdicts if v.action is Action.Deny]
+
+
+_INDEX: dict[tuple[str, str, str], tuple[Rule, ...]] = {}
+
+
+def rules_for(kind: str, phase: str, operation: str) -> tuple[Rule, ...]:
+    """Rules for a (kind, phase, operation), mutating ones last and track-rollout at the very end."""
+    key = (kind, phase, operation)
+    found = _INDEX.get(key)
+    if found is None:
+        selected = [r for r in REGISTRY if r.applies(kind, phase, operation)]
+        selected.sort(key=lambda r: (r.mutating, r.id == TRACK_ROLLOUT))
+        found = _INDEX[key] = tuple(selected)
+    return found
+
+
+def handled_kinds() -> frozenset[str]:
+    """Every kind some rule looks at (for webhook configurations and `check`)."""
+    return frozenset(k for r in REGISTRY for k in r.kinds)
+
+
+def evaluate(
+    request: AdmissionRequest | dict[str, Any],
+    policy: CompiledPolicy,
+    view: ClusterView | None = None,
+    phase: str = "validate",
+    now: dt.datetime | None = None,
+) -> Decision:
+    """Evaluate one admission request under a policy. Never raises for a rule's failure."""
+    req = request if isinstance(request, AdmissionRequest) else parse_request(request)
+    now = now or dt.datetime.now(dt.UTC)
+    view = view or OfflineView()
+    obj = req.object
+    if obj is None or req.operation in ("DELETE", "CONNECT") or req.sub_resource:
+        return Decision(allowed=True)
+    selected = rules_for(req.kind, phase, req.operation)
+    if not selected:
+        return Decision(allowed=True)
+
+    namespace = req.namespace or (obj.get("metadata") or {}).get("namespace") or ""
+    ctx = _context(req, policy, view, phase, now, namespace)
+    verdicts: list[Verdict] = []
+    audit: dict[str, str] = {}
+    errors: list[str] = []
+    current = obj
+    for rule in selected:
+        base = policy.action_for(rule.id, ctx.stage)
+        if base is Action.Off:
+            continue
+        try:
+            outcome = rule.fn(current, ctx)
+        except Exception as exc:  # a broken rule must not take the request down
+            log.exception("rule %s failed on request uid=%s (%s %s/%s)", rule.id, req.uid, req.kind,
+                          namespace, req.name or "<generated>")
+            errors.append(rule.id)
+            finding = Finding(rule.id, f"rule {rule.id} could not evaluate this object ({type(exc).__name__})",
+                              "report this to the platform team with the request uid " + req.uid)
+            verdicts.append(Verdict(finding, base))
+            continue
+        for finding in outcome.findings:
+            verdicts.append(_verdict(finding, base, policy, namespace, now))
+        audit.update(outcome.notes)
+        if outcome.mutated is not None and rule.mutating and _mutation_enabled(policy, rule.id, namespace, now):
+            current = outcome.mutated
+
+    decision = _decide(verdicts, ctx)
+    decision.errors = errors
+    decision.rules_run = tuple(r.id for r in selected)
+    decision.audit.update(audit)
+    if current is not obj and decision.allowed:
+        ops = jsonpatch.make_patch(obj, current).patch
+        if ops:
+            decision.patch = ops
+            decision.mutated = current
+    if ctx.degraded:
+        decision.audit["cluster-view-degraded"] = "; ".join(dict.fromkeys(ctx.degraded))
+    return decision
+
+
+def _context(
+    req: AdmissionRequest, policy: CompiledPolicy, view: ClusterView, phase: str, now: dt.datetime, namespace: str
+) -> Context:
+    degraded: list[str] = []
+    labels = None
+    cohort = None
+    if namespace:
+        if policy.uses_namespace_labels:
+            labels = view.namespace_labels(namespace)
+        cohort = policy.cohort_for(namespace, labels)
+        if labels is None and policy.uses_namespace_labels and not isinstance(view, OfflineView):
+            # Only worth saying when a selector cohort could have matched before the one we found.
+            limit = cohort.index if cohort else len(policy.cohorts)
+            if any(c.selector is not None for c in policy.cohorts[:limit]):
+                degraded.append(f"labels of namespace {namespace} unknown; cohorts matched by name only")
+    return Context(
+        policy=policy,
+        kind=req.kind,
+        group=req.group,
+        version=req.version,
+        operation=req.operation,
+        namespace=namespace,
+        phase=phase,  # type: ignore[arg-type]
+        now=now,
+        cohort=cohort,
+        stage=policy.stage_for(cohort, now),
+        view=view,
+        old_object=req.old_object,
+        uid=req.uid,
+        dry_run=req.dry_run,
+        degraded=degraded,
+    )
+
+
+def _verdict(finding: Finding, base: Action, policy: CompiledPolicy, namespace: str, now: dt.datetime) -> Verdict:
+    exc = policy.exception_for(finding.rule, namespace, now)
+    if exc is not None:
+        return Verdict(finding, Action.Off, excepted=exc.reason)
+    action = base
+    if finding.advisory and action is Action.Deny:
+        action = Action.Warn
+    return Verdict(finding, action)
+
+
+def _mutation_enabled(policy: CompiledPolicy, rule_id: str, namespace: str, now: dt.datetime) -> bool:
+    """Mutations follow the rule's own override, not the stage default: Audit means "report, don't patch"."""
+    override = policy.rule_actions.get(rule_id)
+    if override in (Action.Off, Action.Audit):
+        return False
+    return policy.exception_for(rule_id, namespace, now) is None
+
+
+def _decide(verdicts: list[Verdict], ctx: Context) -> Decision:
+    denials: list[str] = []
+    causes: list[dict[str, str]] = []
+    warnings: list[str] = []
+    audit: dict[str, str] = {}
+    stage = ctx.stage
+    for v in verdicts:
+        f = v.finding
+        if v.action is Action.Deny:
+            denials.append(f"{f.rule} ({stage}: Deny): {f.message}{_fix(f)}")
+            causes.append({"reason": f.rule, "message": f.remediation or f.message, "field": f.paths[0] if f.paths else ""})
+        elif v.action is Action.Warn:
+            warnings.append(f"{f.rule} ({stage}): {f.message}{_fix(f)}")
+        elif v.action is Action.Audit:
+            _append(audit, f.rule, f.message)
+        elif v.excepted:
+            _append(audit, f"excepted-{f.rule}", f"{f.message} [exception: {v.excepted}]")
+    decision = Decision(
+        allowed=not denials,
+        verdicts=verdicts,
+        warnings=warnings,
+        audit=audit,
+        message="; ".join(denials),
+        causes=[{k: val for k, val in c.items() if val} for c in causes],
+        stage=stage,
+        cohort=ctx.cohort.name if ctx.cohort else "",
+    )
+    return decision
+
+
+def _fix(f: Finding) -> str:
+    if not f.remediation:
+        return ""
+    first = f.remediation.strip().splitlines()[0].strip()
+    return f"; fix: {first}" if first else ""
+
+
+def _append(audit: dict[str, str], key: str, message: str) -> None:
+    audit[key] = f"{audit[key]}; {message}" if key in audit else message
+
+
+def mutate_then_validate(
+    request: AdmissionRequest, policy: CompiledPolicy, view: ClusterView | None = None, now: dt.datetime | None = None
+) -> tuple[Decision, Decision]:
+    """What the API server does: mutating webhooks, then validating ones on the patched object (for `check`)."""
+    mutate = evaluate(request, policy, view, "mutate", now)
+    patched = request
+    if mutate.mutated is not None:
+        patched = copy.copy(request)
+        patched.object = mutate.mutated
+    validate = evaluate(patched, policy, view, "validate", now) if mutate.allowed else Decision(allowed=False)
+    return mutate, validate

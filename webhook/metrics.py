@@ -1,0 +1,74 @@
+"""Prometheus metrics (design.md §6 names).
+
+Under gunicorn every worker is a process, so prometheus-client runs in multiprocess mode: the server
+sets ``PROMETHEUS_MULTIPROC_DIR`` before this module is imported, and /metrics aggregates the files.
+Without it (unit tests, ``check``) the metrics live in this process only.
+"""
+
+from __future__ import annotations
+
+import os
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
+
+MULTIPROC = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+
+REQUESTS = Counter(
+    "dra_webhook_admission_requests_total",
+    "Admission requests answered, by endpoint, kind, operation and whether they were allowed.",
+    ["endpoint", "kind", "operation", "allowed"],
+)
+DURATION = Histogram(
+    "dra_webhook_admission_duration_seconds",
+    "Time to answer an admission request, parsing to response.",
+    ["endpoint"],
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+)
+FINDINGS = Counter(
+    "dra_webhook_rule_findings_total",
+    "Rule findings, by rule id and the action the policy gave them.",
+    ["rule", "action"],
+)
+WORKLOADS = Counter(
+    "dra_webhook_workloads_total",
+    "Objects admitted with rollout-tracking annotations, by path, stage and cohort.",
+    ["path", "stage", "cohort"],
+)
+RELOADS = Counter(
+    "dra_webhook_policy_reloads_total",
+    "Policy loads and reloads, by result (success or error).",
+    ["result"],
+)
+CERT_EXPIRY = Gauge(
+    "dra_webhook_certificate_expiry_timestamp_seconds",
+    "notAfter of the serving certificate currently loaded, as a Unix timestamp.",
+    multiprocess_mode="max",
+)
+BAD_REQUESTS = Counter(
+    "dra_webhook_bad_requests_total",
+    "Bodies rejected before evaluation, by HTTP status.",
+    ["code"],
+)
+
+
+def render() -> tuple[bytes, str]:
+    """The exposition text for /metrics (aggregated over workers in multiprocess mode)."""
+    if MULTIPROC:
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+        return generate_latest(registry), CONTENT_TYPE_LATEST
+    return generate_latest(), CONTENT_TYPE_LATEST
+
+
+def worker_exit(pid: int) -> None:
+    """gunicorn child_exit hook: drop a dead worker's live gauges."""
+    if MULTIPROC:
+        multiprocess.mark_process_dead(pid)

@@ -1,0 +1,341 @@
+"""Helpers over raw Pod and workload dicts: where pod templates live, and what they ask for.
+
+Rules see the object exactly as the API server sent it (a dict), so everything here reads defensively:
+a missing or wrongly typed field is "absent", never an exception. Paths are tuples of keys and indices
+so a rule can find the same place again in its deep copy (``get_path``) and name it in a finding
+(``field_path``).
+
+Counting follows kube-scheduler (``resourcehelper.PodRequests``): for extended resources limits imply
+requests, sidecars (init containers with ``restartPolicy: Always``) run next to the regular containers
+and next to every init container started after them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+Path = tuple[str | int, ...]
+
+WORKLOAD_KINDS: frozenset[str] = frozenset(
+    {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob", "JobSet", "PyTorchJob"}
+)
+POD_KINDS: frozenset[str] = WORKLOAD_KINDS | {"Pod"}
+
+DEVICECLASS_PREFIX = "deviceclass.resource.kubernetes.io/"
+"""Implicit extended-resource name of every DeviceClass: ``deviceclass.resource.kubernetes.io/<class>``."""
+
+# Labels the JobSet and Kubeflow training-operator controllers put on every Pod they create; a webhook
+# sees the template before they exist, so rules add them to predict what the Pods will carry.
+_CONTROLLER_LABELS: dict[str, str] = {
+    "JobSet": "jobset.sigs.k8s.io/jobset-name",
+    "PyTorchJob": "training.kubeflow.org/job-name",
+}
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def get_path(obj: Any, path: Path) -> Any:
+    """The value at ``path`` or None when any step is missing or of the wrong type."""
+    cur = obj
+    for step in path:
+        if isinstance(step, int):
+            if not isinstance(cur, list) or not -len(cur) <= step < len(cur):
+                return None
+        elif not isinstance(cur, dict) or step not in cur:
+            return None
+        cur = cur[step]
+    return cur
+
+
+def set_path(obj: Any, path: Path, value: Any) -> None:
+    """Set ``path`` to ``value``, creating missing maps on the way (list indices must exist)."""
+    if not path:
+        raise ValueError("set_path needs a non-empty path")
+    cur = obj
+    for step in path[:-1]:
+        if isinstance(step, int):
+            cur = cur[step]
+            continue
+        nxt = cur.get(step)
+        if not isinstance(nxt, dict):
+            nxt = cur[step] = {}
+        cur = nxt
+    cur[path[-1]] = value
+
+
+def field_path(path: Path) -> str:
+    """``('spec', 'containers', 0, 'resources')`` -> ``spec.containers[0].resources`` (kubectl style)."""
+    out = ""
+    for step in path:
+        if isinstance(step, int):
+            out += f"[{step}]"
+        elif "." in step or "/" in step:
+            out += f"[{step}]"
+        else:
+            out += f".{step}" if out else step
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class PodTemplateRef:
+    """One pod template (``metadata`` + ``spec``) inside an object.
+
+    ``path`` leads to the template; it is ``()`` for a Pod, whose own metadata and spec are the template.
+    ``job_path`` leads to the enclosing JobSpec (Job, CronJob, JobSet) for its ``activeDeadlineSeconds``.
+    ``name`` tells templates of one object apart in messages (JobSet replicated job, PyTorchJob role).
+    """
+
+    path: Path
+    name: str = ""
+    job_path: Path | None = None
+
+    def template(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        return _dict(get_path(obj, self.path))
+
+    def spec(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        return _dict(get_path(obj, (*self.path, "spec")))
+
+    def metadata(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        return _dict(get_path(obj, (*self.path, "metadata")))
+
+    def at(self, *rest: str | int) -> Path:
+        """A path below the template, e.g. ``ref.at('spec', 'containers', 0)``."""
+        return (*self.path, *rest)
+
+    def where(self) -> str:
+        """Prefix for messages: ``[workers] `` for a named template, empty otherwise."""
+        return f"[{self.name}] " if self.name else ""
+
+
+def pod_templates(obj: Mapping[str, Any], kind: str) -> list[PodTemplateRef]:
+    """Every pod template in ``obj`` of ``kind`` that has a spec (an empty list for other kinds)."""
+    spec = _dict(obj.get("spec"))
+    refs: list[PodTemplateRef] = []
+    if kind == "Pod":
+        refs.append(PodTemplateRef(()))
+    elif kind in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet"):
+        refs.append(PodTemplateRef(("spec", "template")))
+    elif kind == "Job":
+        refs.append(PodTemplateRef(("spec", "template"), job_path=("spec",)))
+    elif kind == "CronJob":
+        refs.append(
+            PodTemplateRef(("spec", "jobTemplate", "spec", "template"), job_path=("spec", "jobTemplate", "spec"))
+        )
+    elif kind == "JobSet":
+        for i, rjob in enumerate(_list(spec.get("replicatedJobs"))):
+            name = str(_dict(rjob).get("name") or i)
+            base: Path = ("spec", "replicatedJobs", i, "template", "spec")
+            refs.append(PodTemplateRef((*base, "template"), name=name, job_path=base))
+    elif kind == "PyTorchJob":
+        for role in _dict(spec.get("pytorchReplicaSpecs")):
+            refs.append(PodTemplateRef(("spec", "pytorchReplicaSpecs", role, "template"), name=str(role)))
+    return [r for r in refs if isinstance(get_path(obj, (*r.path, "spec")), dict)]
+
+
+def pod_labels(obj: Mapping[str, Any], kind: str, ref: PodTemplateRef) -> dict[str, str]:
+    """Labels that describe the Pods this template makes.
+
+    The template's labels, over the controller object's own labels (they mark the workload as a whole,
+    e.g. ``workload.example.com/kind: training`` on a Job), plus the label the JobSet / PyTorchJob
+    controller will add to every Pod.
+    """
+    labels: dict[str, str] = {}
+    if ref.path:
+        labels.update(_dict(_dict(obj.get("metadata")).get("labels")))
+        implied = _CONTROLLER_LABELS.get(kind)
+        if implied:
+            labels.setdefault(implied, str(_dict(obj.get("metadata")).get("name") or ""))
+    labels.update(_dict(ref.metadata(obj).get("labels")))
+    return {str(k): str(v) for k, v in labels.items()}
+
+
+def active_deadlines(obj: Mapping[str, Any], ref: PodTemplateRef) -> list[int]:
+    """``activeDeadlineSeconds`` of the pod spec and of the enclosing JobSpec, where set."""
+    out = []
+    for holder in (ref.spec(obj), _dict(get_path(obj, ref.job_path)) if ref.job_path is not None else {}):
+        value = holder.get("activeDeadlineSeconds")
+        if isinstance(value, int) and not isinstance(value, bool):
+            out.append(value)
+    return out
+
+
+def object_name(obj: Mapping[str, Any]) -> str:
+    """``metadata.name``, else ``generateName`` without its trailing dash, else empty."""
+    meta = _dict(obj.get("metadata"))
+    return str(meta.get("name") or str(meta.get("generateName") or "").rstrip("-"))
+
+
+# ---- containers and resources ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerRef:
+    """A container of a pod spec: ``field`` is ``containers`` or ``initContainers``."""
+
+    field: str
+    index: int
+    container: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return str(self.container.get("name") or f"{self.field}[{self.index}]")
+
+    @property
+    def sidecar(self) -> bool:
+        return self.field == "initContainers" and self.container.get("restartPolicy") == "Always"
+
+
+def iter_containers(podspec: Mapping[str, Any]) -> Iterator[ContainerRef]:
+    """Init containers, then regular containers (the scheduler's order; ephemeral ones hold no resources)."""
+    for fld in ("initContainers", "containers"):
+        for i, c in enumerate(_list(podspec.get(fld))):
+            if isinstance(c, dict):
+                yield ContainerRef(fld, i, c)
+
+
+_SUFFIXES: dict[str, Decimal] = {
+    "": Decimal(1),
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "k": Decimal(10) ** 3,
+    "M": Decimal(10) ** 6,
+    "G": Decimal(10) ** 9,
+    "T": Decimal(10) ** 12,
+    "P": Decimal(10) ** 15,
+    "E": Decimal(10) ** 18,
+    "Ki": Decimal(2) ** 10,
+    "Mi": Decimal(2) ** 20,
+    "Gi": Decimal(2) ** 30,
+    "Ti": Decimal(2) ** 40,
+    "Pi": Decimal(2) ** 50,
+    "Ei": Decimal(2) ** 60,
+}
+
+
+def parse_quantity(value: Any) -> Decimal:
+    """A Kubernetes quantity (``2``, ``"2"``, ``"1k"``, ``"500m"``, ``"1e3"``) as a Decimal.
+
+    Raises ValueError naming the value when it is not a quantity.
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a quantity")
+    if isinstance(value, int):
+        return Decimal(value)
+    if isinstance(value, float):
+        return Decimal(str(value))
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{value!r} is not a quantity")
+    text = value.strip()
+    for suffix in ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "n", "u", "m", "k", "M", "G", "T", "P", "E"):
+        if text.endswith(suffix):  # "1E" is exa; "1E3" is an exponent and ends in a digit
+            number, mult = text[: -len(suffix)], _SUFFIXES[suffix]
+            break
+    else:
+        number, mult = text, _SUFFIXES[""]
+    try:
+        amount = Decimal(number)
+    except InvalidOperation:
+        raise ValueError(f"{value!r} is not a quantity") from None
+    if not amount.is_finite():
+        raise ValueError(f"{value!r} is not a quantity")
+    return amount * mult
+
+
+def device_count(value: Any) -> int:
+    """An extended-resource quantity as a device count (rounded up; the API only admits integers)."""
+    return int(math.ceil(parse_quantity(value)))
+
+
+def is_extended_resource(name: str) -> bool:
+    """A resource outside the native ones: ``domain/name`` not under ``kubernetes.io``, or a class's implicit name.
+
+    Native names have no domain (``cpu``, ``memory``, ``hugepages-2Mi``) or contain ``kubernetes.io/``;
+    ``requests.`` names are quota names, never container requests.
+    """
+    if name.startswith(DEVICECLASS_PREFIX):
+        return len(name) > len(DEVICECLASS_PREFIX)
+    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
+
+
+def container_extended(container: Mapping[str, Any]) -> dict[str, int]:
+    """Extended resources one container asks for; a limit without a request counts as the request."""
+    resources = _dict(container.get("resources"))
+    limits = _dict(resources.get("limits"))
+    requests = _dict(resources.get("requests"))
+    out: dict[str, int] = {}
+    for name in {**limits, **requests}:
+        name = str(name)
+        if is_extended_resource(name):
+            out[name] = device_count(requests[name] if name in requests else limits[name])
+    return out
+
+
+def extended_requests(
+    podspec: Mapping[str, Any], group: Callable[[str], str | None] | None = None
+) -> dict[str, int]:
+    """Effective extended-resource request of a pod spec, as the scheduler computes it.
+
+    ``group`` maps a resource name to the key it counts under (e.g. a legacy name to its migrated
+    resource, so both add up as the same hardware); names it maps to None are skipped.
+    Per key: max(sum(regular) + sum(sidecars), max over init containers of the request while it runs),
+    where a non-sidecar init container runs next to the sidecars started before it and a sidecar
+    runs next to those started before it and itself.
+    """
+    total: dict[str, int] = {}
+    sidecars: dict[str, int] = {}
+    init_peak: dict[str, int] = {}
+
+    def grouped(container: Mapping[str, Any]) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for name, count in container_extended(container).items():
+            key = group(name) if group is not None else name
+            if key is not None:
+                out[key] = out.get(key, 0) + count
+        return out
+
+    for ref in iter_containers(podspec):
+        req = grouped(ref.container)
+        if ref.field == "containers":
+            for key, count in req.items():
+                total[key] = total.get(key, 0) + count
+            continue
+        if ref.sidecar:
+            for key, count in req.items():
+                total[key] = total.get(key, 0) + count
+                sidecars[key] = sidecars.get(key, 0) + count
+            running = dict(sidecars)
+        else:
+            running = {key: sidecars.get(key, 0) + req.get(key, 0) for key in {*sidecars, *req}}
+        for key, count in running.items():
+            init_peak[key] = max(init_peak.get(key, 0), count)
+    effective = {k: max(total.get(k, 0), init_peak.get(k, 0)) for k in sorted({*total, *init_peak})}
+    return {k: v for k, v in effective.items() if v}
+
+
+def requested_names(podspec: Mapping[str, Any]) -> dict[str, list[ContainerRef]]:
+    """Every extended resource any container names (request or limit), with the containers naming it."""
+    out: dict[str, list[ContainerRef]] = {}
+    for ref in iter_containers(podspec):
+        for name in container_extended(ref.container):
+            out.setdefault(name, []).append(ref)
+    return out
+
+
+def pod_claims(podspec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """``spec.resourceClaims`` entries (name plus resourceClaimName or resourceClaimTemplateName)."""
+    return [c for c in _list(podspec.get("resourceClaims")) if isinstance(c, dict)]
+
+
+def annotations_of(meta: Mapping[str, Any]) -> dict[str, Any]:
+    return _dict(meta.get("annotations"))

@@ -1,0 +1,39 @@
+"""Migration policy: model, loader with file:line errors, compiled form and hot reload.
+
+Names are resolved lazily so that importing ``webhook.policy`` pulls in nothing: the model imports
+``webhook.rules.ids``, and rule modules import from this package, so eager imports here would risk
+an import cycle.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from webhook.policy.compiled import CompiledPolicy, CompileError, compile_policy
+    from webhook.policy.loader import PolicyError, Problem, lint, lint_report, load
+    from webhook.policy.model import MigrationPolicy
+    from webhook.policy.reload import PolicyStore
+
+_EXPORTS = {
+    "CompiledPolicy": "webhook.policy.compiled",
+    "CompileError": "webhook.policy.compiled",
+    "compile_policy": "webhook.policy.compiled",
+    "MigrationPolicy": "webhook.policy.model",
+    "PolicyError": "webhook.policy.loader",
+    "Problem": "webhook.policy.loader",
+    "lint": "webhook.policy.loader",
+    "lint_report": "webhook.policy.loader",
+    "load": "webhook.policy.loader",
+    "PolicyStore": "webhook.policy.reload",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

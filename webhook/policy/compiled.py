@@ -1,0 +1,286 @@
+"""A MigrationPolicy compiled for the request path.
+
+Everything that can be worked out once is worked out here at load time: glob patterns, label
+selectors, sorted schedules, lookup tables by resource name, the effective feature gates and the
+policy's identity. Request-time methods are then dictionary lookups and a few comparisons.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fnmatch
+import hashlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from webhook.policy.model import (
+    Action,
+    Cohort,
+    LabelSelector,
+    MigrationPolicy,
+    PolicyException,
+    Resource,
+    ScheduleEntry,
+)
+
+
+class CompileError(ValueError):
+    """A semantic error found after the schema check, with the key path it concerns."""
+
+    def __init__(self, path: tuple[str | int, ...], message: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.message = message
+
+
+def _glob(patterns: list[str]) -> re.Pattern[str] | None:
+    if not patterns:
+        return None
+    return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns))
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledSelector:
+    """A compiled Kubernetes label selector (matchLabels AND matchExpressions)."""
+
+    match_labels: tuple[tuple[str, str], ...]
+    expressions: tuple[tuple[str, str, frozenset[str]], ...]
+
+    @classmethod
+    def of(cls, sel: LabelSelector) -> CompiledSelector:
+        return cls(
+            tuple(sel.matchLabels.items()),
+            tuple((e.key, e.operator, frozenset(e.values)) for e in sel.matchExpressions),
+        )
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        for key, value in self.match_labels:
+            if labels.get(key) != value:
+                return False
+        for key, op, values in self.expressions:
+            present = key in labels
+            if op == "In" and (not present or labels[key] not in values):
+                return False
+            if op == "NotIn" and present and labels[key] in values:
+                return False
+            if op == "Exists" and not present:
+                return False
+            if op == "DoesNotExist" and present:
+                return False
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledCohort:
+    name: str
+    index: int
+    names: re.Pattern[str] | None
+    selector: CompiledSelector | None
+    schedule: tuple[ScheduleEntry, ...]  # sorted by date
+
+    def matches(self, namespace: str, labels: Mapping[str, str] | None) -> bool:
+        """Name globs OR label selector. Labels None = unknown (offline): only globs can match."""
+        if self.names is not None and self.names.fullmatch(namespace):
+            return True
+        if self.selector is not None and labels is not None:
+            return self.selector.matches(labels)
+        return False
+
+    def stage_on(self, day: dt.date, default: str) -> str:
+        stage = default
+        for entry in self.schedule:
+            if entry.from_ <= day:
+                stage = entry.stage.value
+            else:
+                break
+        return stage
+
+    def next_change(self, day: dt.date) -> ScheduleEntry | None:
+        for entry in self.schedule:
+            if entry.from_ > day:
+                return entry
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledException:
+    namespaces: re.Pattern[str]
+    rules: frozenset[str]
+    reason: str
+    expires: dt.date | None
+
+    def covers(self, rule: str, namespace: str, day: dt.date) -> bool:
+        if rule not in self.rules or not self.namespaces.fullmatch(namespace):
+            return False
+        return self.expires is None or day <= self.expires
+
+
+@dataclass(frozen=True)
+class CompiledPolicy:
+    source: MigrationPolicy
+    sha256: str
+    files: tuple[str, ...] = ()
+    name: str = ""
+    prefix: str = ""
+    gates: Mapping[str, bool] = field(default_factory=dict)
+    resources: Mapping[str, Resource] = field(default_factory=dict)  # by requested name
+    legacy: Mapping[str, Resource] = field(default_factory=dict)  # legacy name -> resource
+    by_class: Mapping[str, Resource] = field(default_factory=dict)  # deviceClassName -> resource
+    cohorts: tuple[CompiledCohort, ...] = ()
+    exceptions: tuple[CompiledException, ...] = ()
+    stage_actions: Mapping[str, Action] = field(default_factory=dict)
+    rule_actions: Mapping[str, Action] = field(default_factory=dict)
+    allowed_classes: frozenset[str] | None = None
+    admin_namespaces: re.Pattern[str] | None = None
+    training_labels: tuple[tuple[str, str], ...] = ()
+    training_keys: tuple[str, ...] = ()
+    device_tolerations: tuple[dict[str, Any], ...] = ()
+
+    @property
+    def spec(self):  # noqa: ANN201 - the pydantic spec, for rules that need raw settings
+        return self.source.spec
+
+    @property
+    def uses_namespace_labels(self) -> bool:
+        """Whether any cohort selects namespaces by label (else no label lookup is needed)."""
+        return any(c.selector is not None for c in self.cohorts)
+
+    @property
+    def identity(self) -> str:
+        """``<name>@<first 12 hex of sha256>``: what the `policy` annotation records."""
+        return f"{self.name}@{self.sha256[:12]}"
+
+    def key(self, name: str) -> str:
+        """Annotation key under the policy's prefix."""
+        return f"{self.prefix}/{name}"
+
+    def cohort_for(self, namespace: str, labels: Mapping[str, str] | None) -> CompiledCohort | None:
+        for cohort in self.cohorts:
+            if cohort.matches(namespace, labels):
+                return cohort
+        return None
+
+    def stage_for(self, cohort: CompiledCohort | None, now: dt.datetime) -> str:
+        default = self.source.spec.defaultStage.value
+        if cohort is None:
+            return default
+        return cohort.stage_on(now.astimezone(dt.UTC).date(), default)
+
+    def action_for(self, rule: str, stage: str) -> Action:
+        """The enforcement action before exceptions: rule override, else the stage default."""
+        return self.rule_actions.get(rule) or self.stage_actions[stage]
+
+    def exception_for(self, rule: str, namespace: str, now: dt.datetime) -> CompiledException | None:
+        day = now.astimezone(dt.UTC).date()
+        for exc in self.exceptions:
+            if exc.covers(rule, namespace, day):
+                return exc
+        return None
+
+    def gate_enabled(self, gate: str) -> bool:
+        return self.gates.get(gate, False)
+
+    def is_training_job(self, labels: Mapping[str, str] | None, active_deadline: int | None = None) -> bool:
+        """A long training job: all `trainingJobs.labels`, any of `anyLabelKeys`, or a long deadline."""
+        labels = labels or {}
+        if self.training_labels and all(labels.get(k) == v for k, v in self.training_labels):
+            return True
+        if any(k in labels for k in self.training_keys):
+            return True
+        min_deadline = self.source.spec.trainingJobs.minActiveDeadlineSeconds
+        return bool(min_deadline and active_deadline and active_deadline >= min_deadline)
+
+
+def _default_gates(version: str, overrides: Mapping[str, bool]) -> dict[str, bool]:
+    # Imported here: the gate catalogue lives with the rules and must not import the policy package.
+    from webhook.rules.gates import effective_gates
+
+    return effective_gates(version, overrides)
+
+
+def compile_policy(policy: MigrationPolicy, raw: bytes, files: tuple[str, ...] = ()) -> CompiledPolicy:
+    """Compile a validated policy. Raises CompileError for cross-field mistakes."""
+    spec = policy.spec
+    resources: dict[str, Resource] = {}
+    legacy: dict[str, Resource] = {}
+    by_class: dict[str, Resource] = {}
+    for i, res in enumerate(spec.resources):
+        if res.name in resources or res.name in legacy:
+            raise CompileError(("spec", "resources", i, "name"), f"resource {res.name!r} is listed twice")
+        resources[res.name] = res
+        for j, name in enumerate(res.legacyNames):
+            if name in resources or name in legacy or name == res.name:
+                raise CompileError(
+                    ("spec", "resources", i, "legacyNames", j), f"resource name {name!r} is mapped twice"
+                )
+            legacy[name] = res
+        by_class.setdefault(res.deviceClassName, res)
+    for i, res in enumerate(spec.resources):
+        for j, name in enumerate(res.legacyNames):
+            if name in resources:
+                raise CompileError(
+                    ("spec", "resources", i, "legacyNames", j),
+                    f"{name!r} is both a legacy name and a migrated resource",
+                )
+
+    names_seen: set[str] = set()
+    cohorts = []
+    for i, c in enumerate(spec.cohorts):
+        if c.name in names_seen:
+            raise CompileError(("spec", "cohorts", i, "name"), f"cohort {c.name!r} is defined twice")
+        names_seen.add(c.name)
+        if not c.namespaces.names and c.namespaces.selector is None:
+            raise CompileError(
+                ("spec", "cohorts", i, "namespaces"), "a cohort needs namespace names or a selector"
+            )
+        cohorts.append(_compile_cohort(i, c))
+
+    try:
+        gates = _default_gates(spec.kubernetesVersion, spec.featureGates)
+    except KeyError as exc:
+        gate = exc.args[0]
+        raise CompileError(("spec", "featureGates", gate), f"unknown feature gate {gate!r}") from None
+
+    return CompiledPolicy(
+        source=policy,
+        sha256=hashlib.sha256(raw).hexdigest(),
+        files=files,
+        name=policy.metadata.name,
+        prefix=spec.annotationPrefix,
+        gates=gates,
+        resources=resources,
+        legacy=legacy,
+        by_class=by_class,
+        cohorts=tuple(cohorts),
+        exceptions=tuple(_compile_exception(e) for e in spec.exceptions),
+        stage_actions={
+            "legacy": spec.enforcement.legacy,
+            "pilot": spec.enforcement.pilot,
+            "migrated": spec.enforcement.migrated,
+        },
+        rule_actions=dict(spec.enforcement.rules),
+        allowed_classes=(
+            frozenset(spec.claims.allowedDeviceClasses) if spec.claims.allowedDeviceClasses is not None else None
+        ),
+        admin_namespaces=_glob(spec.claims.adminAccessNamespaces),
+        training_labels=tuple(spec.trainingJobs.labels.items()),
+        training_keys=tuple(spec.trainingJobs.anyLabelKeys),
+        device_tolerations=tuple(t.to_api() for t in spec.trainingJobs.deviceTolerations),
+    )
+
+
+def _compile_cohort(index: int, c: Cohort) -> CompiledCohort:
+    return CompiledCohort(
+        name=c.name,
+        index=index,
+        names=_glob(c.namespaces.names),
+        selector=CompiledSelector.of(c.namespaces.selector) if c.namespaces.selector else None,
+        schedule=tuple(sorted(c.schedule, key=lambda e: e.from_)),
+    )
+
+
+def _compile_exception(e: PolicyException) -> CompiledException:
+    pattern = _glob(e.namespaces) or re.compile(r"(?!)")
+    return CompiledException(pattern, frozenset(e.rules), e.reason, e.expires)

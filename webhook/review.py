@@ -1,0 +1,222 @@
+"""AdmissionReview v1 on the wire: parse and check a request, build the response.
+
+Two kinds of bad input, answered differently (webhook-conventions.md §1.3):
+- a body that is not an AdmissionReview v1 at all (no uid to echo) -> ``EnvelopeError``, HTTP 400 JSON;
+- a review whose request is malformed (a uid exists) -> ``RequestError``, HTTP 200 with an
+  AdmissionResponse ``allowed: false``, code 400, so the API server shows the message to the user
+  instead of treating it as a call failure.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+API_VERSION = "admission.k8s.io/v1"
+KIND = "AdmissionReview"
+OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
+
+# Limits the API server applies to warnings (webhook-conventions.md §1.2).
+WARNING_MAX = 256
+WARNINGS_TOTAL_MAX = 4096
+_AUDIT_KEY_BAD = re.compile(r"[^A-Za-z0-9._-]")
+
+
+class EnvelopeError(ValueError):
+    """The body is not an AdmissionReview v1: answered with HTTP ``status`` and a JSON error."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+
+class RequestError(ValueError):
+    """The review has a uid but its request is malformed: answered as a denial with code 400."""
+
+    def __init__(self, uid: str, message: str) -> None:
+        super().__init__(message)
+        self.uid = uid
+        self.message = message
+
+
+@dataclass(slots=True)
+class AdmissionRequest:
+    uid: str
+    group: str
+    version: str
+    kind: str
+    operation: str
+    namespace: str
+    name: str
+    object: dict[str, Any] | None
+    old_object: dict[str, Any] | None
+    dry_run: bool
+    sub_resource: str = ""
+    user: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+def parse(body: bytes) -> AdmissionRequest:
+    """Parse and check a request body. Raises EnvelopeError or RequestError with a message a human can act on."""
+    if not body:
+        raise EnvelopeError("empty body: expected an AdmissionReview (admission.k8s.io/v1) JSON object")
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise EnvelopeError(f"body is not valid JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise EnvelopeError(f"body is a JSON {_json_type(doc)}, expected an AdmissionReview object")
+    api_version, kind = doc.get("apiVersion"), doc.get("kind")
+    if kind != KIND:
+        raise EnvelopeError(f"kind is {kind!r}, expected 'AdmissionReview'")
+    if api_version != API_VERSION:
+        hint = " (set admissionReviewVersions: [v1] in the webhook configuration)" if api_version else ""
+        raise EnvelopeError(f"apiVersion is {api_version!r}, only {API_VERSION!r} is supported{hint}")
+    req = doc.get("request")
+    if not isinstance(req, dict):
+        raise EnvelopeError("request is missing or not an object" if req is None else
+                            f"request is a JSON {_json_type(req)}, expected an object")
+    uid = req.get("uid")
+    if not isinstance(uid, str) or not uid:
+        raise EnvelopeError("request.uid is missing or not a non-empty string; it must be echoed back")
+    return parse_request(req)
+
+
+def parse_request(req: dict[str, Any]) -> AdmissionRequest:
+    """Check the ``request`` part of a review (uid already known to be a string)."""
+    uid = req.get("uid") if isinstance(req.get("uid"), str) else ""
+    gvk = req.get("kind")
+    if not isinstance(gvk, dict) or not isinstance(gvk.get("kind"), str) or not gvk.get("kind"):
+        raise RequestError(uid, "request.kind must be an object with group, version and kind")
+    group, version = gvk.get("group", ""), gvk.get("version", "")
+    if not isinstance(group, str) or not isinstance(version, str):
+        raise RequestError(uid, "request.kind.group and request.kind.version must be strings")
+    operation = req.get("operation")
+    if operation not in OPERATIONS:
+        raise RequestError(uid, f"request.operation is {operation!r}, expected one of CREATE, UPDATE, DELETE, CONNECT")
+    obj, old = req.get("object"), req.get("oldObject")
+    for name, value in (("object", obj), ("oldObject", old)):
+        if value is not None and not isinstance(value, dict):
+            raise RequestError(uid, f"request.{name} is a JSON {_json_type(value)}, expected an object or null")
+    if operation in ("CREATE", "UPDATE") and obj is None:
+        raise RequestError(uid, f"request.object is null on {operation}; nothing to evaluate")
+    if obj is not None:
+        obj_kind = obj.get("kind")
+        if obj_kind is not None and obj_kind != gvk["kind"]:
+            raise RequestError(uid, f"request.object.kind is {obj_kind!r} but request.kind.kind is {gvk['kind']!r}")
+        meta = obj.get("metadata", {})
+        if not isinstance(meta, dict):
+            raise RequestError(uid, "request.object.metadata must be an object")
+    namespace, name = req.get("namespace") or "", req.get("name") or ""
+    if not isinstance(namespace, str) or not isinstance(name, str):
+        raise RequestError(uid, "request.namespace and request.name must be strings")
+    dry_run = req.get("dryRun") or False
+    user = req.get("userInfo") if isinstance(req.get("userInfo"), dict) else {}
+    sub = req.get("subResource") or ""
+    return AdmissionRequest(
+        uid=uid,
+        group=group,
+        version=version,
+        kind=gvk["kind"],
+        operation=operation,
+        namespace=namespace,
+        name=name,
+        object=obj,
+        old_object=old,
+        dry_run=bool(dry_run),
+        sub_resource=sub if isinstance(sub, str) else "",
+        user=user,
+        raw=req,
+    )
+
+
+def response(
+    uid: str,
+    allowed: bool,
+    *,
+    message: str = "",
+    code: int = 403,
+    causes: list[dict[str, str]] | None = None,
+    patch: list[dict[str, Any]] | None = None,
+    warnings: list[str] | None = None,
+    audit: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A complete AdmissionReview v1 response, within the API server's limits."""
+    resp: dict[str, Any] = {"uid": uid, "allowed": allowed}
+    if not allowed:
+        status: dict[str, Any] = {
+            "code": code,
+            "reason": "Forbidden" if code == 403 else ("BadRequest" if code == 400 else "InternalError"),
+            "message": message or "denied by dra-migration-webhook",
+        }
+        if causes:
+            status["details"] = {"causes": causes}
+        resp["status"] = status
+    if patch:
+        resp["patchType"] = "JSONPatch"
+        resp["patch"] = base64.b64encode(orjson.dumps(patch)).decode("ascii")
+    kept = limit_warnings(warnings or [])
+    if kept:
+        resp["warnings"] = kept
+    if audit:
+        resp["auditAnnotations"] = clean_audit(audit)
+    return {"apiVersion": API_VERSION, "kind": KIND, "response": resp}
+
+
+def error_response(exc: RequestError) -> dict[str, Any]:
+    return response(exc.uid, False, message=f"malformed admission request: {exc.message}", code=400)
+
+
+def limit_warnings(warnings: list[str]) -> list[str]:
+    """Each warning at most 256 chars, all together at most 4096, as the API server keeps them."""
+    out: list[str] = []
+    total = 0
+    for i, w in enumerate(warnings):
+        w = " ".join(w.split())  # one line, no control characters
+        if len(w) > WARNING_MAX:
+            w = w[: WARNING_MAX - 1] + "…"
+        if total + len(w) > WARNINGS_TOTAL_MAX:
+            note = f"{len(warnings) - i} more warning(s) omitted; see the webhook's audit annotations"
+            if total + len(note) <= WARNINGS_TOTAL_MAX:
+                out.append(note)
+            break
+        out.append(w)
+        total += len(w)
+    return out
+
+
+def audit_key(key: str) -> str:
+    """An auditAnnotations key the API server accepts: no '/', [A-Za-z0-9._-], <= 63, alnum at both ends."""
+    key = _AUDIT_KEY_BAD.sub("-", key)[:63].strip("-._")
+    return key or "note"
+
+
+def clean_audit(audit: dict[str, str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for k, v in audit.items():
+        key = audit_key(k)
+        out[key] = f"{out[key]}; {v}" if key in out else str(v)
+    return out
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if value is None:
+        return "null"
+    return "object"

@@ -1,0 +1,111 @@
+"""What every rule gets and returns.
+
+A rule is a pure function ``(obj, ctx) -> Outcome``: the raw object (a dict straight from the
+AdmissionReview, never modified) and a read-only context in, findings and an optionally mutated copy
+out. Rules never decide Deny vs Warn: the engine maps each finding to the policy's action.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from webhook.policy.compiled import CompiledCohort, CompiledPolicy
+    from webhook.view import ClusterView
+
+Phase = Literal["mutate", "validate"]
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One problem a rule found. ``message`` is one line; ``remediation`` says what to do instead."""
+
+    rule: str
+    message: str
+    remediation: str = ""
+    paths: tuple[str, ...] = ()
+    # Advisory findings inform (a warning at most), whatever the stage says: e.g. "limit reached, nothing
+    # injected". They are still switched off by `Off` and by exceptions.
+    advisory: bool = False
+
+
+@dataclass(slots=True)
+class Outcome:
+    """A rule's result: findings, and for mutating rules the changed copy (None = no change)."""
+
+    findings: list[Finding] = field(default_factory=list)
+    mutated: dict[str, Any] | None = None
+    # Extra auditAnnotations the rule wants recorded (key without '/', see review.py).
+    notes: dict[str, str] = field(default_factory=dict)
+
+
+NO_OUTCOME = Outcome()
+
+
+@dataclass(slots=True)
+class Context:
+    """Everything a rule may look at besides the object. Built once per request by the engine."""
+
+    policy: CompiledPolicy
+    kind: str  # request.kind.kind, e.g. "Pod"
+    group: str  # request.kind.group, "" for core
+    version: str
+    operation: str  # CREATE | UPDATE | DELETE | CONNECT
+    namespace: str
+    phase: Phase
+    now: dt.datetime
+    cohort: CompiledCohort | None
+    stage: str  # "legacy" | "pilot" | "migrated"
+    view: ClusterView
+    old_object: dict[str, Any] | None = None
+    uid: str = ""
+    dry_run: bool = False
+    # Lookups that fell back to offline behaviour append a reason here; the engine turns them into an
+    # auditAnnotation so operators can see a decision was made without cluster data.
+    degraded: list[str] = field(default_factory=list)
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+RuleFn = Callable[[dict[str, Any], Context], Outcome]
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """A registered rule: id, the kinds it looks at, the phases it runs in, and the function."""
+
+    id: str
+    kinds: frozenset[str]
+    phases: frozenset[str]
+    fn: RuleFn
+    operations: frozenset[str] = frozenset({"CREATE", "UPDATE"})
+    mutating: bool = False
+
+    def applies(self, kind: str, phase: str, operation: str) -> bool:
+        return kind in self.kinds and phase in self.phases and operation in self.operations
+
+
+def rule(
+    rule_id: str,
+    kinds: Iterable[str],
+    phases: Iterable[str] = ("validate",),
+    operations: Iterable[str] = ("CREATE", "UPDATE"),
+    mutating: bool = False,
+) -> Callable[[RuleFn], RuleFn]:
+    """Decorator that registers a rule function in the global registry."""
+
+    def register(fn: RuleFn) -> RuleFn:
+        REGISTRY.append(
+            Rule(rule_id, frozenset(kinds), frozenset(phases), fn, frozenset(operations), mutating)
+        )
+        return fn
+
+    return register
+
+
+REGISTRY: list[Rule] = []

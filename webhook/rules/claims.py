@@ -1,0 +1,183 @@
+"""Validation rules for ResourceClaims and ResourceClaimTemplates (design.md §3), and the NUMA check on
+DeviceClasses.
+
+Only CREATE is evaluated for claims and templates: their specs are immutable, so every UPDATE is a
+status write by the scheduler or a driver, or a finalizer change, and must never be held up.
+
+The scheduler's own claims (``resource.kubernetes.io/extended-resource-claim: "true"``) are never
+judged here: kube-scheduler computes their allocation before it creates them, so refusing one only
+fails the Pod's binding and retries it forever, and nothing about them is the Pod author's to fix.
+Teams steer those Pods with explicit ResourceClaimTemplates instead (see the README).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from webhook.claim_objects import (
+    CLAIM_KINDS,
+    STANDARD_NUMA_ATTRIBUTE,
+    STANDARD_NUMA_DOMAIN,
+    is_nonstandard_numa_attribute,
+    is_scheduler_claim,
+    iter_cel_selectors,
+    iter_constraint_attributes,
+    iter_device_class_selectors,
+    iter_requests,
+    nonstandard_numa_in_cel,
+)
+from webhook.rules import ids
+from webhook.rules.base import NO_OUTCOME, Context, Finding, Outcome, rule
+
+_CLAIM_KINDS = tuple(sorted(CLAIM_KINDS))
+
+
+def judged(obj: dict[str, Any], ctx: Context) -> bool:
+    """Whether claim rules look at this object at all: a CREATE of a claim that is not the scheduler's."""
+    return ctx.operation == "CREATE" and not is_scheduler_claim(obj)
+
+
+def _namespace(obj: dict[str, Any], ctx: Context) -> str:
+    return ctx.namespace or str((obj.get("metadata") or {}).get("namespace") or "")
+
+
+@rule(ids.DEVICE_CLASS_NOT_ALLOWED, _CLAIM_KINDS, operations=("CREATE",))
+def device_class_not_allowed(obj: dict[str, Any], ctx: Context) -> Outcome:
+    """Every request and subrequest names a class from ``claims.allowedDeviceClasses`` (unset: any)."""
+    allowed = ctx.policy.allowed_classes
+    if allowed is None or not judged(obj, ctx):
+        return NO_OUTCOME
+    shown = ", ".join(sorted(allowed)) or "(none)"
+    findings = [
+        Finding(
+            ids.DEVICE_CLASS_NOT_ALLOWED,
+            f"request {slot.name!r} uses DeviceClass {slot.body.get('deviceClassName')!r}, "
+            "which the migration policy does not allow",
+            f"use one of the allowed DeviceClasses: {shown}",
+            (f"{slot.path}.deviceClassName",),
+        )
+        for slot in iter_requests(obj, ctx.kind)
+        if slot.body.get("deviceClassName") not in allowed
+    ]
+    return Outcome(findings) if findings else NO_OUTCOME
+
+
+@rule(ids.DEVICE_COUNT_EXCEEDS, _CLAIM_KINDS, operations=("CREATE",))
+def device_count_exceeds(obj: dict[str, Any], ctx: Context) -> Outcome:
+    """An ExactCount request (the default mode) asks for more than ``claims.maxDevicesPerRequest``."""
+    limit = ctx.policy.spec.claims.maxDevicesPerRequest
+    if limit is None or not judged(obj, ctx):
+        return NO_OUTCOME
+    findings = []
+    for slot in iter_requests(obj, ctx.kind):
+        count = slot.body.get("count", 1)
+        if (slot.body.get("allocationMode") or "ExactCount") != "ExactCount" or not isinstance(count, int):
+            continue
+        if count > limit:
+            findings.append(
+                Finding(
+                    ids.DEVICE_COUNT_EXCEEDS,
+                    f"request {slot.name!r} asks for {count} devices, above the limit of {limit} per request",
+                    f"request at most {limit} devices, or split the work across Pods",
+                    (f"{slot.path}.count",),
+                )
+            )
+    return Outcome(findings) if findings else NO_OUTCOME
+
+
+@rule(ids.ALLOCATION_MODE_ALL, _CLAIM_KINDS, operations=("CREATE",))
+def allocation_mode_all(obj: dict[str, Any], ctx: Context) -> Outcome:
+    """``allocationMode: All`` takes every matching device on a node; refused unless the policy allows it."""
+    if ctx.policy.spec.claims.allowAllocationModeAll or not judged(obj, ctx):
+        return NO_OUTCOME
+    findings = [
+        Finding(
+            ids.ALLOCATION_MODE_ALL,
+            f"request {slot.name!r} uses allocationMode All, which claims every matching device on the node",
+            "use allocationMode ExactCount with an explicit count",
+            (f"{slot.path}.allocationMode",),
+        )
+        for slot in iter_requests(obj, ctx.kind)
+        if slot.body.get("allocationMode") == "All"
+    ]
+    return Outcome(findings) if findings else NO_OUTCOME
+
+
+@rule(ids.ADMIN_ACCESS_NAMESPACE, _CLAIM_KINDS, operations=("CREATE",))
+def admin_access_namespace(obj: dict[str, Any], ctx: Context) -> Outcome:
+    """``exactly.adminAccess`` (access to devices in use by others) only in ``claims.adminAccessNamespaces``.
+
+    Subrequests cannot ask for admin access (the API has no such field), so only ``exactly`` counts.
+    """
+    if not judged(obj, ctx):
+        return NO_OUTCOME
+    namespace = _namespace(obj, ctx)
+    pattern = ctx.policy.admin_namespaces
+    if pattern is not None and pattern.fullmatch(namespace):
+        return NO_OUTCOME
+    allowed = ", ".join(ctx.policy.spec.claims.adminAccessNamespaces) or "(none)"
+    findings = [
+        Finding(
+            ids.ADMIN_ACCESS_NAMESPACE,
+            f"request {slot.name!r} asks for adminAccess in namespace {namespace!r}, "
+            "which is not an admin-access namespace",
+            f"drop adminAccess, or create the claim in an admin-access namespace: {allowed}",
+            (f"{slot.path}.adminAccess",),
+        )
+        for slot in iter_requests(obj, ctx.kind)
+        if not slot.subrequest and slot.body.get("adminAccess") is True
+    ]
+    return Outcome(findings) if findings else NO_OUTCOME
+
+
+@rule(
+    ids.NONSTANDARD_NUMA_ATTRIBUTE,
+    (*_CLAIM_KINDS, "DeviceClass"),
+    operations=("CREATE", "UPDATE"),
+)
+def nonstandard_numa_attribute(obj: dict[str, Any], ctx: Context) -> Outcome:
+    """CEL selectors and constraints should align devices on ``resource.kubernetes.io/numaNode``.
+
+    Vendor NUMA attributes (``gpu.example.com/numa``) only match devices of one driver, so a GPU and a
+    NIC from different vendors can never be aligned with them. Claims are judged on CREATE only. A
+    DeviceClass spec is mutable: on UPDATE only expressions that are new are reported, so a class that
+    already has one can still be edited (e.g. to fix it).
+    """
+    if ctx.kind == "DeviceClass":
+        old = {expr for _, expr in iter_device_class_selectors(ctx.old_object or {})}
+        new = ctx.operation == "CREATE"
+        hits = [(p, e) for p, e in iter_device_class_selectors(obj) if new or e not in old]
+        return _numa_findings(hits, [])
+    if not judged(obj, ctx):
+        return NO_OUTCOME
+    selectors = list(iter_cel_selectors(obj, ctx.kind))
+    return _numa_findings(selectors, list(iter_constraint_attributes(obj, ctx.kind)))
+
+
+def _numa_findings(selectors: list[tuple[str, str]], constraints: list[tuple[str, str]]) -> Outcome:
+    findings = []
+    for path, expr in selectors:
+        for attr in nonstandard_numa_in_cel(expr):
+            domain, _, name = attr.partition("/")
+            findings.append(
+                Finding(
+                    ids.NONSTANDARD_NUMA_ATTRIBUTE,
+                    f"CEL selector uses the vendor NUMA attribute {attr!r}",
+                    f'use device.attributes["{STANDARD_NUMA_DOMAIN}"].numaNode instead of '
+                    f'device.attributes["{domain}"].{name}; to keep devices on one NUMA node use a '
+                    f"constraint with matchAttribute: {STANDARD_NUMA_ATTRIBUTE}",
+                    (path,),
+                )
+            )
+    for path, attr in constraints:
+        if is_nonstandard_numa_attribute(attr):
+            findings.append(
+                Finding(
+                    ids.NONSTANDARD_NUMA_ATTRIBUTE,
+                    f"constraint aligns devices on the vendor NUMA attribute {attr!r}",
+                    f"use {path.rsplit('.', 1)[-1]}: {STANDARD_NUMA_ATTRIBUTE}, which every DRA driver "
+                    "publishes under the same name",
+                    (path,),
+                )
+            )
+    return Outcome(findings) if findings else NO_OUTCOME

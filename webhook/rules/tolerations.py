@@ -1,0 +1,194 @@
+"""Device tolerations on ResourceClaims and ResourceClaimTemplates (design.md §3, dra-1.37.md §3).
+
+Device maintenance puts a ``NoExecute`` taint on devices; the eviction controller then deletes every
+Pod whose claim does not tolerate it. ``inject-device-tolerations`` gives long training jobs a bounded
+toleration (a window to checkpoint) without anybody editing the job; ``toleration-too-broad`` keeps
+users from opting out of maintenance altogether.
+
+Both rules leave the scheduler's special claims (``resource.kubernetes.io/extended-resource-claim:
+"true"``) alone: kube-scheduler computes their allocation before it creates them, so tolerations added
+at admission would not have been considered when the devices were picked, and
+``status.allocation.devices.results[].tolerations`` (the copy made at allocation time) would disagree
+with the spec. Refusing one only fails the Pod's binding. Teams that need tolerations give those Pods an
+explicit ResourceClaimTemplate instead. Only CREATE is handled: claim and template specs are immutable.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from webhook.claim_objects import (
+    CLAIM_KINDS,
+    MAX_TOLERATIONS_PER_REQUEST,
+    TEMPLATE_KIND,
+    claim_labels,
+    iter_requests,
+    normalize_toleration,
+    template_owner,
+    toleration_identity,
+)
+from webhook.rules import ids
+from webhook.rules.base import NO_OUTCOME, Context, Finding, Outcome, rule
+from webhook.rules.claims import judged
+
+_CLAIM_KINDS = tuple(sorted(CLAIM_KINDS))
+INJECTED_ANNOTATION = "tolerations-injected"  # <prefix>/tolerations-injected
+
+
+def _describe(tol: dict[str, Any]) -> str:
+    key, operator, value, effect, seconds = normalize_toleration(tol)
+    text = f"key={key or '(any)'} operator={operator}"
+    if value:
+        text += f" value={value}"
+    text += f" effect={effect or '(all)'}"
+    if seconds is not None:
+        text += f" tolerationSeconds={seconds}"
+    return text
+
+
+def _too_broad(tol: dict[str, Any], max_seconds: int | None) -> list[str]:
+    key, operator, _, effect, seconds = normalize_toleration(tol)
+    reasons = []
+    # Tolerating every effect-None taint is harmless (None is informational), so that is not flagged.
+    if not key and operator == "Exists" and effect != "None":
+        reasons.append(f"an empty key with operator Exists tolerates every {effect or 'device'} taint")
+    if effect in ("", "NoExecute"):
+        what = "NoExecute taints" if effect else "all effects, NoExecute included,"
+        if seconds is None:
+            reasons.append(f"it tolerates {what} forever (no tolerationSeconds)")
+        elif max_seconds is not None and seconds > max_seconds:
+            reasons.append(f"tolerationSeconds {seconds} is above the limit of {max_seconds}")
+    return reasons
+
+
+@rule(ids.TOLERATION_TOO_BROAD, _CLAIM_KINDS, operations=("CREATE",))
+def toleration_too_broad(obj: dict[str, Any], ctx: Context) -> Outcome:
+    """A request toleration that would keep its Pods on devices under maintenance indefinitely.
+
+    Tolerations identical to the policy's own ``trainingJobs.deviceTolerations`` are not reported: they
+    are what ``inject-device-tolerations`` adds (whether they are bounded enough is ``lint``'s concern).
+    """
+    if not judged(obj, ctx):
+        return NO_OUTCOME
+    max_seconds = ctx.policy.spec.claims.maxTolerationSeconds
+    sanctioned = {normalize_toleration(t) for t in ctx.policy.device_tolerations}
+    limit = f"at most {max_seconds}" if max_seconds is not None else "a bounded value"
+    findings = []
+    for slot in iter_requests(obj, ctx.kind):
+        tolerations = slot.body.get("tolerations")
+        for j, tol in enumerate(tolerations if isinstance(tolerations, list) else []):
+            if not isinstance(tol, dict) or normalize_toleration(tol) in sanctioned:
+                continue
+            reasons = _too_broad(tol, max_seconds)
+            if reasons:
+                findings.append(
+                    Finding(
+                        ids.TOLERATION_TOO_BROAD,
+                        f"request {slot.name!r} toleration ({_describe(tol)}) is too broad: "
+                        + "; ".join(reasons),
+                        f"tolerate a specific taint key, and for NoExecute set tolerationSeconds to {limit} "
+                        "so device maintenance can still evict the Pod after a checkpoint window",
+                        (f"{slot.path}.tolerations[{j}]",),
+                    )
+                )
+    return Outcome(findings) if findings else NO_OUTCOME
+
+
+def is_training_job_claim(obj: dict[str, Any], ctx: Context) -> bool:
+    """A claim or template of a long training job (design.md §3).
+
+    Its own labels decide first (for a template, the ``spec.metadata.labels`` it stamps on generated
+    claims, plus its own). A claim generated from a template is also one when its owner Pod (or
+    PodGroup) is: the Pod's labels and ``spec.activeDeadlineSeconds`` count. An owner the cluster view
+    cannot produce (offline, not synced, over budget) means "not a training job", recorded in
+    ``ctx.degraded``: injecting on a guess would change claims of jobs the policy does not cover.
+    """
+    if ctx.policy.is_training_job(claim_labels(obj, ctx.kind)):
+        return True
+    if ctx.kind == TEMPLATE_KIND:
+        return False
+    owner = template_owner(obj)
+    if owner is None:
+        return False
+    namespace = ctx.namespace or str((obj.get("metadata") or {}).get("namespace") or "")
+    name = str(owner["name"])
+    if owner["kind"] == "Pod":
+        found = ctx.view.get_pod(namespace, name, owner.get("uid") or None)
+    else:
+        found = ctx.view.get_podgroup(namespace, name)
+    if found is None:
+        ctx.degraded.append(
+            f"{ids.INJECT_DEVICE_TOLERATIONS}: owner {owner['kind']} {namespace}/{name} unknown, "
+            "claim not treated as a training job"
+        )
+        return False
+    labels = (found.get("metadata") or {}).get("labels") or {}
+    deadline = (found.get("spec") or {}).get("activeDeadlineSeconds")
+    return ctx.policy.is_training_job(labels, deadline if isinstance(deadline, int) else None)
+
+
+@rule(
+    ids.INJECT_DEVICE_TOLERATIONS,
+    _CLAIM_KINDS,
+    phases=("mutate",),
+    operations=("CREATE",),
+    mutating=True,
+)
+def inject_device_tolerations(obj: dict[str, Any], ctx: Context) -> Outcome:
+    """Add ``trainingJobs.deviceTolerations`` to every request and subrequest of a training job's claim.
+
+    A toleration is added only where the request has none with the same key and effect, so a user's
+    own choice always wins. A request that would pass the API's 16 tolerations gets nothing and an
+    advisory finding. ``<prefix>/tolerations-injected`` records how many policy tolerations the claim
+    carries in total (those added now and those present from an earlier pass), so a second pass changes
+    nothing. On a template the count is written to the template's metadata and to ``spec.metadata``, so
+    the claims generated from it carry the count together with the tolerations copied from its spec.
+
+    Skipped when the policy has the ``DRADeviceTaints`` gate off: the API server would drop the field.
+    """
+    wanted = ctx.policy.device_tolerations
+    if not wanted or not judged(obj, ctx) or not ctx.policy.gate_enabled("DRADeviceTaints"):
+        return NO_OUTCOME
+    if not is_training_job_claim(obj, ctx):
+        return NO_OUTCOME
+    mutated = copy.deepcopy(obj)
+    findings: list[Finding] = []
+    carried = added = 0
+    for slot in iter_requests(mutated, ctx.kind):
+        existing = slot.body.get("tolerations")
+        existing = [t for t in existing if isinstance(t, dict)] if isinstance(existing, list) else []
+        have = {toleration_identity(t) for t in existing}
+        missing = [dict(t) for t in wanted if toleration_identity(t) not in have]
+        if missing and len(existing) + len(missing) > MAX_TOLERATIONS_PER_REQUEST:
+            findings.append(
+                Finding(
+                    ids.INJECT_DEVICE_TOLERATIONS,
+                    f"request {slot.name!r} already has {len(existing)} tolerations; adding the policy's "
+                    f"{len(missing)} would pass the limit of {MAX_TOLERATIONS_PER_REQUEST}, none were added",
+                    "remove tolerations this request does not need, or add the policy's device tolerations "
+                    "yourself in place of broader ones",
+                    (f"{slot.path}.tolerations",),
+                    advisory=True,
+                )
+            )
+        elif missing:
+            slot.body["tolerations"] = [*(slot.body.get("tolerations") or []), *missing]
+            added += len(missing)
+        present = {normalize_toleration(t) for t in slot.body.get("tolerations") or [] if isinstance(t, dict)}
+        carried += sum(1 for t in wanted if normalize_toleration(t) in present)
+
+    key = ctx.policy.key(INJECTED_ANNOTATION)
+    _annotate(mutated.setdefault("metadata", {}), key, str(carried))
+    if ctx.kind == TEMPLATE_KIND:
+        _annotate(mutated.setdefault("spec", {}).setdefault("metadata", {}), key, str(carried))
+    if mutated == obj:
+        return Outcome(findings) if findings else NO_OUTCOME
+    notes = {INJECTED_ANNOTATION: str(added)} if added else {}
+    return Outcome(findings, mutated, notes)
+
+
+def _annotate(metadata: dict[str, Any], key: str, value: str) -> None:
+    if not isinstance(metadata.get("annotations"), dict):
+        metadata["annotations"] = {}
+    metadata["annotations"][key] = value

@@ -1,0 +1,130 @@
+"""gunicorn started from Python: gthread workers, long keep-alive, TLS with hot-reloaded certificates.
+
+Why these settings (webhook-conventions.md §4): the API server keeps HTTP/1.1 connections alive for
+90 s, so ``sync`` workers (no keep-alive) would pay a TLS handshake per call and a short keepalive invites
+reuse races; gthread calls the ``ssl_context`` hook per accepted connection, which lets the cached,
+pair-validated context from ``webhook.tls`` follow certificate rotation with no restart.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gunicorn.app.base import BaseApplication
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    policy: Path
+    cert_dir: Path
+    bind: str = "0.0.0.0:8443"
+    workers: int = 2
+    threads: int = 8
+    keepalive: int = 90
+    graceful_timeout: int = 20
+    offline: bool = True
+    kubeconfig: str | None = None
+    lookup_budget: float = 0.2
+    reload_interval: float = 1.0
+    record: str | None = None
+    record_max_bytes: int = 64 * 1024 * 1024
+    log_level: str = "info"
+
+
+_PROCESS: dict[str, Any] = {}
+
+
+def cert_reloader(cert_dir: Path) -> Any:
+    """One CertReloader per process (master before fork, then each worker's own copy)."""
+    from webhook.tls import CertReloader
+
+    reloader = _PROCESS.get("reloader")
+    if reloader is None:
+        from webhook import metrics
+
+        reloader = CertReloader(str(cert_dir), on_load=metrics.CERT_EXPIRY.set)
+        _PROCESS["reloader"] = reloader
+    return reloader
+
+
+def _ssl_context(cert_dir: Path):  # noqa: ANN202 - gunicorn hook signature
+    def hook(config: Any, default_factory: Any) -> Any:
+        return cert_reloader(cert_dir).context()
+
+    return hook
+
+
+def build_app(opts: ServeOptions) -> Any:
+    """The flask app of one worker: its own policy store (polling thread), cluster view and recorder."""
+    from webhook import metrics
+    from webhook.app import create_app
+    from webhook.policy.reload import PolicyStore
+
+    def on_result(result: str, error: Any) -> None:
+        metrics.RELOADS.labels(result).inc()
+
+    store = PolicyStore(opts.policy, on_result=on_result)
+    store.start(interval=opts.reload_interval)
+    view = None
+    if not opts.offline:
+        from webhook.cluster import LiveView, connect
+
+        view = LiveView(connect(opts.kubeconfig), budget=opts.lookup_budget)
+        view.start()
+    recorder = None
+    if opts.record:
+        from webhook.recording import Recorder
+
+        recorder = Recorder(opts.record, max_bytes=opts.record_max_bytes)
+    return create_app(store, view=view, cert=cert_reloader(opts.cert_dir), recorder=recorder)
+
+
+class WebhookServer(BaseApplication):
+    def __init__(self, opts: ServeOptions) -> None:
+        self.opts = opts
+        super().__init__()
+
+    def load_config(self) -> None:
+        from webhook import metrics
+
+        o = self.opts
+        settings: dict[str, Any] = {
+            "bind": [o.bind],
+            "workers": o.workers,
+            "threads": o.threads,
+            "worker_class": "gthread",
+            "keepalive": o.keepalive,
+            "graceful_timeout": o.graceful_timeout,
+            "timeout": 30,
+            "certfile": str(o.cert_dir / "tls.crt"),
+            "keyfile": str(o.cert_dir / "tls.key"),
+            "ssl_context": _ssl_context(o.cert_dir),
+            "child_exit": lambda server, worker: metrics.worker_exit(worker.pid),
+            "control_socket_disable": True,
+            "loglevel": o.log_level,
+            "accesslog": None,
+            "proc_name": "dra-webhook",
+        }
+        if os.path.isdir("/dev/shm"):
+            settings["worker_tmp_dir"] = "/dev/shm"
+        for key, value in settings.items():
+            self.cfg.set(key, value)
+
+    def load(self) -> Any:
+        return build_app(self.opts)
+
+
+def serve(opts: ServeOptions) -> int:
+    log.info(
+        "serving on https://%s (policy %s, certificates %s, %d workers x %d threads, %s)",
+        opts.bind, opts.policy, opts.cert_dir, opts.workers, opts.threads,
+        "offline" if opts.offline else "cluster view on",
+    )
+    WebhookServer(opts).run()
+    return 0

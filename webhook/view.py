@@ -1,0 +1,124 @@
+"""The seam between rules and the cluster.
+
+Rules ask a ``ClusterView`` for namespace labels, DeviceClasses and owner Pods. Offline (``check``,
+``test``, ``--offline``) nothing is known and every answer is ``None``; ``webhook.cluster`` provides the
+live implementation backed by watches, with a strict time budget per lookup. ``None`` always means
+"unknown": callers fall back to the offline behaviour and record why in ``Context.degraded``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol, runtime_checkable
+
+
+@runtime_checkable
+class ClusterView(Protocol):
+    def namespace_labels(self, name: str) -> Mapping[str, str] | None:
+        """Labels of a namespace, or None when unknown (not synced, over budget, offline)."""
+
+    def device_classes(self) -> Mapping[str, dict[str, Any]] | None:
+        """DeviceClass objects by name, or None when unknown."""
+
+    def extended_resource_classes(self) -> Mapping[str, str] | None:
+        """spec.extendedResourceName -> DeviceClass name (the class the scheduler would pick), or None."""
+
+    def get_pod(self, namespace: str, name: str, uid: str | None = None) -> dict[str, Any] | None:
+        """A Pod as raw JSON, checked against ``uid`` when given; None when unknown or absent."""
+
+    def get_podgroup(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A scheduling.k8s.io PodGroup as raw JSON, or None when unknown or absent."""
+
+    def status(self) -> dict[str, Any]:
+        """Sync state for /readyz and logs (never fails readiness)."""
+
+
+class OfflineView:
+    """Knows nothing about the cluster: the behaviour of ``check``, ``test`` and ``serve --offline``."""
+
+    def namespace_labels(self, name: str) -> Mapping[str, str] | None:
+        return None
+
+    def device_classes(self) -> Mapping[str, dict[str, Any]] | None:
+        return None
+
+    def extended_resource_classes(self) -> Mapping[str, str] | None:
+        return None
+
+    def get_pod(self, namespace: str, name: str, uid: str | None = None) -> dict[str, Any] | None:
+        return None
+
+    def get_podgroup(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return None
+
+    def status(self) -> dict[str, Any]:
+        return {"mode": "offline"}
+
+
+class StaticView:
+    """A view over fixed objects: for tests and for ``check --cluster-objects`` style offline runs."""
+
+    def __init__(
+        self,
+        namespaces: Mapping[str, Mapping[str, str]] | None = None,
+        device_classes: list[dict[str, Any]] | None = None,
+        pods: list[dict[str, Any]] | None = None,
+        podgroups: list[dict[str, Any]] | None = None,
+    ) -> None:
+        self._namespaces = dict(namespaces) if namespaces is not None else None
+        self._classes = (
+            {c["metadata"]["name"]: c for c in device_classes} if device_classes is not None else None
+        )
+        self._pods = {(p["metadata"].get("namespace", ""), p["metadata"]["name"]): p for p in pods or []}
+        self._podgroups = {
+            (p["metadata"].get("namespace", ""), p["metadata"]["name"]): p for p in podgroups or []
+        }
+
+    def namespace_labels(self, name: str) -> Mapping[str, str] | None:
+        if self._namespaces is None:
+            return None
+        return self._namespaces.get(name)
+
+    def device_classes(self) -> Mapping[str, dict[str, Any]] | None:
+        return self._classes
+
+    def extended_resource_classes(self) -> Mapping[str, str] | None:
+        if self._classes is None:
+            return None
+        return extended_resource_map(self._classes.values())
+
+    def get_pod(self, namespace: str, name: str, uid: str | None = None) -> dict[str, Any] | None:
+        pod = self._pods.get((namespace, name))
+        if pod is None or (uid and pod["metadata"].get("uid") != uid):
+            return None
+        return pod
+
+    def get_podgroup(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self._podgroups.get((namespace, name))
+
+    def status(self) -> dict[str, Any]:
+        return {"mode": "static"}
+
+
+def extended_resource_map(classes: Any) -> dict[str, str]:
+    """extendedResourceName -> class, picking as the API does: the newest class wins, then the first name.
+
+    Every class is also reachable through its implicit name ``deviceclass.resource.kubernetes.io/<name>``.
+    """
+    out: dict[str, str] = {}
+    chosen: dict[str, tuple[str, str]] = {}
+    for cls in classes:
+        meta = cls.get("metadata", {})
+        name = meta.get("name", "")
+        out[f"deviceclass.resource.kubernetes.io/{name}"] = name
+        ern = (cls.get("spec") or {}).get("extendedResourceName")
+        if not ern:
+            continue
+        created = meta.get("creationTimestamp", "") or ""
+        best = chosen.get(ern)
+        # Later creation wins; on a tie the lexicographically first name wins.
+        if best is None or created > best[0] or (created == best[0] and name < best[1]):
+            chosen[ern] = (created, name)
+    for ern, (_, name) in chosen.items():
+        out[ern] = name
+    return out

@@ -8,18 +8,17 @@ ARG PYTHON_IMAGE=python:3.11-slim
 
 FROM ${PYTHON_IMAGE} AS builder
 ENV PIP_NO_CACHE_DIR=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    PIP_ONLY_BINARY=:all:
+    PIP_DISABLE_PIP_VERSION_CHECK=1
 # Same path as in the final stage: console scripts carry the venv's absolute interpreter path.
 RUN python -m venv /opt/venv
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY webhook ./webhook
-# PIP_ONLY_BINARY: fail the build rather than compile a dependency from source. The project
-# itself is pure Python and is built by setuptools (no compiler involved).
-RUN /opt/venv/bin/pip install --no-binary=dra-migration-webhook --only-binary=:all: . \
- && /opt/venv/bin/pip uninstall --yes pip \
- && find /opt/venv -name '__pycache__' -prune -o -name '*.pyc' -print -delete >/dev/null
+# Our package is pure Python: build its wheel, then install it and every dependency from wheels
+# only (--only-binary), so the build fails instead of silently compiling C code.
+RUN /opt/venv/bin/pip wheel --no-deps --wheel-dir /wheels . \
+ && /opt/venv/bin/pip install --only-binary=:all: /wheels/*.whl \
+ && /opt/venv/bin/pip uninstall --yes pip
 
 FROM ${PYTHON_IMAGE}
 LABEL org.opencontainers.image.title="dra-migration-webhook" \

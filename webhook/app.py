@@ -184,7 +184,8 @@ def create_app(
         elif code == 405:
             message = f"{request.method} is not allowed on {request.path}"
         elif code == 404:
-            message = f"no such endpoint {request.path}; use POST /mutate, POST /validate, GET /healthz, /readyz, /metrics"
+            message = (f"no such endpoint {request.path}; "
+                       "use POST /mutate, POST /validate, GET /healthz, /readyz, /metrics")
         else:
             message = exc.description or exc.name
         metrics.BAD_REQUESTS.labels(str(code)).inc()

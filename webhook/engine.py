@@ -201,7 +201,8 @@ def _decide(verdicts: list[Verdict], ctx: Context) -> Decision:
         f = v.finding
         if v.action is Action.Deny:
             denials.append(f"{f.rule} ({stage}: Deny): {f.message}{_fix(f)}")
-            causes.append({"reason": f.rule, "message": f.remediation or f.message, "field": f.paths[0] if f.paths else ""})
+            causes.append({"reason": f.rule, "message": f.remediation or f.message,
+                           "field": f.paths[0] if f.paths else ""})
         elif v.action is Action.Warn:
             warnings.append(f"{f.rule} ({stage}): {f.message}{_fix(f)}")
         elif v.action is Action.Audit:

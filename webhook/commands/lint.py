@@ -22,10 +22,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "printed as warnings. Exit 0: the policy loads; 1: it has errors.",
     )
     p.add_argument(
-        "dir", nargs="?", default="policies", metavar="DIR", help="policy directory or file (default: policies)"
+        "dir",
+        nargs="?",
+        default="policies",
+        metavar="DIR",
+        help="policy directory or file (default: policies)",
     )
     p.add_argument(
-        "--at", type=_date, default=None, metavar="DATE", help="judge exception expiry as of this UTC date (YYYY-MM-DD)"
+        "--at",
+        type=_date,
+        default=None,
+        metavar="DATE",
+        help="judge exception expiry as of this UTC date (YYYY-MM-DD)",
     )
 
 

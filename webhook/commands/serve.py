@@ -24,7 +24,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "without a restart; a broken policy never replaces the last good one.",
     )
     p.add_argument("--policy", type=Path, default=None,
-                   help="policy file or directory (default: $DRA_WEBHOOK_POLICY or the bundled policies/default.yaml)")
+                   help="policy file or directory "
+                   "(default: $DRA_WEBHOOK_POLICY or the bundled policies/default.yaml)")
     p.add_argument("--cert-dir", type=Path, default=Path("certs"),
                    help="directory with tls.crt and tls.key (a mounted Secret works; default: certs)")
     p.add_argument("--dev-certs", action="store_true",
@@ -37,8 +38,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--graceful-timeout", type=int, default=20,
                    help="seconds in-flight requests get after SIGTERM (default 20)")
     p.add_argument("--offline", action="store_true",
-                   help="do not talk to the API server: cohorts by namespace name only, no owner-Pod lookups")
-    p.add_argument("--kubeconfig", default=None, help="kubeconfig for the cluster view (default: in-cluster or $KUBECONFIG)")
+                   help="do not talk to the API server: cohorts by namespace name only, no owner-Pod lookups "
+                   "(the default outside a cluster when neither --kubeconfig nor $KUBECONFIG is set)")
+    p.add_argument("--kubeconfig", default=None,
+                   help="kubeconfig for the cluster view (default: in-cluster or $KUBECONFIG)")
     p.add_argument("--lookup-budget", type=float, default=0.2,
                    help="seconds a cluster lookup may take on the request path before falling back (default 0.2)")
     p.add_argument("--record", default=None,
@@ -62,13 +65,18 @@ def run(args: argparse.Namespace) -> int:
 
         generate(cert_dir)
         log.info("generated dev certificates in %s (CA: %s/ca.crt)", cert_dir, cert_dir)
+    offline = args.offline or not (
+        os.environ.get("KUBERNETES_SERVICE_HOST") or args.kubeconfig or os.environ.get("KUBECONFIG")
+    )
+    if offline and not args.offline:
+        log.info("no in-cluster config, --kubeconfig or $KUBECONFIG: running offline (no cluster view)")
     _metrics_dir()
     from webhook.server import ServeOptions, serve
 
     return serve(ServeOptions(
         policy=policy, cert_dir=cert_dir, bind=args.bind, workers=args.workers, threads=args.threads,
         keepalive=args.keepalive, graceful_timeout=args.graceful_timeout,
-        offline=args.offline, kubeconfig=args.kubeconfig, lookup_budget=args.lookup_budget,
+        offline=offline, kubeconfig=args.kubeconfig, lookup_budget=args.lookup_budget,
         record=args.record, record_max_bytes=args.record_max_bytes,
         log_level="debug" if args.verbose else "info",
     ))

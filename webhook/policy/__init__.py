@@ -29,7 +29,18 @@ _EXPORTS = {
     "PolicyStore": "webhook.policy.reload",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "CompileError",
+    "CompiledPolicy",
+    "MigrationPolicy",
+    "PolicyError",
+    "PolicyStore",
+    "Problem",
+    "compile_policy",
+    "lint",
+    "lint_report",
+    "load",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -90,8 +90,9 @@ class _Loader(yaml.SafeLoader):
     """
 
 
+_YAML11_ONLY = ("tag:yaml.org,2002:bool", "tag:yaml.org,2002:timestamp")
 _Loader.yaml_implicit_resolvers = {
-    first: [(tag, rx) for tag, rx in resolvers if tag not in ("tag:yaml.org,2002:bool", "tag:yaml.org,2002:timestamp")]
+    first: [(tag, rx) for tag, rx in resolvers if tag not in _YAML11_ONLY]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
 _Loader.add_implicit_resolver(
@@ -154,9 +155,8 @@ def _walk(
             key = _key_of(loader, key_node)
             line = key_node.start_mark.line + 1
             if key in first:
-                problems.append(
-                    Problem(doc.file, line, _path(loc + (key,)), f"duplicate key {key!r} (first at line {first[key]})")
-                )
+                message = f"duplicate key {key!r} (first at line {first[key]})"
+                problems.append(Problem(doc.file, line, _path(loc + (key,)), message))
                 continue
             first[key] = line
             if merged and loc + (key,) in doc.lines:
@@ -194,8 +194,9 @@ def _parse(file: str, raw: bytes) -> tuple[list[_Doc], list[Problem]]:
     """All non-empty documents of one file, with their key lines."""
     docs: list[_Doc] = []
     problems: list[Problem] = []
-    loader = _Loader(raw)
+    loader = None
     try:
+        loader = _Loader(raw)  # reads ahead: may already raise on bad bytes
         while loader.check_node():
             node = loader.get_node()
             doc = _Doc(file, node.start_mark.line + 1, None)
@@ -215,7 +216,8 @@ def _parse(file: str, raw: bytes) -> tuple[list[_Doc], list[Problem]]:
     except RecursionError:
         problems.append(Problem(file, 0, "", "YAML is nested too deeply"))
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     return docs, problems
 
 
@@ -293,8 +295,17 @@ def _model_at(loc: Loc) -> type[BaseModel] | None:
     return tp if isinstance(tp, type) and issubclass(tp, BaseModel) else None
 
 
+def _allowed_keys(loc: Loc) -> list[str]:
+    model = _model_at(loc)
+    return [f.alias or name for name, f in model.model_fields.items()] if model else []
+
+
+def _close(word: Any, choices: Iterable[str]) -> list[str]:
+    return difflib.get_close_matches(str(word), list(choices), n=1, cutoff=0.6)
+
+
 def _suggest(word: Any, choices: Iterable[str]) -> str:
-    match = difflib.get_close_matches(str(word), list(choices), n=1, cutoff=0.6)
+    match = _close(word, choices)
     return f" (did you mean {match[0]!r}?)" if match else ""
 
 
@@ -341,8 +352,7 @@ def _translate(err: dict[str, Any], data: Any) -> tuple[Loc, str]:
         loc = loc[:-1]
         return loc, f"key {_describe(loc[-1] if loc else value)} is not valid: {err['msg']}"
     if kind == "extra_forbidden":
-        model = _model_at(loc[:-1])
-        allowed = [f.alias or n for n, f in model.model_fields.items()] if model else []
+        allowed = _allowed_keys(loc[:-1])
         hint = _suggest(loc[-1], allowed)
         if not hint and allowed:
             hint = f" (allowed keys: {', '.join(allowed)})"
@@ -353,7 +363,7 @@ def _translate(err: dict[str, Any], data: Any) -> tuple[Loc, str]:
         choices = _choices(ctx)
         shown = ", ".join(c if c else '""' for c in choices)
         if not isinstance(value, str) and str(value) in choices:
-            return loc, f"{_describe(value)} is not one of {shown}: quote it (\"{value}\")"
+            return loc, f'{_describe(value)} is not one of {shown}: quote it ("{value}")'
         return loc, f"{_describe(value)} is not one of {shown}"
     if kind in ("value_error", "assertion_error"):
         message = _value_error(err["msg"])
@@ -389,6 +399,26 @@ class _Result:
     files: tuple[str, ...]
 
 
+def _validation_problems(doc: _Doc, exc: ValidationError) -> list[Problem]:
+    errors = exc.errors(include_url=False)
+    # A misspelt required key gives "unknown key 'nodeSelectr' (did you mean 'nodeSelector'?)" and
+    # "required key 'nodeSelector' is missing"; the first says it all.
+    misspelt = {
+        tuple(e["loc"][:-1]) + (match[0],)
+        for e in errors
+        if e["type"] == "extra_forbidden"
+        for match in [_close(e["loc"][-1], _allowed_keys(tuple(e["loc"][:-1])))]
+        if match
+    }
+    problems = []
+    for err in errors:
+        if err["type"] == "missing" and tuple(err["loc"]) in misspelt:
+            continue
+        loc, message = _translate(err, doc.data)
+        problems.append(Problem(doc.file, doc.line_of(loc), _path(loc), message))
+    return problems
+
+
 def _not_a_policy(doc: _Doc) -> Problem | None:
     data = doc.data
     if not isinstance(data, dict):
@@ -417,7 +447,8 @@ def _read(path: str | Path) -> _Result:
     try:
         files = policy_files(root)
     except OSError as exc:
-        return _Result(None, [Problem(shown_root, 0, "", f"cannot list directory: {exc.strerror or exc}")], None, ())
+        problem = Problem(shown_root, 0, "", f"cannot list directory: {exc.strerror or exc}")
+        return _Result(None, [problem], None, ())
 
     problems: list[Problem] = []
     raws: list[bytes] = []
@@ -461,9 +492,7 @@ def _read(path: str | Path) -> _Result:
         try:
             models.append(MigrationPolicy.model_validate(doc.data))
         except ValidationError as exc:
-            for err in exc.errors(include_url=False):
-                loc, message = _translate(err, doc.data)
-                problems.append(Problem(doc.file, doc.line_of(loc), _path(loc), message))
+            problems += _validation_problems(doc, exc)
 
     policy = None
     if not problems:
@@ -522,7 +551,7 @@ def lint_report(path: str | Path, today: dt.date | None = None) -> LintReport:
                         result.doc.file,
                         result.doc.line_of(loc),
                         _path(loc),
-                        f"exception {exc.reason!r} expired on {exc.expires.isoformat()} and no longer applies",
+                        f"exception {exc.reason!r} expired on {exc.expires} and no longer applies",
                     )
                 )
     return LintReport(result.policy, result.problems, warnings)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from enum import Enum
+from enum import StrEnum
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -24,7 +24,7 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
 
-class Stage(str, Enum):
+class Stage(StrEnum):
     """Where a cohort is in the migration."""
 
     legacy = "legacy"
@@ -32,7 +32,7 @@ class Stage(str, Enum):
     migrated = "migrated"
 
 
-class Action(str, Enum):
+class Action(StrEnum):
     """What a finding does to the request; the policy decides, never the rule."""
 
     Deny = "Deny"

@@ -114,10 +114,8 @@ class PolicyStore:
     def _install(self, policy: CompiledPolicy) -> None:
         with self._lock:
             previous, self._current, self._error = self._current, policy, None
-        if previous is not None and previous.identity == policy.identity:
-            log.info("policy unchanged: %s from %s (%s)", policy.identity, _where(self.path), _count(policy.files))
-        else:
-            log.info("policy loaded: %s from %s (%s)", policy.identity, _where(self.path), _count(policy.files))
+        what = "unchanged" if previous is not None and previous.identity == policy.identity else "loaded"
+        log.info("policy %s: %s from %s (%s)", what, policy.identity, _where(self.path), _count(policy.files))
         self._notify("success", None)
 
     def _fail(self, error: PolicyError) -> None:

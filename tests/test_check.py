@@ -1,0 +1,89 @@
+"""`dra-webhook check`: the offline CI command, run as a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import yaml
+
+from tests.helpers import ROOT, gpu_pod, review
+
+POLICY = ROOT / "tests" / "data" / "live-policy.yaml"
+
+
+def _check(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "webhook", "check", "--policy", str(POLICY), *args],
+                          capture_output=True, text=True, cwd=ROOT, input=stdin, timeout=60)
+
+
+def test_denied_manifest_exits_1_and_explains(tmp_path):
+    f = tmp_path / "pod.yaml"
+    f.write_text(yaml.safe_dump(gpu_pod(namespace="mig-a", resource="vendor.example.com/gpu")))
+    result = _check(str(f))
+    assert result.returncode == 1, result.stderr
+    out = result.stdout
+    assert "Pod mig-a/train-0" in out and "DENIED" in out and "stage migrated" in out
+    assert "Deny  legacy-resource-name" in out
+
+
+def test_allowed_multi_document_file_exits_0_with_patch(tmp_path):
+    f = tmp_path / "pods.yaml"
+    f.write_text(yaml.safe_dump_all([gpu_pod("a", "pilot-a"), gpu_pod("b", "legacy-a")]))
+    result = _check(str(f), "-o", "json")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["policy"].startswith("live-test@")
+    by_name = {r["object"]: r for r in doc["results"]}
+    assert set(by_name) == {"Pod pilot-a/a", "Pod legacy-a/b"}
+    assert all(r["allowed"] for r in doc["results"])
+    assert any(op["path"] == "/metadata/annotations" for op in by_name["Pod pilot-a/a"]["patch"])
+
+
+def test_admission_review_input_and_namespace_flag(tmp_path):
+    f = tmp_path / "review.json"
+    f.write_text(json.dumps(review(gpu_pod(namespace="mig-a", resource="vendor.example.com/gpu"),
+                                   namespace="mig-a")))
+    assert _check(str(f)).returncode == 1
+    pod = gpu_pod(resource="vendor.example.com/gpu")
+    del pod["metadata"]["namespace"]
+    g = tmp_path / "pod.json"
+    g.write_text(json.dumps(pod))
+    assert _check(str(g), "--namespace", "pilot-a").returncode == 0
+    assert _check(str(g), "--namespace", "mig-b").returncode == 1
+
+
+def test_stdin_and_input_errors_exit_2(tmp_path):
+    assert _check("-", stdin=yaml.safe_dump(gpu_pod(namespace="pilot-a"))).returncode == 0
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kind: Pod\n  bad: [indent\n")
+    result = _check(str(bad))
+    assert result.returncode == 2 and "bad.yaml:" in result.stderr and "Traceback" not in result.stderr
+    missing = _check(str(tmp_path / "nope.yaml"))
+    assert missing.returncode == 2 and "cannot read" in missing.stderr
+    noapi = tmp_path / "noapi.yaml"
+    noapi.write_text("metadata: {name: x}\n")
+    assert _check(str(noapi)).returncode == 2
+
+
+def test_broken_policy_exits_2(tmp_path):
+    pol = tmp_path / "p.yaml"
+    pol.write_text(POLICY.read_text().replace("defaultStage: legacy", "defaultStage: legasy"))
+    pod = tmp_path / "pod.yaml"
+    pod.write_text(yaml.safe_dump(gpu_pod(namespace="pilot-a")))
+    result = subprocess.run([sys.executable, "-m", "webhook", "check", "--policy", str(pol), str(pod)],
+                            capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert result.returncode == 2
+    assert "p.yaml:" in result.stderr and "defaultStage" in result.stderr
+
+
+def test_at_previews_a_schedule(tmp_path):
+    pol = tmp_path / "p.yaml"
+    pol.write_text(POLICY.read_text().replace('{stage: migrated, from: "2000-02-01"}',
+                                              '{stage: migrated, from: "2999-02-01"}'))
+    pod = tmp_path / "pod.yaml"
+    pod.write_text(yaml.safe_dump(gpu_pod(namespace="mig-a", resource="vendor.example.com/gpu")))
+    base = [sys.executable, "-m", "webhook", "check", "--policy", str(pol), str(pod)]
+    assert subprocess.run(base, capture_output=True, cwd=ROOT).returncode == 0
+    assert subprocess.run([*base, "--at", "2999-03-01"], capture_output=True, cwd=ROOT).returncode == 1

@@ -1,0 +1,369 @@
+"""Claim validation rules (issue 4): device classes, counts, allocation mode, admin access, NUMA names.
+
+Objects come from tests/data/claims (each checked against the 1.37 schemas) and are varied per case.
+The scheduler's special claims and UPDATEs must pass every claim rule untouched.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from webhook.claim_objects import iter_requests, nonstandard_numa_in_cel
+from webhook.policy.compiled import CompiledPolicy, compile_policy
+from webhook.policy.model import MigrationPolicy
+from webhook.rules import REGISTRY, claims, ids, tolerations
+from webhook.rules.base import Context, Outcome, RuleFn
+from webhook.view import ClusterView, OfflineView
+
+DATA = Path(__file__).parent / "data" / "claims"
+NOW = dt.datetime(2026, 12, 15, 12, 0, tzinfo=dt.UTC)  # pilot stage for ml-*
+
+
+def load(name: str) -> dict[str, Any]:
+    return yaml.safe_load((DATA / name).read_text())
+
+
+def make_policy(**claims_overrides: Any) -> CompiledPolicy:
+    doc = load("policy.yaml")
+    doc["spec"]["claims"].update(claims_overrides)
+    return compile_policy(MigrationPolicy.model_validate(doc), yaml.safe_dump(doc).encode())
+
+
+POLICY = make_policy()
+
+
+def make_ctx(
+    kind: str,
+    *,
+    policy: CompiledPolicy = POLICY,
+    operation: str = "CREATE",
+    namespace: str = "ml-a",
+    phase: str = "validate",
+    view: ClusterView | None = None,
+    old: dict[str, Any] | None = None,
+) -> Context:
+    cohort = policy.cohort_for(namespace, None)
+    return Context(
+        policy=policy,
+        kind=kind,
+        group="resource.k8s.io",
+        version="v1",
+        operation=operation,
+        namespace=namespace,
+        phase=phase,  # type: ignore[arg-type]
+        now=NOW,
+        cohort=cohort,
+        stage=policy.stage_for(cohort, NOW),
+        view=view or OfflineView(),
+        old_object=old,
+    )
+
+
+def run(fn: RuleFn, obj: dict[str, Any], **ctx_args: Any) -> Outcome:
+    """Run a rule and check it kept its promise not to touch the request object."""
+    before = copy.deepcopy(obj)
+    out = fn(obj, make_ctx(obj["kind"], **ctx_args))
+    assert obj == before, "a rule modified the request object"
+    return out
+
+
+def paths(out: Outcome, rule_id: str) -> list[str]:
+    assert all(f.rule == rule_id for f in out.findings)
+    return [p for f in out.findings for p in f.paths]
+
+
+def claim(**exactly: Any) -> dict[str, Any]:
+    """A valid one-request claim with the given ``exactly`` fields on top of a gpu.example.com request."""
+    obj = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "c", "namespace": "ml-a"},
+        "spec": {
+            "devices": {
+                "requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com", **exactly}}]
+            }
+        },
+    }
+    kubernetes_validate.validate(obj, "1.37.0", strict=True)
+    return obj
+
+
+VALIDATE_RULES = [
+    claims.device_class_not_allowed,
+    claims.device_count_exceeds,
+    claims.allocation_mode_all,
+    claims.admin_access_namespace,
+    claims.nonstandard_numa_attribute,
+    tolerations.toleration_too_broad,
+]
+
+
+# --- fixtures are real 1.37 objects -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in DATA.glob("*.yaml") if p.name != "policy.yaml"))
+def test_fixture_is_valid_137_object(name: str) -> None:
+    assert kubernetes_validate.validate(load(name), "1.37.0", strict=True)
+
+
+def test_clean_training_claim_has_no_findings() -> None:
+    obj = load("claim-training.yaml")
+    for fn in VALIDATE_RULES:
+        assert run(fn, obj).findings == [], fn.__name__
+
+
+# --- the request walker -------------------------------------------------------------------------
+
+
+def test_iter_requests_yields_exactly_and_each_subrequest_with_paths() -> None:
+    slots = list(iter_requests(load("claim-training.yaml"), "ResourceClaim"))
+    assert [(s.path, s.name, s.subrequest) for s in slots] == [
+        ("spec.devices.requests[0].exactly", "gpu", False),
+        ("spec.devices.requests[1].firstAvailable[0]", "nic/fast", True),
+        ("spec.devices.requests[1].firstAvailable[1]", "nic/any", True),
+    ]
+    tmpl = list(iter_requests(load("template-training.yaml"), "ResourceClaimTemplate"))
+    assert [s.path for s in tmpl] == [
+        "spec.spec.devices.requests[0].firstAvailable[0]",
+        "spec.spec.devices.requests[0].firstAvailable[1]",
+    ]
+
+
+def test_iter_requests_reads_v1beta1_flat_requests() -> None:
+    obj = {
+        "apiVersion": "resource.k8s.io/v1beta1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "old", "namespace": "ml-a"},
+        "spec": {
+            "devices": {"requests": [{"name": "gpu", "deviceClassName": "old.example.com", "count": 9}]}
+        },
+    }
+    kubernetes_validate.validate(obj, "1.37.0", strict=True)
+    out = run(claims.device_class_not_allowed, obj)
+    assert paths(out, ids.DEVICE_CLASS_NOT_ALLOWED) == ["spec.devices.requests[0].deviceClassName"]
+
+
+# --- device-class-not-allowed -------------------------------------------------------------------
+
+
+def test_device_class_not_allowed_fires_on_exactly() -> None:
+    out = run(claims.device_class_not_allowed, claim(deviceClassName="legacy-gpu.example.com"))
+    assert paths(out, ids.DEVICE_CLASS_NOT_ALLOWED) == ["spec.devices.requests[0].exactly.deviceClassName"]
+    assert "legacy-gpu.example.com" in out.findings[0].message
+    assert "gpu.example.com, nic.example.com" in out.findings[0].remediation
+
+
+def test_device_class_not_allowed_names_the_subrequest_path() -> None:
+    obj = load("template-training.yaml")
+    obj["spec"]["spec"]["devices"]["requests"][0]["firstAvailable"][1]["deviceClassName"] = (
+        "other.example.com"
+    )
+    out = run(claims.device_class_not_allowed, obj)
+    assert paths(out, ids.DEVICE_CLASS_NOT_ALLOWED) == [
+        "spec.spec.devices.requests[0].firstAvailable[1].deviceClassName"
+    ]
+    assert "'gpu/small'" in out.findings[0].message
+
+
+def test_device_class_any_when_policy_lists_none() -> None:
+    out = run(claims.device_class_not_allowed, claim(deviceClassName="x.example.com"), policy=make_policy())
+    assert out.findings
+    policy = make_policy(allowedDeviceClasses=None)
+    assert (
+        run(claims.device_class_not_allowed, claim(deviceClassName="x.example.com"), policy=policy).findings
+        == []
+    )
+
+
+# --- device-count-exceeds -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("count", "fires"), [(1, False), (8, False), (9, True), (64, True)])
+def test_device_count_limit(count: int, fires: bool) -> None:
+    out = run(claims.device_count_exceeds, claim(count=count))
+    assert paths(out, ids.DEVICE_COUNT_EXCEEDS) == (
+        ["spec.devices.requests[0].exactly.count"] if fires else []
+    )
+
+
+def test_device_count_in_subrequest() -> None:
+    obj = load("claim-training.yaml")
+    obj["spec"]["devices"]["requests"][1]["firstAvailable"][1]["count"] = 12
+    out = run(claims.device_count_exceeds, obj)
+    assert paths(out, ids.DEVICE_COUNT_EXCEEDS) == ["spec.devices.requests[1].firstAvailable[1].count"]
+    assert "12 devices" in out.findings[0].message
+
+
+def test_device_count_ignores_allocation_mode_all_and_unset_limit() -> None:
+    assert run(claims.device_count_exceeds, claim(allocationMode="All")).findings == []
+    assert (
+        run(
+            claims.device_count_exceeds, claim(count=99), policy=make_policy(maxDevicesPerRequest=None)
+        ).findings
+        == []
+    )
+
+
+# --- allocation-mode-all ------------------------------------------------------------------------
+
+
+def test_allocation_mode_all_fires_unless_allowed() -> None:
+    obj = load("claim-training.yaml")
+    obj["spec"]["devices"]["requests"][1]["firstAvailable"][0]["allocationMode"] = "All"
+    out = run(claims.allocation_mode_all, obj)
+    assert paths(out, ids.ALLOCATION_MODE_ALL) == [
+        "spec.devices.requests[1].firstAvailable[0].allocationMode"
+    ]
+    assert (
+        run(claims.allocation_mode_all, obj, policy=make_policy(allowAllocationModeAll=True)).findings == []
+    )
+
+
+def test_allocation_mode_exact_count_passes() -> None:
+    assert run(claims.allocation_mode_all, claim(allocationMode="ExactCount", count=2)).findings == []
+
+
+# --- admin-access-namespace ---------------------------------------------------------------------
+
+
+def test_admin_access_outside_admin_namespaces() -> None:
+    out = run(claims.admin_access_namespace, claim(adminAccess=True))
+    assert paths(out, ids.ADMIN_ACCESS_NAMESPACE) == ["spec.devices.requests[0].exactly.adminAccess"]
+    assert "'ml-a'" in out.findings[0].message and "gpu-ops" in out.findings[0].remediation
+
+
+@pytest.mark.parametrize("namespace", ["gpu-ops", "ops-nightly"])
+def test_admin_access_in_admin_namespace_by_name_or_glob(namespace: str) -> None:
+    assert run(claims.admin_access_namespace, claim(adminAccess=True), namespace=namespace).findings == []
+
+
+def test_admin_access_false_passes_and_no_namespaces_means_none_allowed() -> None:
+    assert run(claims.admin_access_namespace, claim(adminAccess=False)).findings == []
+    policy = make_policy(adminAccessNamespaces=[])
+    assert run(
+        claims.admin_access_namespace, claim(adminAccess=True), namespace="gpu-ops", policy=policy
+    ).findings
+
+
+# --- nonstandard-numa-attribute -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("expression", "found"),
+    [
+        ('device.attributes["gpu.example.com"].numa == 0', ["gpu.example.com/numa"]),
+        ("device.attributes['gpu.example.com']['numaNode'] == 1", ["gpu.example.com/numaNode"]),
+        ("has(device.attributes['nic.example.com'].numa_node)", ["nic.example.com/numa_node"]),
+        ("'numaNode' in device.attributes['gpu.example.com']", ["gpu.example.com/numaNode"]),
+        ("device.attributes['resource.kubernetes.io'].numa == 0", ["resource.kubernetes.io/numa"]),
+        ('device.attributes["resource.kubernetes.io"].numaNode == 0', []),
+        ("device.driver == 'gpu.example.com' && device.attributes['gpu.example.com'].model == 'X'", []),
+    ],
+)
+def test_numa_detection_in_cel(expression: str, found: list[str]) -> None:
+    assert nonstandard_numa_in_cel(expression) == found
+
+
+def test_numa_vendor_attribute_in_subrequest_selector() -> None:
+    obj = load("claim-training.yaml")
+    sub = obj["spec"]["devices"]["requests"][1]["firstAvailable"][1]
+    sub["selectors"] = [{"cel": {"expression": "device.attributes['nic.example.com'].numa == 0"}}]
+    out = run(claims.nonstandard_numa_attribute, obj)
+    assert paths(out, ids.NONSTANDARD_NUMA_ATTRIBUTE) == [
+        "spec.devices.requests[1].firstAvailable[1].selectors[0].cel.expression"
+    ]
+    assert "resource.kubernetes.io" in out.findings[0].remediation
+
+
+@pytest.mark.parametrize("field", ["matchAttribute", "distinctAttribute"])
+def test_numa_vendor_attribute_in_constraint(field: str) -> None:
+    obj = load("template-training.yaml")
+    obj["spec"]["spec"]["devices"]["constraints"] = [{"requests": ["gpu"], field: "gpu.example.com/numa"}]
+    kubernetes_validate.validate(obj, "1.37.0", strict=True)
+    out = run(claims.nonstandard_numa_attribute, obj)
+    assert paths(out, ids.NONSTANDARD_NUMA_ATTRIBUTE) == [f"spec.spec.devices.constraints[0].{field}"]
+    assert f"{field}: resource.kubernetes.io/numaNode" in out.findings[0].remediation
+
+
+def test_numa_standard_constraint_and_other_attributes_pass() -> None:
+    obj = load("claim-training.yaml")
+    obj["spec"]["devices"]["constraints"].append(
+        {"requests": ["gpu"], "matchAttribute": "resource.kubernetes.io/pcieRoot"}
+    )
+    assert run(claims.nonstandard_numa_attribute, obj).findings == []
+
+
+def test_numa_on_device_class_create() -> None:
+    out = run(claims.nonstandard_numa_attribute, load("deviceclass-vendor-numa.yaml"), namespace="")
+    assert paths(out, ids.NONSTANDARD_NUMA_ATTRIBUTE) == ["spec.selectors[1].cel.expression"]
+
+
+def test_numa_on_device_class_update_reports_only_new_expressions() -> None:
+    old = load("deviceclass-vendor-numa.yaml")
+    edited = copy.deepcopy(old)
+    edited["metadata"]["labels"] = {"team": "gpu-ops"}
+    assert (
+        run(claims.nonstandard_numa_attribute, edited, operation="UPDATE", old=old, namespace="").findings
+        == []
+    )
+    edited["spec"]["selectors"].append(
+        {"cel": {"expression": 'device.attributes["gpu.example.com"].numaID < 2'}}
+    )
+    out = run(claims.nonstandard_numa_attribute, edited, operation="UPDATE", old=old, namespace="")
+    assert paths(out, ids.NONSTANDARD_NUMA_ATTRIBUTE) == ["spec.selectors[2].cel.expression"]
+
+
+# --- scheduler claims and UPDATEs are never judged ----------------------------------------------
+
+
+def test_scheduler_claim_is_never_judged_or_mutated() -> None:
+    obj = load("claim-scheduler.yaml")
+    # Everything a user claim would be reported for: class not allowed, count over the limit, vendor NUMA.
+    obj["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [
+        {"cel": {"expression": "device.attributes['gpu.example.com'].numa == 0"}}
+    ]
+    for fn in VALIDATE_RULES:
+        assert run(fn, obj) == Outcome(), fn.__name__
+    assert run(tolerations.inject_device_tolerations, obj, phase="mutate") == Outcome()
+
+
+def test_copied_scheduler_annotation_without_pod_owner_is_judged() -> None:
+    obj = load("claim-scheduler.yaml")
+    del obj["metadata"]["ownerReferences"]
+    assert run(claims.device_class_not_allowed, obj).findings
+    assert run(claims.device_count_exceeds, obj).findings
+
+
+def test_claim_rules_do_not_register_for_update() -> None:
+    claim_rules = [r for r in REGISTRY if r.kinds & {"ResourceClaim", "ResourceClaimTemplate"}]
+    assert {r.id for r in claim_rules} >= {
+        ids.DEVICE_CLASS_NOT_ALLOWED,
+        ids.DEVICE_COUNT_EXCEEDS,
+        ids.ALLOCATION_MODE_ALL,
+        ids.ADMIN_ACCESS_NAMESPACE,
+        ids.TOLERATION_TOO_BROAD,
+        ids.NONSTANDARD_NUMA_ATTRIBUTE,
+        ids.INJECT_DEVICE_TOLERATIONS,
+    }
+    ours = [r for r in claim_rules if r.fn.__module__ in (claims.__name__, tolerations.__name__)]
+    for r in ours:
+        if r.id != ids.NONSTANDARD_NUMA_ATTRIBUTE:  # registered for UPDATE for the sake of DeviceClass
+            assert not r.applies("ResourceClaim", "validate", "UPDATE"), r.id
+            assert not r.applies("ResourceClaim", "mutate", "UPDATE"), r.id
+
+
+def test_claim_update_passes_every_rule_even_when_called() -> None:
+    obj = load("claim-training.yaml")
+    obj["spec"]["devices"]["requests"][0]["exactly"].update(deviceClassName="bad.example.com", count=50)
+    obj["status"] = {"reservedFor": [{"resource": "pods", "name": "p", "uid": "u"}]}
+    assert run(claims.device_class_not_allowed, obj).findings  # judged on CREATE
+    for fn in VALIDATE_RULES:
+        assert run(fn, obj, operation="UPDATE", old=obj) == Outcome(), fn.__name__
+    assert run(tolerations.inject_device_tolerations, obj, operation="UPDATE", phase="mutate") == Outcome()

@@ -1,0 +1,545 @@
+"""The only module that talks to the API server (official ``kubernetes`` client).
+
+Two users: the webhook, through ``LiveView`` (a ``webhook.view.ClusterView`` backed by list+watch caches
+of Namespaces and DeviceClasses, and by briefly cached, strictly budgeted GETs of owner Pods and
+PodGroups), and the ``report``/``preflight`` commands, through the ``list_*`` functions. Everything comes
+back as raw JSON dicts (``_preload_content=False``): lossless, and the same shape the rules see in
+AdmissionReviews. On the request path nothing here may block longer than the lookup budget or raise:
+an answer that is not there in time is ``None``, and ``degraded_reason(kind)`` says why.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import json
+import logging
+import os
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any
+
+from kubernetes import client, config, watch
+from kubernetes.client.exceptions import ApiException
+
+from webhook.view import extended_resource_map
+
+log = logging.getLogger(__name__)
+
+# What the webhook and the report/preflight commands read, as ClusterRole rules. The webhook itself needs
+# namespaces (list/watch, get on cache misses), deviceclasses (list/watch), pods (get: owner lookups) and
+# podgroups (get: shared-claim lookups); `report` and `preflight` list pods, resourceclaims, namespaces and
+# deviceclasses. Nothing is ever written.
+REQUIRED_RBAC: tuple[dict[str, Any], ...] = (
+    {"apiGroups": [""], "resources": ["namespaces", "pods"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": ["resource.k8s.io"], "resources": ["deviceclasses", "resourceclaims"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": ["scheduling.k8s.io"], "resources": ["podgroups"], "verbs": ["get"]},
+)
+
+PAGE_SIZE = 500
+
+
+class ClusterError(RuntimeError):
+    """The cluster could not be reached or configured; the message is meant for a human."""
+
+
+def connect(kubeconfig: str | None = None, *, retries: bool | int | None = None) -> client.ApiClient:
+    """An ApiClient from ``kubeconfig``, else ``$KUBECONFIG``, else in-cluster config, else ~/.kube/config.
+
+    ``retries=False`` turns off urllib3's own retries (LiveView retries with its own backoff and must
+    not multiply its time budget by hidden retries).
+    """
+    cfg = client.Configuration()
+    path = kubeconfig or os.environ.get("KUBECONFIG") or None
+    try:
+        if path:
+            config.load_kube_config(config_file=path, client_configuration=cfg, persist_config=False)
+        elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+            config.load_incluster_config(client_configuration=cfg)
+        elif os.path.exists(os.path.expanduser("~/.kube/config")):
+            config.load_kube_config(config_file="~/.kube/config", client_configuration=cfg, persist_config=False)
+        else:
+            raise ClusterError(
+                "no cluster configuration: pass --kubeconfig, set KUBECONFIG, or run in a Pod with a service account"
+            )
+    except config.ConfigException as exc:
+        raise ClusterError(f"cannot load cluster configuration{f' from {path}' if path else ''}: {exc}") from None
+    except OSError as exc:
+        raise ClusterError(f"cannot read kubeconfig {path}: {exc.strerror or exc}") from None
+    if retries is not None:
+        cfg.retries = retries
+    return client.ApiClient(configuration=cfg)
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line for logs, status and audit annotations: HTTP status and the API's message, or the error."""
+    if isinstance(exc, ApiException):
+        message = ""
+        try:
+            message = (json.loads(exc.body or "") or {}).get("message", "")
+        except (ValueError, AttributeError):
+            pass
+        text = f"HTTP {exc.status} {exc.reason or ''}".rstrip()
+        return f"{text}: {message}" if message else text
+    text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+# -- raw JSON calls -------------------------------------------------------------------------------------
+
+
+def _call_raw(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """Call a generated API method and return its JSON body as a dict (no model round trip)."""
+    resp = fn(*args, _preload_content=False, **kwargs)
+    try:
+        return json.loads(resp.data)
+    finally:
+        resp.release_conn()
+
+
+def _list_raw(
+    fn: Callable[..., Any], *args: Any, request_timeout: float | tuple[float, float] | None = None, **kwargs: Any
+) -> tuple[list[dict[str, Any]], str]:
+    """All items of a (paginated) list call and the list's resourceVersion."""
+    items: list[dict[str, Any]] = []
+    token: str | None = None
+    while True:
+        page = _call_raw(fn, *args, limit=PAGE_SIZE, _continue=token, _request_timeout=request_timeout, **kwargs)
+        items.extend(page.get("items") or [])
+        meta = page.get("metadata") or {}
+        token = meta.get("continue") or None
+        if not token:
+            return items, meta.get("resourceVersion", "")
+
+
+def list_namespaces(api: client.ApiClient) -> list[dict[str, Any]]:
+    return _list_raw(client.CoreV1Api(api).list_namespace)[0]
+
+
+def get_namespace(api: client.ApiClient, name: str) -> dict[str, Any] | None:
+    """A Namespace, or None when it does not exist."""
+    try:
+        return _call_raw(client.CoreV1Api(api).read_namespace, name)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def list_pods(api: client.ApiClient, namespace: str | None = None) -> list[dict[str, Any]]:
+    core = client.CoreV1Api(api)
+    if namespace:
+        return _list_raw(core.list_namespaced_pod, namespace)[0]
+    return _list_raw(core.list_pod_for_all_namespaces)[0]
+
+
+def list_claims(api: client.ApiClient, namespace: str | None = None) -> list[dict[str, Any]]:
+    """resource.k8s.io/v1 ResourceClaims."""
+    res = client.ResourceV1Api(api)
+    if namespace:
+        return _list_raw(res.list_namespaced_resource_claim, namespace)[0]
+    return _list_raw(res.list_resource_claim_for_all_namespaces)[0]
+
+
+def list_device_classes(api: client.ApiClient) -> list[dict[str, Any]]:
+    return _list_raw(client.ResourceV1Api(api).list_device_class)[0]
+
+
+# -- the live view --------------------------------------------------------------------------------------
+
+_UNKNOWN: Any = object()  # a lookup that did not answer (budget, error): distinct from "absent" (None)
+
+
+class _Informer:
+    """List+watch state of one cluster-scoped resource: objects by name, resourceVersion, sync flags."""
+
+    def __init__(self, name: str, list_fn: Callable[..., Any], keep: Callable[[dict[str, Any]], Any]) -> None:
+        self.name = name
+        self.list_fn = list_fn
+        self.keep = keep  # what to store per object (labels only for namespaces)
+        self.lock = threading.Lock()
+        self.store: dict[str, Any] = {}
+        self.rv: str | None = None
+        self.synced = False
+        self.watching = False
+        self.version = 0  # bumped on every change, for snapshots
+        self.relists = 0
+        self.expired = 0
+        self.errors = 0
+        self.last_error: str | None = None
+        self.watch = watch.Watch(return_type="object")  # "object": events stay raw dicts
+        self.thread: threading.Thread | None = None
+
+    def replace(self, items: list[dict[str, Any]], rv: str) -> None:
+        store = {o["metadata"]["name"]: self.keep(o) for o in items}
+        with self.lock:
+            self.store = store
+            self.rv = rv
+            self.synced = True
+            self.version += 1
+            self.relists += 1
+
+    def apply(self, type_: str, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        with self.lock:
+            if type_ in ("ADDED", "MODIFIED"):
+                self.store[meta["name"]] = self.keep(obj)
+                self.version += 1
+            elif type_ == "DELETED":
+                self.store.pop(meta.get("name", ""), None)
+                self.version += 1
+            if meta.get("resourceVersion"):
+                self.rv = meta["resourceVersion"]
+
+    def status(self) -> dict[str, Any]:
+        with self.lock:
+            return {
+                "synced": self.synced,
+                "watching": self.watching,
+                "resourceVersion": self.rv,
+                "objects": len(self.store),
+                "relists": self.relists,
+                "expired": self.expired,
+                "errors": self.errors,
+                "lastError": self.last_error,
+            }
+
+
+def _labels(ns: dict[str, Any]) -> dict[str, str]:
+    return dict((ns.get("metadata") or {}).get("labels") or {})
+
+
+def _whole(obj: dict[str, Any]) -> dict[str, Any]:
+    return obj
+
+
+class LiveView:
+    """``ClusterView`` over the API server: watched caches plus budgeted, briefly cached GETs.
+
+    Nothing starts at construction or import: ``start()`` (or the first lookup, or ``status()``) starts the
+    watch threads in the calling process, and a fork (gunicorn worker) is detected and started afresh, so
+    every worker has its own threads and connections. Lookups never raise and never wait longer than
+    ``budget`` seconds; ``None`` means unknown or absent, and ``degraded_reason(kind)`` (kinds:
+    ``namespace``, ``deviceclass``, ``pod``, ``podgroup``) tells the calling thread which, if unknown.
+    """
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        *,
+        budget: float = 0.2,
+        cache_ttl: float = 5.0,
+        cache_size: int = 2048,
+        lookup_timeout: float = 2.0,
+        max_inflight: int = 64,
+        lookup_threads: int = 4,
+        watch_timeout: int = 300,
+        backoff: tuple[float, float] = (0.5, 30.0),
+    ) -> None:
+        self.budget = budget
+        self._configuration = api.configuration
+        self._api = api
+        self._ttl = cache_ttl
+        self._cache_size = cache_size
+        self._lookup_timeout = (min(lookup_timeout, 5.0), lookup_timeout)  # (connect, read)
+        self._max_inflight = max_inflight
+        self._lookup_threads = lookup_threads
+        self._watch_timeout = watch_timeout
+        self._backoff = backoff
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._pid: int | None = None
+        self._stop = threading.Event()
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._cache: collections.OrderedDict[tuple[str, ...], tuple[float, Any]] = collections.OrderedDict()
+        self._inflight: dict[tuple[str, ...], concurrent.futures.Future[Any]] = {}
+        self._recent_errors: collections.deque[str] = collections.deque(maxlen=5)
+        self._dc_snapshot: tuple[int, Mapping[str, dict[str, Any]], Mapping[str, str]] | None = None
+        self._build_informers()
+
+    @classmethod
+    def from_kubeconfig(cls, kubeconfig: str | None = None, **kwargs: Any) -> LiveView:
+        """Load the configuration now (errors surface at startup), connect later in each worker."""
+        return cls(connect(kubeconfig, retries=False), **kwargs)
+
+    def _build_informers(self) -> None:
+        core = client.CoreV1Api(self._api)
+        res = client.ResourceV1Api(self._api)
+        self._namespaces = _Informer("namespaces", core.list_namespace, _labels)
+        self._classes = _Informer("deviceclasses", res.list_device_class, _whole)
+        self._informers = (self._namespaces, self._classes)
+
+    # -- lifecycle --------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the watch threads and the lookup pool in this process (idempotent; restarts after fork)."""
+        with self._lock:
+            pid = os.getpid()
+            if self._pid == pid:
+                return
+            if self._pid is not None:
+                # Forked from a process that had started: its threads are gone and its sockets are shared.
+                self._api = client.ApiClient(configuration=self._configuration)
+                self._build_informers()
+                self._cache.clear()
+                self._inflight.clear()
+                self._dc_snapshot = None
+            self._pid = pid
+            self._stop.clear()
+            self._pool = concurrent.futures.ThreadPoolExecutor(self._lookup_threads, thread_name_prefix="cluster-get")
+            for inf in self._informers:
+                inf.thread = threading.Thread(target=self._run, args=(inf,), name=f"watch-{inf.name}", daemon=True)
+                inf.thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the threads (tests, graceful shutdown). The view answers None afterwards."""
+        with self._lock:
+            if self._pid != os.getpid():
+                return
+            self._stop.set()
+            pool, self._pool = self._pool, None
+        deadline = time.monotonic() + timeout
+        for inf in self._informers:
+            while inf.thread is not None and inf.thread.is_alive() and time.monotonic() < deadline:
+                inf.watch.stop()  # shuts the socket of a running stream; repeated in case one was starting
+                inf.thread.join(0.05)
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+        self._api.close()
+
+    def _ensure_started(self) -> None:
+        if self._pid != os.getpid():
+            try:
+                self.start()
+            except Exception as exc:  # pragma: no cover - thread creation failure; never fail a request
+                log.exception("cluster view could not start")
+                self._note_error(f"start: {describe_error(exc)}")
+
+    def wait_synced(self, timeout: float) -> bool:
+        """Block until both caches have listed once (tests, and an optional startup wait)."""
+        self._ensure_started()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if all(inf.synced for inf in self._informers):
+                return True
+            time.sleep(0.02)
+        return all(inf.synced for inf in self._informers)
+
+    # -- list + watch loop ------------------------------------------------------------------------------
+
+    def _run(self, inf: _Informer) -> None:
+        delay = self._backoff[0]
+        expired_in_a_row = 0
+        while not self._stop.is_set():
+            try:
+                if inf.rv is None:
+                    items, rv = _list_raw(inf.list_fn, request_timeout=(5.0, 60.0))
+                    inf.replace(items, rv)
+                self._watch_once(inf)
+                delay = self._backoff[0]
+                expired_in_a_row = 0
+                continue
+            except ApiException as exc:
+                if exc.status == 410:
+                    # Our resourceVersion is too old for the server: list again. Back off only if that
+                    # keeps happening (a server that answers 410 to a fresh list's version).
+                    with inf.lock:
+                        inf.rv = None
+                        inf.expired += 1
+                    expired_in_a_row += 1
+                    if expired_in_a_row == 1:
+                        continue
+                else:
+                    self._watch_failed(inf, exc)
+            except Exception as exc:  # connection refused, timeouts, bad JSON: keep the cache, retry later
+                if self._stop.is_set():
+                    break
+                self._watch_failed(inf, exc)
+            finally:
+                inf.watching = False
+            # Exponential backoff with jitter, so many workers do not retry in step.
+            self._stop.wait(random.uniform(delay / 2, delay))
+            delay = min(delay * 2, self._backoff[1])
+
+    def _watch_once(self, inf: _Informer) -> None:
+        """One watch request from ``inf.rv`` until the server ends it; 410 and errors raise."""
+        timeout = int(self._watch_timeout * (1 + random.random() / 2))
+        stream = inf.watch.stream(
+            inf.list_fn,
+            resource_version=inf.rv,
+            timeout_seconds=timeout,
+            allow_watch_bookmarks=True,
+            _request_timeout=(5.0, timeout + 30.0),
+        )
+        inf.watching = True
+        for event in stream:
+            if self._stop.is_set():
+                break
+            inf.apply(event["type"], event["raw_object"])
+
+    def _watch_failed(self, inf: _Informer, exc: BaseException) -> None:
+        text = describe_error(exc)
+        with inf.lock:
+            inf.errors += 1
+            inf.last_error = text
+        self._note_error(f"{inf.name}: {text}")
+        log.warning("watch of %s failed, retrying with backoff: %s", inf.name, text)
+
+    def _note_error(self, text: str) -> None:
+        self._recent_errors.append(text)
+
+    # -- degraded reasons (per calling thread: gthread workers serve requests concurrently) ---------------
+
+    def degraded_reason(self, kind: str) -> str | None:
+        """Why the last ``kind`` lookup on this thread answered None for lack of data (None: it did not)."""
+        return getattr(self._local, "reasons", {}).get(kind)
+
+    def _reason(self, kind: str, text: str | None) -> None:
+        reasons = getattr(self._local, "reasons", None)
+        if reasons is None:
+            reasons = self._local.reasons = {}
+        reasons[kind] = text
+
+    # -- ClusterView --------------------------------------------------------------------------------------
+
+    def namespace_labels(self, name: str) -> Mapping[str, str] | None:
+        self._ensure_started()
+        self._reason("namespace", None)
+        inf = self._namespaces
+        if inf.synced:
+            labels = inf.store.get(name)
+            if labels is not None:
+                return MappingProxyType(labels)
+        # Not synced yet, or created after our last event: ask the API server, within the budget.
+        obj = self._lookup("namespace", ("namespace", name), lambda: self._get(
+            client.CoreV1Api(self._api).read_namespace, name))
+        if obj is _UNKNOWN:
+            if not inf.synced:
+                self._reason("namespace", f"namespaces not synced yet; {self.degraded_reason('namespace')}")
+            return None
+        if obj is None:
+            self._reason("namespace", f"namespace {name} not found")
+            return None
+        return MappingProxyType(_labels(obj))
+
+    def device_classes(self) -> Mapping[str, dict[str, Any]] | None:
+        self._ensure_started()
+        snap = self._device_class_snapshot()
+        return None if snap is None else snap[1]
+
+    def extended_resource_classes(self) -> Mapping[str, str] | None:
+        self._ensure_started()
+        snap = self._device_class_snapshot()
+        return None if snap is None else snap[2]
+
+    def _device_class_snapshot(self) -> tuple[int, Mapping[str, dict[str, Any]], Mapping[str, str]] | None:
+        self._reason("deviceclass", None)
+        inf = self._classes
+        if not inf.synced:
+            why = f" (last error: {inf.last_error})" if inf.last_error else ""
+            self._reason("deviceclass", f"DeviceClasses not synced yet{why}")
+            return None
+        snap = self._dc_snapshot
+        if snap is None or snap[0] != inf.version:
+            with inf.lock:
+                version, classes = inf.version, dict(inf.store)
+            snap = (version, MappingProxyType(classes), MappingProxyType(extended_resource_map(classes.values())))
+            self._dc_snapshot = snap
+        return snap
+
+    def get_pod(self, namespace: str, name: str, uid: str | None = None) -> dict[str, Any] | None:
+        self._ensure_started()
+        self._reason("pod", None)
+        key = ("pod", namespace, name)
+
+        def fetch() -> dict[str, Any]:
+            return self._get(client.CoreV1Api(self._api).read_namespaced_pod, name, namespace)
+
+        obj = self._lookup("pod", key, fetch)
+        if uid and obj not in (None, _UNKNOWN) and obj["metadata"].get("uid") != uid:
+            # Perhaps a cached Pod that was replaced under the same name (StatefulSets do that): ask again.
+            obj = self._lookup("pod", key, fetch, fresh=True)
+        if obj is _UNKNOWN or obj is None:
+            return None
+        if uid and obj["metadata"].get("uid") != uid:
+            return None
+        return obj
+
+    def get_podgroup(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self._ensure_started()
+        self._reason("podgroup", None)
+        obj = self._lookup("podgroup", ("podgroup", namespace, name), lambda: self._get(
+            client.SchedulingV1beta1Api(self._api).read_namespaced_pod_group, name, namespace))
+        return None if obj is _UNKNOWN else obj
+
+    def status(self) -> dict[str, Any]:
+        """Sync state for /readyz and logs. Informational only: readiness never fails on it."""
+        self._ensure_started()
+        with self._lock:
+            cached, inflight = len(self._cache), len(self._inflight)
+        return {
+            "mode": "live",
+            "budgetMs": round(self.budget * 1000),
+            "namespaces": self._namespaces.status(),
+            "deviceclasses": self._classes.status(),
+            "lookups": {"cached": cached, "inflight": inflight},
+            "errors": list(self._recent_errors),
+        }
+
+    # -- budgeted lookups ----------------------------------------------------------------------------------
+
+    def _get(self, fn: Callable[..., Any], *args: Any) -> dict[str, Any]:
+        return _call_raw(fn, *args, _request_timeout=self._lookup_timeout)
+
+    def _lookup(self, kind: str, key: tuple[str, ...], fetch: Callable[[], Any], fresh: bool = False) -> Any:
+        """The object (cached or fetched), None when absent (404), or _UNKNOWN past the budget or on error.
+
+        The GET runs in the pool so the caller can stop waiting at the budget; a GET that finishes later
+        still fills the cache for the next request. Concurrent lookups of one key share one GET.
+        """
+        label = "/".join(key[1:])
+        with self._lock:
+            if not fresh:
+                hit = self._cache.get(key)
+                if hit is not None and hit[0] > time.monotonic():
+                    self._cache.move_to_end(key)
+                    return hit[1]
+            fut = self._inflight.get(key)
+            if fut is None:
+                if self._pool is None:
+                    self._reason(kind, "cluster view is stopped")
+                    return _UNKNOWN
+                if len(self._inflight) >= self._max_inflight:
+                    self._reason(kind, f"{kind} {label}: too many cluster lookups in flight")
+                    return _UNKNOWN
+                fut = self._pool.submit(self._fetch, key, fetch)
+                self._inflight[key] = fut
+        try:
+            return fut.result(timeout=self.budget)
+        except concurrent.futures.TimeoutError:
+            self._reason(kind, f"{kind} {label} lookup exceeded the {round(self.budget * 1000)} ms budget")
+        except Exception as exc:
+            self._reason(kind, f"{kind} {label} lookup failed: {describe_error(exc)}")
+        return _UNKNOWN
+
+    def _fetch(self, key: tuple[str, ...], fetch: Callable[[], Any]) -> Any:
+        try:
+            try:
+                value = fetch()
+            except ApiException as exc:
+                if exc.status != 404:
+                    self._note_error(f"GET {'/'.join(key)}: {describe_error(exc)}")
+                    raise
+                value = None  # absent is an answer too: cache it briefly
+            with self._lock:
+                self._cache[key] = (time.monotonic() + self._ttl, value)
+                self._cache.move_to_end(key)
+                while len(self._cache) > self._cache_size:
+                    self._cache.popitem(last=False)
+            return value
+        finally:
+            with self._lock:
+                self._inflight.pop(key, None)

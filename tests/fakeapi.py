@@ -239,7 +239,8 @@ class _Handler(BaseHTTPRequestHandler):
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
         route = _route(url.path)
         if route is None:
-            return self._json(404, status(404, "NotFound", f"the server could not find the requested resource {url.path}"))
+            message = f"the server could not find the requested resource {url.path}"
+            return self._json(404, status(404, "NotFound", message))
         kind, namespace, name = route
         watching = query.get("watch") in ("true", "1")
         verb = "watch" if watching else ("get" if name else "list")
@@ -481,3 +482,59 @@ def podgroup(ns: str, name: str, min_count: int = 2) -> dict[str, Any]:
         "metadata": {"name": name, "namespace": ns},
         "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}},
     }
+
+
+# -- a policy for the tests (design.md §2 shape) -------------------------------------------------------------
+
+POLICY_DOC: dict[str, Any] = {
+    "apiVersion": "dra-migration.io/v1alpha1",
+    "kind": "MigrationPolicy",
+    "metadata": {"name": "test-fleet"},
+    "spec": {
+        "annotationPrefix": "dra-migration.io",
+        "resources": [
+            {"name": "example.com/gpu", "deviceClassName": "gpu.example.com", "legacyNames": ["vendor.example.com/gpu"]}
+        ],
+        "cohorts": [
+            {
+                "name": "pilot-teams",
+                "namespaces": {"names": ["ml-*"], "selector": {"matchLabels": {"gpu-migration": "pilot"}}},
+                "schedule": [{"stage": "pilot", "from": "2026-12-01"}, {"stage": "migrated", "from": "2027-02-01"}],
+            },
+            {
+                "name": "research",
+                "namespaces": {"selector": {"matchLabels": {"division": "research"}}},
+                "schedule": [{"stage": "pilot", "from": "2027-01-15"}],
+            },
+        ],
+        "defaultStage": "legacy",
+        "trainingJobs": {
+            "labels": {"workload.example.com/kind": "training"},
+            "anyLabelKeys": ["training.kubeflow.org/job-name"],
+            "minActiveDeadlineSeconds": 14400,
+            "deviceTolerations": [
+                {
+                    "key": "example.com/maintenance",
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": 3600,
+                }
+            ],
+        },
+    },
+}
+
+
+def make_policy() -> Any:
+    """POLICY_DOC compiled, as the server would hold it."""
+    from webhook.policy.compiled import compile_policy
+    from webhook.policy.model import MigrationPolicy
+
+    return compile_policy(MigrationPolicy.model_validate(POLICY_DOC), b"test-fleet")
+
+
+def write_policy(directory: Path) -> str:
+    """POLICY_DOC as a policy file, for the CLI's --policy."""
+    path = Path(directory) / "policy.yaml"
+    path.write_text(yaml.safe_dump(POLICY_DOC, sort_keys=False))
+    return str(path)

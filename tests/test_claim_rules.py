@@ -11,16 +11,20 @@ import datetime as dt
 from pathlib import Path
 from typing import Any
 
+import jsonpatch
 import kubernetes_validate
 import pytest
 import yaml
 
+from tests.helpers import review
 from webhook.claim_objects import iter_requests, nonstandard_numa_in_cel
+from webhook.engine import Decision, evaluate, mutate_then_validate
 from webhook.policy.compiled import CompiledPolicy, compile_policy
 from webhook.policy.model import MigrationPolicy
+from webhook.review import parse_request
 from webhook.rules import REGISTRY, claims, ids, tolerations
 from webhook.rules.base import Context, Outcome, RuleFn
-from webhook.view import ClusterView, OfflineView
+from webhook.view import ClusterView, OfflineView, StaticView
 
 DATA = Path(__file__).parent / "data" / "claims"
 NOW = dt.datetime(2026, 12, 15, 12, 0, tzinfo=dt.UTC)  # pilot stage for ml-*
@@ -86,9 +90,7 @@ def claim(**exactly: Any) -> dict[str, Any]:
         "kind": "ResourceClaim",
         "metadata": {"name": "c", "namespace": "ml-a"},
         "spec": {
-            "devices": {
-                "requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com", **exactly}}]
-            }
+            "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com", **exactly}}]}
         },
     }
     kubernetes_validate.validate(obj, "1.37.0", strict=True)
@@ -141,9 +143,7 @@ def test_iter_requests_reads_v1beta1_flat_requests() -> None:
         "apiVersion": "resource.k8s.io/v1beta1",
         "kind": "ResourceClaim",
         "metadata": {"name": "old", "namespace": "ml-a"},
-        "spec": {
-            "devices": {"requests": [{"name": "gpu", "deviceClassName": "old.example.com", "count": 9}]}
-        },
+        "spec": {"devices": {"requests": [{"name": "gpu", "deviceClassName": "old.example.com", "count": 9}]}},
     }
     kubernetes_validate.validate(obj, "1.37.0", strict=True)
     out = run(claims.device_class_not_allowed, obj)
@@ -162,9 +162,7 @@ def test_device_class_not_allowed_fires_on_exactly() -> None:
 
 def test_device_class_not_allowed_names_the_subrequest_path() -> None:
     obj = load("template-training.yaml")
-    obj["spec"]["spec"]["devices"]["requests"][0]["firstAvailable"][1]["deviceClassName"] = (
-        "other.example.com"
-    )
+    obj["spec"]["spec"]["devices"]["requests"][0]["firstAvailable"][1]["deviceClassName"] = "other.example.com"
     out = run(claims.device_class_not_allowed, obj)
     assert paths(out, ids.DEVICE_CLASS_NOT_ALLOWED) == [
         "spec.spec.devices.requests[0].firstAvailable[1].deviceClassName"
@@ -176,10 +174,7 @@ def test_device_class_any_when_policy_lists_none() -> None:
     out = run(claims.device_class_not_allowed, claim(deviceClassName="x.example.com"), policy=make_policy())
     assert out.findings
     policy = make_policy(allowedDeviceClasses=None)
-    assert (
-        run(claims.device_class_not_allowed, claim(deviceClassName="x.example.com"), policy=policy).findings
-        == []
-    )
+    assert run(claims.device_class_not_allowed, claim(deviceClassName="x.example.com"), policy=policy).findings == []
 
 
 # --- device-count-exceeds -----------------------------------------------------------------------
@@ -188,9 +183,7 @@ def test_device_class_any_when_policy_lists_none() -> None:
 @pytest.mark.parametrize(("count", "fires"), [(1, False), (8, False), (9, True), (64, True)])
 def test_device_count_limit(count: int, fires: bool) -> None:
     out = run(claims.device_count_exceeds, claim(count=count))
-    assert paths(out, ids.DEVICE_COUNT_EXCEEDS) == (
-        ["spec.devices.requests[0].exactly.count"] if fires else []
-    )
+    assert paths(out, ids.DEVICE_COUNT_EXCEEDS) == (["spec.devices.requests[0].exactly.count"] if fires else [])
 
 
 def test_device_count_in_subrequest() -> None:
@@ -204,10 +197,7 @@ def test_device_count_in_subrequest() -> None:
 def test_device_count_ignores_allocation_mode_all_and_unset_limit() -> None:
     assert run(claims.device_count_exceeds, claim(allocationMode="All")).findings == []
     assert (
-        run(
-            claims.device_count_exceeds, claim(count=99), policy=make_policy(maxDevicesPerRequest=None)
-        ).findings
-        == []
+        run(claims.device_count_exceeds, claim(count=99), policy=make_policy(maxDevicesPerRequest=None)).findings == []
     )
 
 
@@ -218,12 +208,8 @@ def test_allocation_mode_all_fires_unless_allowed() -> None:
     obj = load("claim-training.yaml")
     obj["spec"]["devices"]["requests"][1]["firstAvailable"][0]["allocationMode"] = "All"
     out = run(claims.allocation_mode_all, obj)
-    assert paths(out, ids.ALLOCATION_MODE_ALL) == [
-        "spec.devices.requests[1].firstAvailable[0].allocationMode"
-    ]
-    assert (
-        run(claims.allocation_mode_all, obj, policy=make_policy(allowAllocationModeAll=True)).findings == []
-    )
+    assert paths(out, ids.ALLOCATION_MODE_ALL) == ["spec.devices.requests[1].firstAvailable[0].allocationMode"]
+    assert run(claims.allocation_mode_all, obj, policy=make_policy(allowAllocationModeAll=True)).findings == []
 
 
 def test_allocation_mode_exact_count_passes() -> None:
@@ -247,9 +233,7 @@ def test_admin_access_in_admin_namespace_by_name_or_glob(namespace: str) -> None
 def test_admin_access_false_passes_and_no_namespaces_means_none_allowed() -> None:
     assert run(claims.admin_access_namespace, claim(adminAccess=False)).findings == []
     policy = make_policy(adminAccessNamespaces=[])
-    assert run(
-        claims.admin_access_namespace, claim(adminAccess=True), namespace="gpu-ops", policy=policy
-    ).findings
+    assert run(claims.admin_access_namespace, claim(adminAccess=True), namespace="gpu-ops", policy=policy).findings
 
 
 # --- nonstandard-numa-attribute -----------------------------------------------------------------
@@ -309,13 +293,8 @@ def test_numa_on_device_class_update_reports_only_new_expressions() -> None:
     old = load("deviceclass-vendor-numa.yaml")
     edited = copy.deepcopy(old)
     edited["metadata"]["labels"] = {"team": "gpu-ops"}
-    assert (
-        run(claims.nonstandard_numa_attribute, edited, operation="UPDATE", old=old, namespace="").findings
-        == []
-    )
-    edited["spec"]["selectors"].append(
-        {"cel": {"expression": 'device.attributes["gpu.example.com"].numaID < 2'}}
-    )
+    assert run(claims.nonstandard_numa_attribute, edited, operation="UPDATE", old=old, namespace="").findings == []
+    edited["spec"]["selectors"].append({"cel": {"expression": 'device.attributes["gpu.example.com"].numaID < 2'}})
     out = run(claims.nonstandard_numa_attribute, edited, operation="UPDATE", old=old, namespace="")
     assert paths(out, ids.NONSTANDARD_NUMA_ATTRIBUTE) == ["spec.selectors[2].cel.expression"]
 
@@ -367,3 +346,106 @@ def test_claim_update_passes_every_rule_even_when_called() -> None:
     for fn in VALIDATE_RULES:
         assert run(fn, obj, operation="UPDATE", old=obj) == Outcome(), fn.__name__
     assert run(tolerations.inject_device_tolerations, obj, operation="UPDATE", phase="mutate") == Outcome()
+
+
+# --- through the engine (the request path minus HTTP) -------------------------------------------
+
+MIGRATED = dt.datetime(2027, 3, 1, tzinfo=dt.UTC)  # ml-* is in stage migrated: findings deny
+
+
+def admit(
+    obj: dict[str, Any],
+    phase: str,
+    *,
+    operation: str = "CREATE",
+    old: dict[str, Any] | None = None,
+    view: ClusterView | None = None,
+    now: dt.datetime = MIGRATED,
+) -> Decision:
+    return evaluate(review(obj, operation=operation, old=old)["request"], POLICY, view, phase, now)
+
+
+def test_engine_mutates_training_claim_once_and_validation_passes() -> None:
+    obj = load("claim-training.yaml")
+    mutate = admit(obj, "mutate")
+    assert mutate.allowed and mutate.verdicts == []
+    result = jsonpatch.apply_patch(obj, mutate.patch)
+    kubernetes_validate.validate(result, "1.37.0", strict=True)
+    ann = result["metadata"]["annotations"]
+    assert ann["dra-migration.io/tolerations-injected"] == "6"
+    assert ann["dra-migration.io/path"] == "dra-claim"
+    assert all(len(s.body["tolerations"]) == 2 for s in iter_requests(result, "ResourceClaim"))
+    validate = admit(result, "validate")
+    assert validate.allowed and validate.verdicts == []  # the policy's own tolerations are not too broad
+    assert admit(result, "mutate").patch == []
+
+
+def test_engine_denies_bad_claim_in_migrated_stage_with_field_paths() -> None:
+    obj = load("template-training.yaml")
+    sub = obj["spec"]["spec"]["devices"]["requests"][0]["firstAvailable"][0]
+    sub.update(deviceClassName="vendor-gpu.example.com", allocationMode="All")
+    del sub["count"]
+    sub["tolerations"] = [{"operator": "Exists"}]
+    mutate, validate = mutate_then_validate(parse_request(review(obj)["request"]), POLICY, None, MIGRATED)
+    assert mutate.allowed
+    assert not validate.allowed
+    assert sorted(validate.denied_rules) == [
+        ids.ALLOCATION_MODE_ALL,
+        ids.DEVICE_CLASS_NOT_ALLOWED,
+        ids.TOLERATION_TOO_BROAD,
+    ]
+    prefix = "spec.spec.devices.requests[0].firstAvailable[0]"
+    assert {c["field"] for c in validate.causes} == {
+        f"{prefix}.deviceClassName",
+        f"{prefix}.allocationMode",
+        f"{prefix}.tolerations[0]",
+    }
+
+
+def test_engine_leaves_scheduler_claim_spec_alone_and_allows_it() -> None:
+    obj = load("claim-scheduler.yaml")
+    mutate = admit(obj, "mutate")
+    assert mutate.allowed and mutate.verdicts == []
+    assert all(op["path"].startswith("/metadata/annotations") for op in mutate.patch)  # track-rollout only
+    result = jsonpatch.apply_patch(obj, mutate.patch)
+    assert result["spec"] == obj["spec"]
+    assert "dra-migration.io/tolerations-injected" not in result["metadata"].get("annotations", {})
+    validate = admit(result, "validate")
+    assert validate.allowed and validate.verdicts == []
+
+
+def test_engine_claim_update_has_no_findings_and_no_patch() -> None:
+    old = load("claim-training.yaml")
+    old["spec"]["devices"]["requests"][0]["exactly"].update(deviceClassName="bad.example.com", count=50)
+    new = copy.deepcopy(old)
+    new["metadata"]["finalizers"] = ["resource.kubernetes.io/delete-protection"]
+    for phase in ("mutate", "validate"):
+        decision = admit(new, phase, operation="UPDATE", old=old)
+        assert decision.allowed and decision.verdicts == [] and decision.patch == [], phase
+    assert not admit(old, "validate").allowed  # the same spec on CREATE is denied
+
+
+def test_engine_generated_claim_of_training_pod_gets_tolerations() -> None:
+    pod = load("pod-training.yaml")
+    obj = load("claim-generated.yaml")
+    decision = admit(obj, "mutate", view=StaticView(pods=[pod]))
+    result = jsonpatch.apply_patch(obj, decision.patch)
+    kubernetes_validate.validate(result, "1.37.0", strict=True)
+    assert [t["key"] for t in result["spec"]["devices"]["requests"][0]["exactly"]["tolerations"]] == [
+        "example.com/maintenance",
+        "example.com/degraded",
+    ]
+    offline = admit(obj, "mutate")
+    assert "cluster-view-degraded" in offline.audit
+    assert all("tolerations" not in op["path"] for op in offline.patch)
+
+
+def test_engine_toleration_limit_is_a_warning_even_in_migrated_stage() -> None:
+    obj = load("claim-training.yaml")
+    obj["spec"]["devices"]["requests"][0]["exactly"]["tolerations"] = [
+        {"key": f"example.com/t{i}", "operator": "Exists", "effect": "NoSchedule"} for i in range(16)
+    ]
+    decision = admit(obj, "mutate")
+    assert decision.allowed
+    assert [v.rule for v in decision.verdicts] == [ids.INJECT_DEVICE_TOLERATIONS]
+    assert len(decision.warnings) == 1 and "limit of 16" in decision.warnings[0]

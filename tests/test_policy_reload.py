@@ -64,9 +64,7 @@ def test_configmap_mount_loads_through_the_symlinks(mount: ConfigMapMount) -> No
     assert policy.files == (str(mount.root / "default.yaml"),)
 
 
-def test_atomic_swap_is_picked_up(
-    mount: ConfigMapMount, results: list, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_atomic_swap_is_picked_up(mount: ConfigMapMount, results: list, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="webhook.policy")
     store = store_for(mount.root, results)
     first = store.current

@@ -447,3 +447,22 @@ def test_hook_has_gunicorns_arity(cert_dir: Path) -> None:
     hook = gunicorn_ssl_context_hook(CertReloader(cert_dir))
     cfg.set("ssl_context", hook)  # gunicorn validates the hook takes (config, factory)
     assert cfg.ssl_context(cfg, lambda: pytest.fail("default factory must not be used")) is hook(cfg, None)
+
+
+def test_files_swapped_during_a_load_are_read_again_on_the_next_connection(tmp_path: Path) -> None:
+    volume = KubeletVolume(tmp_path / "tls", certs.new_ca())
+    swapped: list[int] = []
+
+    class SwapMidLoad(CertReloader):
+        def _build(self, fp):  # type: ignore[no-untyped-def]
+            built = super()._build(fp)
+            if self.loaded and not swapped:
+                swapped.append(volume.publish())  # the kubelet swaps ..data while we were reading
+            return built
+
+    reloader = SwapMidLoad(volume.root, check_interval=3600)
+    first, first_serial = reloader.context(), reloader.serial
+    volume.publish()
+    assert reloader.reload() is False  # what it read is already stale: not swapped in
+    assert reloader.context() is not first  # ...and re-read at once, without waiting an interval
+    assert reloader.serial == swapped[0] != first_serial

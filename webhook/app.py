@@ -41,6 +41,9 @@ class CertState(Protocol):
     @property
     def error(self) -> str | None: ...
 
+    @property
+    def not_after(self) -> dt.datetime | None: ...
+
 
 class StaticPolicy:
     """A fixed policy (tests, ``check``): never reloads."""
@@ -161,6 +164,8 @@ def create_app(
             problems.append(f"no valid policy loaded: {policies.error or 'not loaded yet'}")
         if cert is not None and not cert.loaded:
             problems.append(f"no valid serving certificate loaded: {cert.error or 'not loaded yet'}")
+        elif cert is not None and cert.not_after is not None and cert.not_after <= now():
+            problems.append(f"the serving certificate expired at {cert.not_after.isoformat()}")
         body: dict[str, Any] = {
             "ready": not problems,
             "policy": policy.identity if policy else None,

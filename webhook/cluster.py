@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import copy
 import json
 import logging
 import os
@@ -35,7 +36,11 @@ log = logging.getLogger(__name__)
 # deviceclasses. Nothing is ever written.
 REQUIRED_RBAC: tuple[dict[str, Any], ...] = (
     {"apiGroups": [""], "resources": ["namespaces", "pods"], "verbs": ["get", "list", "watch"]},
-    {"apiGroups": ["resource.k8s.io"], "resources": ["deviceclasses", "resourceclaims"], "verbs": ["get", "list", "watch"]},
+    {
+        "apiGroups": ["resource.k8s.io"],
+        "resources": ["deviceclasses", "resourceclaims"],
+        "verbs": ["get", "list", "watch"],
+    },
     {"apiGroups": ["scheduling.k8s.io"], "resources": ["podgroups"], "verbs": ["get"]},
 )
 
@@ -46,21 +51,24 @@ class ClusterError(RuntimeError):
     """The cluster could not be reached or configured; the message is meant for a human."""
 
 
-def connect(kubeconfig: str | None = None, *, retries: bool | int | None = None) -> client.ApiClient:
+def connect(kubeconfig: str | None = None) -> client.ApiClient:
     """An ApiClient from ``kubeconfig``, else ``$KUBECONFIG``, else in-cluster config, else ~/.kube/config.
 
-    ``retries=False`` turns off urllib3's own retries (LiveView retries with its own backoff and must
-    not multiply its time budget by hidden retries).
+    Reads configuration only: no request is made and no thread started (safe before gunicorn forks).
     """
     cfg = client.Configuration()
     path = kubeconfig or os.environ.get("KUBECONFIG") or None
+    if path and not any(os.path.exists(os.path.expanduser(p)) for p in path.split(os.pathsep) if p):
+        raise ClusterError(f"kubeconfig {path} does not exist")
     try:
         if path:
             config.load_kube_config(config_file=path, client_configuration=cfg, persist_config=False)
         elif os.environ.get("KUBERNETES_SERVICE_HOST"):
             config.load_incluster_config(client_configuration=cfg)
         elif os.path.exists(os.path.expanduser("~/.kube/config")):
-            config.load_kube_config(config_file="~/.kube/config", client_configuration=cfg, persist_config=False)
+            config.load_kube_config(
+                config_file=os.path.expanduser("~/.kube/config"), client_configuration=cfg, persist_config=False
+            )
         else:
             raise ClusterError(
                 "no cluster configuration: pass --kubeconfig, set KUBECONFIG, or run in a Pod with a service account"
@@ -69,8 +77,6 @@ def connect(kubeconfig: str | None = None, *, retries: bool | int | None = None)
         raise ClusterError(f"cannot load cluster configuration{f' from {path}' if path else ''}: {exc}") from None
     except OSError as exc:
         raise ClusterError(f"cannot read kubeconfig {path}: {exc.strerror or exc}") from None
-    if retries is not None:
-        cfg.retries = retries
     return client.ApiClient(configuration=cfg)
 
 
@@ -240,8 +246,11 @@ class LiveView:
         backoff: tuple[float, float] = (0.5, 30.0),
     ) -> None:
         self.budget = budget
-        self._configuration = api.configuration
-        self._api = api
+        # Our own client over a copy of the configuration, without urllib3's hidden retries: the view
+        # retries with its own backoff, and a retried GET would overrun the lookup budget unseen.
+        self._configuration = copy.deepcopy(api.configuration)
+        self._configuration.retries = False
+        self._api = client.ApiClient(configuration=self._configuration)
         self._ttl = cache_ttl
         self._cache_size = cache_size
         self._lookup_timeout = (min(lookup_timeout, 5.0), lookup_timeout)  # (connect, read)
@@ -262,8 +271,8 @@ class LiveView:
 
     @classmethod
     def from_kubeconfig(cls, kubeconfig: str | None = None, **kwargs: Any) -> LiveView:
-        """Load the configuration now (errors surface at startup), connect later in each worker."""
-        return cls(connect(kubeconfig, retries=False), **kwargs)
+        """Load the configuration now (errors surface at startup); nothing connects until ``start()``."""
+        return cls(connect(kubeconfig), **kwargs)
 
     def _build_informers(self) -> None:
         core = client.CoreV1Api(self._api)

@@ -16,15 +16,16 @@ from typing import Any
 
 import jsonpatch
 
-from webhook import rules as _rules  # noqa: F401  (registers every rule)
 from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.model import Action
 from webhook.review import AdmissionRequest, parse_request
+from webhook.rules import load_all
 from webhook.rules.base import REGISTRY, Context, Finding, Rule
 from webhook.rules.ids import TRACK_ROLLOUT
 from webhook.view import ClusterView, OfflineView
 
 log = logging.getLogger(__name__)
+load_all()
 
 _ORDER = {Action.Off: 0, Action.Audit: 1, Action.Warn: 2, Action.Deny: 3}
 

@@ -53,13 +53,6 @@ def cert_reloader(cert_dir: Path) -> Any:
     return reloader
 
 
-def _ssl_context(cert_dir: Path):  # noqa: ANN202 - gunicorn hook signature
-    def hook(config: Any, default_factory: Any) -> Any:
-        return cert_reloader(cert_dir).context()
-
-    return hook
-
-
 def build_app(opts: ServeOptions) -> Any:
     """The flask app of one worker: its own policy store (polling thread), cluster view and recorder."""
     from webhook import metrics
@@ -92,6 +85,7 @@ class WebhookServer(BaseApplication):
 
     def load_config(self) -> None:
         from webhook import metrics
+        from webhook.tls import gunicorn_ssl_context_hook
 
         o = self.opts
         settings: dict[str, Any] = {
@@ -104,7 +98,7 @@ class WebhookServer(BaseApplication):
             "timeout": 30,
             "certfile": str(o.cert_dir / "tls.crt"),
             "keyfile": str(o.cert_dir / "tls.key"),
-            "ssl_context": _ssl_context(o.cert_dir),
+            "ssl_context": gunicorn_ssl_context_hook(cert_reloader(o.cert_dir)),
             "child_exit": lambda server, worker: metrics.worker_exit(worker.pid),
             "control_socket_disable": True,
             "loglevel": o.log_level,

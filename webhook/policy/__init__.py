@@ -1,8 +1,6 @@
 """Migration policy: model, loader with file:line errors, compiled form and hot reload.
 
-Names are resolved lazily so that importing ``webhook.policy`` pulls in nothing: the model imports
-``webhook.rules.ids``, and rule modules import from this package, so eager imports here would risk
-an import cycle.
+Names are resolved lazily (PEP 562) so importing the package pulls in nothing it does not need.
 """
 
 from __future__ import annotations

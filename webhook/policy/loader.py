@@ -74,10 +74,6 @@ def policy_files(path: Path) -> list[Path]:
     )
 
 
-def _display(path: Path) -> str:
-    return str(path)
-
-
 # ---------------------------------------------------------------------------------------------- YAML
 
 
@@ -441,7 +437,7 @@ def _not_a_policy(doc: _Doc) -> Problem | None:
 
 def _read(path: str | Path) -> _Result:
     root = Path(path)
-    shown_root = _display(root)
+    shown_root = str(root)
     if not root.exists():
         return _Result(None, [Problem(shown_root, 0, "", "no such file or directory")], None, ())
     try:
@@ -455,7 +451,7 @@ def _read(path: str | Path) -> _Result:
     shown: list[str] = []
     candidates: list[_Doc] = []
     for file in files:
-        name = _display(file)
+        name = str(file)
         try:
             raw = file.read_bytes()
         except OSError as exc:
@@ -521,7 +517,7 @@ def load(path: str | Path) -> CompiledPolicy:
     """Load the one MigrationPolicy in a directory (or a single file). Raises PolicyError."""
     result = _read(path)
     if result.problems or result.policy is None:
-        raise PolicyError(result.problems or [Problem(_display(Path(path)), 0, "", "no policy loaded")])
+        raise PolicyError(result.problems or [Problem(str(Path(path)), 0, "", "no policy loaded")])
     return result.policy
 
 

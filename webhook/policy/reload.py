@@ -92,14 +92,19 @@ class PolicyStore:
                 policy, error = self._load()
                 after = fingerprint(self.path)
                 if after == before:
+                    self._fingerprint = after
                     break
                 before = after  # changed while we read: the files may be a mix of two versions
-            self._fingerprint = before
+            else:
+                # Still changing after every attempt: install nothing that may mix two versions, and
+                # look again on the next check.
+                self._fingerprint = None
+                log.warning("policy files in %s kept changing while being read; will retry", _where(self.path))
+                return False
             if policy is not None:
                 self._install(policy)
                 return True
-            assert error is not None
-            self._fail(error)
+            self._fail(error or PolicyError([Problem(str(self.path), 0, "", "no policy loaded")]))
             return False
 
     def _load(self) -> tuple[CompiledPolicy | None, PolicyError | None]:

@@ -502,8 +502,7 @@ GATES: tuple[Gate, ...] = (
         _BETA_ON,
         _BETA_ON,
         ((CLAIM, _claim_consumable), (TEMPLATE, _claim_consumable), (SLICE, _slice_consumable)),
-        "request capacity, constraints distinctAttribute; slice allowMultipleAllocations, "
-        "capacity requestPolicy",
+        "request capacity, constraints distinctAttribute; slice allowMultipleAllocations, capacity requestPolicy",
     ),
     Gate(
         # dra-1.37.md §4: two specs in the code, default on only with min-compatibility-version >= 1.37
@@ -520,8 +519,7 @@ GATES: tuple[Gate, ...] = (
         _BETA_ON,
         _BETA_ON,
         ((SLICE, _slice_partitionable),),
-        "slice sharedCounters, perDeviceNodeSelection, devices[].consumesCounters/nodeName/"
-        "nodeSelector/allNodes",
+        "slice sharedCounters, perDeviceNodeSelection, devices[].consumesCounters/nodeName/nodeSelector/allNodes",
     ),
     Gate(
         "DRAPartitionableDevicesType",
@@ -659,10 +657,13 @@ def _state(gate: Gate, version: str) -> str:
 
 
 def _subject(paths: list[str], obj: dict[str, Any]) -> str:
+    """``field X needs`` / ``fields X, Y need`` / ``kind K needs``."""
     if paths == [KIND_PATH]:
-        return f"kind {obj.get('kind', '')}"
+        return f"kind {obj.get('kind', '')} needs"
+    if len(paths) == 1:
+        return f"field {paths[0]} needs"
     shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
-    return f"field {shown}" if len(paths) == 1 else f"fields {shown}"
+    return f"fields {shown} need"
 
 
 def remediation(gate: Gate, version: str) -> str:
@@ -710,7 +711,7 @@ def gated_feature(obj: dict[str, Any], ctx: Context) -> Outcome:
         findings.append(
             Finding(
                 GATED_FEATURE,
-                f"{_subject(paths, obj)} needs feature gate {gate.name} ({_state(gate, version)})",
+                f"{_subject(paths, obj)} feature gate {gate.name} ({_state(gate, version)})",
                 remediation(gate, version),
                 tuple(paths),
             )
@@ -729,9 +730,7 @@ def _ref(entry: dict[str, Any]) -> tuple[str | None, ...]:
     return tuple(entry.get(k) or None for k in ("name", *_CLAIM_REF))
 
 
-def _near_miss_pairs(
-    pod: dict[str, Any], podgroup: dict[str, Any]
-) -> list[tuple[int, dict[str, Any], dict[str, Any]]]:
+def _near_miss_pairs(pod: dict[str, Any], podgroup: dict[str, Any]) -> list[tuple[int, dict[str, Any], dict[str, Any]]]:
     shared = {e.get("name"): e for e in map(_d, _l(_d(podgroup.get("spec")).get("resourceClaims")))}
     out = []
     for i, entry in enumerate(_l(_d(pod.get("spec")).get("resourceClaims"))):
@@ -787,8 +786,8 @@ def _podgroup_findings(pod: dict[str, Any], ctx: Context) -> list[Finding]:
             findings.append(
                 Finding(
                     GATED_FEATURE,
-                    f"{_subject(entries, pod)} of a Pod in PodGroup {group_name} needs feature gate "
-                    f"{gate.name} ({_state(gate, version)}) to use the PodGroup's shared claim; "
+                    f"{_subject(entries, pod)} feature gate "
+                    f"{gate.name} ({_state(gate, version)}) to use the shared claim of PodGroup {group_name}; "
                     "without it each Pod gets its own claim",
                     remediation(gate, version),
                     tuple(entries),

@@ -1,1 +1,572 @@
-"""Placeholder: filled by its issue."""
+"""Rules on Pods and pod templates: resource names, device counts, allocation paths, node pools.
+
+Each rule walks ``objects.pod_templates`` so the same code judges a Pod and the templates of its
+controllers (registration: ``workloads.pod_rule``). Findings name the container and the template;
+paths are kubectl-style field paths into the object as received.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from webhook import claim_objects
+from webhook.objects import (
+    DEVICECLASS_PREFIX,
+    ContainerRef,
+    PodTemplateRef,
+    active_deadlines,
+    annotations_of,
+    container_extended,
+    extended_requests,
+    field_path,
+    get_path,
+    iter_containers,
+    object_name,
+    pod_claims,
+    pod_labels,
+    pod_templates,
+    requested_names,
+)
+from webhook.policy.compiled import CompiledPolicy
+from webhook.policy.model import Resource
+from webhook.rules import ids
+from webhook.rules.base import Context, Finding, Outcome
+from webhook.rules.workloads import pod_rule
+
+MESSAGE_MAX = 199
+NODE_POOL_ANNOTATION = "node-pool"
+"""``<prefix>/node-pool``: which pool ``steer-node-pool`` added affinity for (``dra`` | ``devicePlugin``).
+
+It lets a later pass (a Pod made from a template steered in an earlier stage, or a workload UPDATE after
+the stage moved) replace the webhook's own affinity instead of reporting it as the user's contradiction.
+"""
+
+
+# ---- what a pod spec uses ------------------------------------------------------------------------
+
+
+def hardware(policy: CompiledPolicy, name: str) -> Resource | None:
+    """The policy resource a requested name means: itself, a legacy name, or its class's implicit name."""
+    res = policy.resources.get(name) or policy.legacy.get(name)
+    if res is None and name.startswith(DEVICECLASS_PREFIX):
+        res = policy.by_class.get(name[len(DEVICECLASS_PREFIX) :])
+    return res
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """How a pod spec asks for devices under the policy."""
+
+    er: dict[str, Resource]  # requested name -> resource, on the extended-resource path (DRA-servable)
+    legacy: dict[str, Resource]  # legacy device-plugin names requested
+    claims: tuple[str, ...]  # spec.resourceClaims[].name
+
+    @property
+    def gpu(self) -> bool:
+        return bool(self.er or self.legacy)
+
+    @property
+    def uses_devices(self) -> bool:
+        return self.gpu or bool(self.claims)
+
+
+def usage(podspec: Mapping[str, Any], policy: CompiledPolicy) -> Usage:
+    er: dict[str, Resource] = {}
+    legacy: dict[str, Resource] = {}
+    for name in requested_names(podspec):
+        if name in policy.legacy:
+            legacy[name] = policy.legacy[name]
+            continue
+        res = hardware(policy, name)
+        if res is not None:
+            er[name] = res
+    claims = tuple(str(c.get("name", "")) for c in pod_claims(podspec))
+    return Usage(er, legacy, claims)
+
+
+def rollout_path(u: Usage, stage: str) -> str | None:
+    """design.md §5 ``path``: how the Pod gets its devices; None when it uses none under the policy."""
+    if u.gpu and u.claims:
+        return "mixed"
+    if u.legacy:
+        return "device-plugin"
+    if u.er:
+        return "device-plugin" if stage == "legacy" else "dra-extended-resource"
+    if u.claims:
+        return "dra-claim"
+    return None
+
+
+def target_pool(u: Usage, stage: str) -> str | None:
+    """Node pool for a GPU Pod: ``devicePlugin`` in the legacy stage or when only legacy names can serve it
+    (e.g. a namespace excepted from ``legacy-resource-name``), else ``dra``; None for non-GPU Pods."""
+    if not u.gpu:
+        return None
+    if stage == "legacy" or rollout_path(u, stage) == "device-plugin":
+        return "devicePlugin"
+    return "dra"
+
+
+# ---- message helpers -------------------------------------------------------------------------------
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= MESSAGE_MAX else text[: MESSAGE_MAX - 3] + "..."
+
+
+def _who(containers: list[ContainerRef]) -> str:
+    names = [f'"{c.name}"' for c in containers]
+    shown = ", ".join(names[:3]) + (f" +{len(names) - 3} more" if len(names) > 3 else "")
+    return ("container " if len(names) == 1 else "containers ") + shown
+
+
+def _resource_paths(ref: PodTemplateRef, containers: list[ContainerRef]) -> tuple[str, ...]:
+    return tuple(field_path(ref.at("spec", c.field, c.index, "resources")) for c in containers)
+
+
+# ---- validate rules --------------------------------------------------------------------------------
+
+
+@pod_rule(ids.LEGACY_RESOURCE_NAME)
+def legacy_resource_name(obj: dict[str, Any], ctx: Context) -> Outcome:
+    """A device-plugin name in a cohort that is moving (pilot) or has moved (migrated) to DRA."""
+    if ctx.stage == "legacy":
+        return Outcome()
+    findings = []
+    for ref in pod_templates(obj, ctx.kind):
+        for name, containers in requested_names(ref.spec(obj)).items():
+            res = ctx.policy.legacy.get(name)
+            if res is None:
+                continue
+            findings.append(
+                Finding(
+                    ids.LEGACY_RESOURCE_NAME,
+                    _clip(f"{ref.where()}{_who(containers)} request legacy device-plugin resource {name}; "
+                          f"this cohort uses {res.name}"),
+                    f"request {res.name} instead of {name} in resources.requests/limits (same hardware, "
+                    f"served through DRA by DeviceClass {res.deviceClassName})",
+                    _resource_paths(ref, containers),
+                )
+            )
+    return Outcome(findings)
+
+
+@pod_rule(ids.UNMAPPED_EXTENDED_RESOURCE)
+def unmapped_extended_resource(obj: dict[str, Any], ctx: Context) -> Outcome:
+    """In a migrated cohort a vendor resource nobody serves through DRA leaves the Pod Pending forever.
+
+    Mapped means: a policy resource or legacy name (those have their own rules), a DeviceClass whose
+    ``extendedResourceName`` is the name, or for ``deviceclass.resource.kubernetes.io/<class>`` an
+    existing (or policy) class. Without cluster data only the policy counts, and the decision says so.
+    """
+    if ctx.stage != "migrated":
+        return Outcome()
+    policy = ctx.policy
+    findings = []
+    known: Mapping[str, str] | None = None
+    classes: Mapping[str, Any] | None = None
+    looked_up = False
+    for ref in pod_templates(obj, ctx.kind):
+        for name, containers in requested_names(ref.spec(obj)).items():
+            if hardware(policy, name) is not None:
+                continue
+            if not looked_up:
+                known, classes, looked_up = ctx.view.extended_resource_classes(), ctx.view.device_classes(), True
+            implicit = name[len(DEVICECLASS_PREFIX) :] if name.startswith(DEVICECLASS_PREFIX) else None
+            if known is not None and name in known:
+                continue
+            if implicit is not None and classes is not None and implicit in classes:
+                continue
+            offline = known is None
+            if offline:
+                ctx.degraded.append(
+                    f"{ids.UNMAPPED_EXTENDED_RESOURCE}: DeviceClasses unknown, only the policy's resources count"
+                )
+            mapper = "no policy resource maps (cluster DeviceClasses unknown)" if offline else (
+                "no policy resource or DeviceClass maps")
+            if implicit is not None:
+                what = f"{name}, but DeviceClass {implicit} is not known"
+                fix = f"create DeviceClass {implicit} or request an existing class's implicit name"
+            else:
+                what = f"{name}, which {mapper}"
+                fix = (f"create a DeviceClass with spec.extendedResourceName: {name} and add it to the policy "
+                       "resources, or request the device with a ResourceClaim")
+            findings.append(
+                Finding(
+                    ids.UNMAPPED_EXTENDED_RESOURCE,
+                    _clip(f"{ref.where()}{_who(containers)} request {what}: the Pod would stay Pending"),
+                    fix,
+                    _resource_paths(ref, containers),
+                )
+            )
+    return Outcome(findings)
+
+
+@pod_rule(ids.MAX_DEVICES_PER_POD)
+def max_devices_per_pod(obj: dict[str, Any], ctx: Context) -> Outcome:
+    """Effective count per policy resource (legacy and implicit names of the same hardware added up)."""
+    policy = ctx.policy
+
+    def group(name: str) -> str | None:
+        res = hardware(policy, name)
+        return res.name if res is not None and res.maxPerPod else None
+
+    findings = []
+    for ref in pod_templates(obj, ctx.kind):
+        spec = ref.spec(obj)
+        for res_name, count in extended_requests(spec, group).items():
+            res = policy.resources[res_name]
+            assert res.maxPerPod is not None
+            if count <= res.maxPerPod:
+                continue
+            names = sorted({n for n in requested_names(spec) if group(n) == res_name})
+            containers = [c for c in iter_containers(spec) if set(container_extended(c.container)) & set(names)]
+            findings.append(
+                Finding(
+                    ids.MAX_DEVICES_PER_POD,
+                    _clip(f"{ref.where()}Pod needs {count} {res.name} devices ({' + '.join(names)}, "
+                          f"init containers counted as the scheduler does), above maxPerPod {res.maxPerPod}"),
+                    f"request at most {res.maxPerPod} {res.name} per Pod, or split the work across more Pods",
+                    _resource_paths(ref, containers),
+                )
+            )
+    return Outcome(findings)
+
+
+def _claim_classes(ctx: Context, entry: Mapping[str, Any]) -> set[str] | None:
+    """DeviceClasses a pod-level claim entry asks for, or None when the cluster view cannot tell.
+
+    The ``ClusterView`` protocol has no claim lookups yet; a view that offers ``get_resource_claim`` /
+    ``get_resource_claim_template`` (namespace, name) -> dict | None is used when present.
+    """
+    if entry.get("resourceClaimName"):
+        kind, name, lookup = "ResourceClaim", entry["resourceClaimName"], "get_resource_claim"
+    elif entry.get("resourceClaimTemplateName"):
+        kind, name = claim_objects.TEMPLATE_KIND, entry["resourceClaimTemplateName"]
+        lookup = "get_resource_claim_template"
+    else:
+        return set()
+    fn = getattr(ctx.view, lookup, None)
+    found = fn(ctx.namespace, str(name)) if callable(fn) else None
+    if not isinstance(found, dict):
+        return None
+    return {
+        str(slot.body["deviceClassName"])
+        for slot in claim_objects.iter_requests(found, kind)
+        if slot.body.get("deviceClassName")
+    }
+
+
+@pod_rule(ids.MIXED_ALLOCATION)
+def mixed_allocation(obj: dict[str, Any], ctx: Context) -> Outcome:
+    """The same hardware asked for twice: as an extended resource (or legacy name) and by a claim.
+
+    A Pod only names its claims; which DeviceClass they ask for is in separate objects. The rule fires
+    only when the cluster view can read them; otherwise (offline, or claims not found yet, e.g. a
+    template created in the same apply) it stays silent and records the degraded decision. It never
+    guesses from claim names.
+    """
+    policy = ctx.policy
+    ext: Mapping[str, str] | None = None  # looked up once, only when a Pod mixes
+    findings = []
+    for ref in pod_templates(obj, ctx.kind):
+        spec = ref.spec(obj)
+        u = usage(spec, policy)
+        if not (u.gpu and u.claims):
+            continue
+        if ext is None:
+            ext = ctx.view.extended_resource_classes() or {}
+        serving: dict[str, Resource] = {}
+        for res in {**u.er, **u.legacy}.values():
+            serving[res.deviceClassName] = res
+            for name in (res.name, *res.legacyNames):
+                if name in ext:
+                    serving[ext[name]] = res
+        for entry in pod_claims(spec):
+            classes = _claim_classes(ctx, entry)
+            if classes is None:
+                ctx.degraded.append(f"{ids.MIXED_ALLOCATION}: content of claim {entry.get('name')!r} unknown")
+                continue
+            for cls in sorted(classes & set(serving)):
+                res = serving[cls]
+                names = sorted(n for n, r in {**u.er, **u.legacy}.items() if r is res)
+                findings.append(
+                    Finding(
+                        ids.MIXED_ALLOCATION,
+                        _clip(f"{ref.where()}Pod requests {', '.join(names)} and claim \"{entry.get('name')}\" "
+                              f"asks for DeviceClass {cls}: the same hardware on two paths"),
+                        f"use one path: either {res.name} in resources or the claim on {cls} for all containers",
+                        (field_path(ref.at("spec", "resourceClaims")),),
+                    )
+                )
+    return Outcome(findings)
+
+
+def _dns_label(text: str) -> str:
+    out = "".join(ch if ch.isalnum() else "-" for ch in text.lower()).strip("-")
+    return out[:63].strip("-") or "devices"
+
+
+def claim_template_snippet(
+    base_name: str,
+    namespace: str,
+    res: Resource,
+    counts: list[tuple[ContainerRef, int]],
+    tolerations: list[dict[str, Any]],
+    taken_claim_names: set[str],
+) -> str:
+    """A ResourceClaimTemplate with the policy's device tolerations, plus the pod spec change that uses it.
+
+    One request per container, named after the container, with that container's count: the same devices
+    the scheduler's extended-resource claim would give each container (``container-<i>-request-<j>``).
+    """
+    short = _dns_label(res.name.split("/")[-1])
+    claim_name = short if short not in taken_claim_names else _dns_label(f"{short}-tolerant")
+    template_name = _dns_label(f"{base_name or 'workload'}-{short}")[:63]
+    requests = []
+    for c, count in counts:
+        exactly: dict[str, Any] = {"deviceClassName": res.deviceClassName, "allocationMode": "ExactCount",
+                                   "count": count}
+        if tolerations:
+            exactly["tolerations"] = [dict(t) for t in tolerations]
+        requests.append({"name": _dns_label(c.name), "exactly": exactly})
+    template = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": template_name, **({"namespace": namespace} if namespace else {})},
+        "spec": {"spec": {"devices": {"requests": requests}}},
+    }
+    pod_change: dict[str, Any] = {"resourceClaims": [{"name": claim_name, "resourceClaimTemplateName": template_name}]}
+    for c, _ in counts:
+        pod_change.setdefault(c.field, []).append(
+            {"name": c.name, "resources": {"claims": [{"name": claim_name, "request": _dns_label(c.name)}]}}
+        )
+    head = "" if tolerations else "# the policy lists no trainingJobs.deviceTolerations: add what your devices need\n"
+    return (
+        head
+        + yaml.safe_dump(template, sort_keys=False)
+        + f"---\n# in the pod spec: remove {res.name} from resources.requests/limits and add\n"
+        + yaml.safe_dump({"spec": pod_change}, sort_keys=False)
+    )
+
+
+@pod_rule(ids.TRAINING_JOB_EXTENDED_RESOURCE)
+def training_job_extended_resource(obj: dict[str, Any], ctx: Context) -> Outcome:
+    """A long training job on the extended-resource path cannot tolerate device taints (advisory).
+
+    The scheduler's claim for an extended resource carries no tolerations and a DeviceClass cannot add
+    any (dra-1.37.md §7), so a NoExecute maintenance taint evicts the job. The remediation is a ready
+    ResourceClaimTemplate with the policy's ``trainingJobs.deviceTolerations``.
+    """
+    if ctx.stage == "legacy":
+        return Outcome()
+    policy = ctx.policy
+    findings = []
+    for ref in pod_templates(obj, ctx.kind):
+        deadlines = active_deadlines(obj, ref)
+        if not policy.is_training_job(pod_labels(obj, ctx.kind, ref), max(deadlines) if deadlines else None):
+            continue
+        spec = ref.spec(obj)
+        by_res: dict[str, list[tuple[ContainerRef, int]]] = {}
+        for c in iter_containers(spec):
+            for name, count in container_extended(c.container).items():
+                res = policy.resources.get(name) or (hardware(policy, name) if name.startswith(DEVICECLASS_PREFIX)
+                                                      else None)
+                if res is not None and count > 0:
+                    by_res.setdefault(res.name, []).append((c, count))
+        for res_name, counts in by_res.items():
+            res = policy.resources[res_name]
+            snippet = claim_template_snippet(
+                object_name(obj), ctx.namespace, res, counts, list(policy.device_tolerations),
+                {str(e.get("name")) for e in pod_claims(spec)},
+            )
+            findings.append(
+                Finding(
+                    ids.TRAINING_JOB_EXTENDED_RESOURCE,
+                    _clip(f"{ref.where()}training job requests {res.name} as an extended resource: its devices get "
+                          "no tolerations, so a device taint evicts it"),
+                    f"request the devices through a ResourceClaimTemplate with device tolerations:\n{snippet}",
+                    _resource_paths(ref, [c for c, _ in counts]),
+                    advisory=True,
+                )
+            )
+    return Outcome(findings)
+
+
+# ---- steer-node-pool (mutate) ---------------------------------------------------------------------
+
+_REQUIRED = ("affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution")
+
+
+def _is_exact(expr: Any, key: str, value: str) -> bool:
+    return (
+        isinstance(expr, dict)
+        and expr.get("key") == key
+        and expr.get("operator") == "In"
+        and expr.get("values") == [value]
+    )
+
+
+def _admits(expr: Mapping[str, Any], value: str) -> bool:
+    """Whether a node whose label has ``value`` satisfies the node selector requirement."""
+    op, values = expr.get("operator"), expr.get("values") or []
+    if op == "In":
+        return value in values
+    if op == "NotIn":
+        return value not in values
+    if op == "Exists":
+        return True
+    if op == "DoesNotExist":
+        return False
+    if op in ("Gt", "Lt"):
+        try:
+            have, bound = int(value), int(values[0])
+        except (ValueError, IndexError, TypeError):
+            return False
+        return have > bound if op == "Gt" else have < bound
+    return False
+
+
+def _describe(expr: Mapping[str, Any]) -> str:
+    values = expr.get("values") or []
+    return f"{expr.get('key')} {expr.get('operator')}" + (f" [{', '.join(map(str, values))}]" if values else "")
+
+
+def _steer(
+    template: dict[str, Any], selector: Mapping[str, str], want: str, marker: str,
+    previous: Mapping[str, str] | None,
+) -> tuple[bool, str | None]:
+    """Merge the pool's labels into every required nodeSelectorTerm of ``template`` (edited in place).
+
+    Returns ``(changed, conflict)``; on a conflict nothing is changed. ``previous`` is the selector of
+    the pool named by an existing marker annotation (the webhook's own earlier steering), whose exact
+    ``key In [value]`` expressions are removed first.
+    """
+    spec = template["spec"]
+    meta = template.get("metadata") if isinstance(template.get("metadata"), dict) else {}
+    ann = annotations_of(meta)
+    node_selector = spec.get("nodeSelector") if isinstance(spec.get("nodeSelector"), dict) else {}
+    old_terms = get_path(spec, (*_REQUIRED, "nodeSelectorTerms"))
+    old_terms = old_terms if isinstance(old_terms, list) else []
+    terms: list[dict[str, Any]] = []
+    for term in old_terms:
+        term = copy.deepcopy(term) if isinstance(term, dict) else {}
+        if previous:
+            exprs = [e for e in term.get("matchExpressions") or []
+                     if not any(_is_exact(e, k, v) for k, v in previous.items())]
+            if len(exprs) != len(term.get("matchExpressions") or []):
+                if exprs:
+                    term["matchExpressions"] = exprs
+                else:
+                    term.pop("matchExpressions", None)
+                if not term:
+                    continue  # a term that held only our earlier steering
+        terms.append(term)
+
+    for key, value in selector.items():
+        if key in node_selector and node_selector[key] != value:
+            return False, f"nodeSelector {key}={node_selector[key]}"
+        for term in terms:
+            for expr in term.get("matchExpressions") or []:
+                if isinstance(expr, dict) and expr.get("key") == key and not _admits(expr, value):
+                    return False, f"node affinity {_describe(expr)}"
+
+    need = {k: v for k, v in selector.items() if node_selector.get(k) != v}
+    added = False
+    if need:
+        if not terms:
+            terms = [{}]
+        for term in terms:
+            exprs = term.setdefault("matchExpressions", [])
+            for key, value in need.items():
+                if not any(_is_exact(e, key, value) for e in exprs):
+                    exprs.append({"key": key, "operator": "In", "values": [value]})
+                    added = True
+
+    changed = False
+    if terms != old_terms:
+        changed = True
+        if terms:
+            node_affinity = spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
+            required = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+            required["nodeSelectorTerms"] = terms
+        else:
+            _drop_required(spec)
+    current = ann.get(marker)
+    if added and current != want:
+        template.setdefault("metadata", {}).setdefault("annotations", {})[marker] = want
+        changed = True
+    elif not added and current is not None and current != want and previous is not None:
+        template["metadata"]["annotations"].pop(marker)
+        if not template["metadata"]["annotations"]:
+            template["metadata"].pop("annotations")
+        changed = True
+    return changed, None
+
+
+def _drop_required(spec: dict[str, Any]) -> None:
+    affinity = spec.get("affinity")
+    node_affinity = affinity.get("nodeAffinity") if isinstance(affinity, dict) else None
+    if not isinstance(node_affinity, dict):
+        return
+    node_affinity.pop("requiredDuringSchedulingIgnoredDuringExecution", None)
+    if not node_affinity:
+        affinity.pop("nodeAffinity")
+    if not affinity:
+        spec.pop("affinity")
+
+
+@pod_rule(ids.STEER_NODE_POOL, phases=("mutate",), mutating=True)
+def steer_node_pool(obj: dict[str, Any], ctx: Context) -> Outcome:
+    """Required node affinity to the stage's pool, ANDed into every nodeSelectorTerm, never duplicated.
+
+    Pods that ask for no policy resource are left alone; a Pod whose own nodeSelector or affinity rules
+    the pool out gets a finding instead of a silent rewrite.
+    """
+    policy = ctx.policy
+    pools = policy.spec.nodePools
+    marker = policy.key(NODE_POOL_ANNOTATION)
+    mutated: dict[str, Any] | None = None
+    findings = []
+    for ref in pod_templates(obj, ctx.kind):
+        want = target_pool(usage(ref.spec(obj), policy), ctx.stage)
+        pool = getattr(pools, want) if want else None
+        if pool is None:
+            continue
+        assert want is not None
+        prev_name = annotations_of(ref.metadata(obj)).get(marker)
+        prev_pool = getattr(pools, prev_name, None) if prev_name in ("dra", "devicePlugin") else None
+        previous = prev_pool.nodeSelector if prev_pool is not None and prev_name != want else None
+        work = copy.deepcopy(ref.template(obj)) if ref.path else {
+            "metadata": copy.deepcopy(obj.get("metadata") or {}), "spec": copy.deepcopy(obj["spec"])}
+        changed, conflict = _steer(work, pool.nodeSelector, want, marker, previous)
+        if conflict:
+            wanted = ", ".join(f"{k}={v}" for k, v in pool.nodeSelector.items())
+            findings.append(
+                Finding(
+                    ids.STEER_NODE_POOL,
+                    _clip(f"{ref.where()}Pod selects {conflict}, which rules out the {want} node pool "
+                          f"({wanted}) its GPUs must come from in this stage"),
+                    f"remove that constraint (the webhook adds affinity to the {want} pool itself), "
+                    "or ask the platform team for an exception",
+                    (field_path(ref.at("spec", "affinity")), field_path(ref.at("spec", "nodeSelector"))),
+                )
+            )
+            continue
+        if not changed:
+            continue
+        if mutated is None:
+            mutated = copy.deepcopy(obj)
+        if ref.path:
+            parent = get_path(mutated, ref.path[:-1])
+            parent[ref.path[-1]] = work
+        else:
+            mutated["spec"] = work["spec"]
+            if work.get("metadata") or "metadata" in mutated:
+                mutated["metadata"] = work["metadata"]
+    return Outcome(findings, mutated)

@@ -1,1 +1,105 @@
-"""Placeholder: filled by its issue."""
+"""``track-rollout``: record on each device-using object how it gets its devices (design.md §5).
+
+Annotations ``<prefix>/path``, ``/stage``, ``/cohort`` (``none`` outside every cohort) and ``/policy``
+go on Pods, on workload controllers and on their pod templates, and on ResourceClaims and
+ResourceClaimTemplates. ``dra-webhook report`` reads them back and compares with the Pod's status.
+
+Choices:
+- Pods created from an annotated template arrive with the keys already set; they are rewritten only
+  where a value differs (e.g. the stage moved since the template was written), so no double work and
+  an empty patch when nothing changed.
+- On a workload UPDATE that leaves the pod template itself unchanged, the template's annotations keep
+  their old values: rewriting them (new stage, new policy identity) would change the template and roll
+  out every Pod of a Deployment on an unrelated ``kubectl apply``. The controller's own metadata is
+  always current (it does not trigger rollouts), and each new Pod is annotated at its own CREATE.
+- A ResourceClaimTemplate is annotated in its own ``metadata``, not ``spec.metadata``: ``spec`` is
+  immutable, so values copied into every generated claim could never be corrected, and each generated
+  claim is annotated at its own CREATE anyway. The scheduler's extended-resource claim is recorded
+  as ``dra-extended-resource``, other claims as ``dra-claim``. Claims are annotated on CREATE only.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable
+from typing import Any
+
+from webhook import claim_objects
+from webhook.objects import annotations_of, pod_templates
+from webhook.rules import ids
+from webhook.rules.base import Context, Outcome, rule
+from webhook.rules.pods import rollout_path, usage
+from webhook.rules.workloads import pod_rule, template_unchanged
+
+TRACK_NAMES = ("path", "stage", "cohort", "policy")
+
+
+def tracking_values(ctx: Context, path: str) -> dict[str, str]:
+    """The annotation keys and values for ``path`` in the request's stage, cohort and policy."""
+    p = ctx.policy
+    return {
+        p.key("path"): path,
+        p.key("stage"): ctx.stage,
+        p.key("cohort"): ctx.cohort.name if ctx.cohort is not None else "none",
+        p.key("policy"): p.identity,
+    }
+
+
+def _set_annotations(holder: dict[str, Any], desired: dict[str, str], keys: Iterable[str]) -> bool:
+    """Make ``keys`` of ``holder.metadata.annotations`` equal ``desired`` (absent where not desired)."""
+    meta = holder.get("metadata") if isinstance(holder.get("metadata"), dict) else {}
+    ann = annotations_of(meta)
+    if all(ann.get(k) == desired.get(k) for k in keys):
+        return False
+    meta = holder.setdefault("metadata", {})
+    if not isinstance(meta.get("annotations"), dict):
+        meta["annotations"] = {}
+    ann = meta["annotations"]
+    for k in keys:
+        if k in desired:
+            ann[k] = desired[k]
+        else:
+            ann.pop(k, None)
+    if not ann:
+        meta.pop("annotations")
+    return True
+
+
+def _claim_outcome(obj: dict[str, Any], ctx: Context) -> Outcome:
+    path = "dra-extended-resource" if claim_objects.is_scheduler_claim(obj) else "dra-claim"
+    values = tracking_values(ctx, path)
+    mutated = copy.deepcopy(obj)
+    if not _set_annotations(mutated, values, values):
+        return Outcome()
+    return Outcome(mutated=mutated)
+
+
+@rule(ids.TRACK_ROLLOUT, claim_objects.CLAIM_KINDS, ("mutate",), ("CREATE",), mutating=True)
+@pod_rule(ids.TRACK_ROLLOUT, phases=("mutate",), mutating=True)
+def track_rollout(obj: dict[str, Any], ctx: Context) -> Outcome:
+    if ctx.kind in claim_objects.CLAIM_KINDS:
+        return _claim_outcome(obj, ctx)
+    mutated = copy.deepcopy(obj)
+    changed = False
+    paths: list[str] = []
+    for ref in pod_templates(obj, ctx.kind):
+        path = rollout_path(usage(ref.spec(obj), ctx.policy), ctx.stage)
+        if path is None:
+            continue
+        paths.append(path)
+        if not ref.path:
+            continue  # a Pod: its metadata is the object's, written below
+        values = tracking_values(ctx, path)
+        desired = values
+        if ctx.operation == "UPDATE" and template_unchanged(obj, ctx.old_object, ref, values):
+            old = annotations_of(ref.metadata(ctx.old_object or {}))
+            desired = {k: old[k] for k in values if k in old}
+        template = mutated
+        for step in ref.path:
+            template = template[step]
+        changed |= _set_annotations(template, desired, values)
+    if paths:
+        overall = paths[0] if len(set(paths)) == 1 else "mixed"
+        values = tracking_values(ctx, overall)
+        changed |= _set_annotations(mutated, values, values)
+    return Outcome(mutated=mutated if changed else None)

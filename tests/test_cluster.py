@@ -1,0 +1,300 @@
+"""LiveView against a real HTTP API server (tests/fakeapi.py): list+watch, 410 Gone, backoff, budgets.
+
+Waiting uses polls with a generous deadline; nothing asserts how fast anything is, except an upper bound
+of seconds that only catches a hang.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.fakeapi import FakeAPI, device_class, make_policy, namespace, pod, podgroup
+from webhook import cluster
+from webhook.cluster import REQUIRED_RBAC, ClusterError, LiveView, connect
+from webhook.view import ClusterView
+
+DEADLINE = 10.0
+
+
+def eventually(check: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + DEADLINE
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture()
+def fake() -> Iterator[FakeAPI]:
+    with FakeAPI() as api:
+        yield api
+
+
+@pytest.fixture()
+def kubeconfig(fake: FakeAPI, tmp_path: Path) -> str:
+    return fake.write_kubeconfig(tmp_path)
+
+
+@pytest.fixture()
+def make_view(kubeconfig: str) -> Iterator[Callable[..., LiveView]]:
+    views: list[LiveView] = []
+
+    def make(**kwargs: object) -> LiveView:
+        kwargs.setdefault("backoff", (0.05, 0.2))
+        view = LiveView.from_kubeconfig(kubeconfig, **kwargs)
+        views.append(view)
+        return view
+
+    yield make
+    for v in views:
+        v.stop()
+
+
+def test_liveview_is_a_cluster_view(make_view: Callable[..., LiveView]) -> None:
+    assert isinstance(make_view(), ClusterView)
+
+
+def test_nothing_connects_until_first_use(fake: FakeAPI, make_view: Callable[..., LiveView]) -> None:
+    view = make_view()
+    time.sleep(0.2)  # give a wrongly started thread time to show up
+    assert fake.requests == []
+    assert not [t for t in threading.enumerate() if t.name.startswith("watch-")]
+    assert view.status()["mode"] == "live"  # first use starts the watches
+    eventually(lambda: fake.count("namespaces", "watch") >= 1, "the namespace watch")
+
+
+def test_label_change_moves_namespace_between_cohorts(fake: FakeAPI, make_view: Callable[..., LiveView]) -> None:
+    policy = make_policy()
+    fake.put(namespace("team-x"), namespace("ml-a"))
+    view = make_view()
+    assert view.wait_synced(DEADLINE)
+
+    def cohort() -> str | None:
+        c = policy.cohort_for("team-x", view.namespace_labels("team-x"))
+        return c.name if c else None
+
+    assert cohort() is None
+    fake.put(namespace("team-x", {"gpu-migration": "pilot"}))
+    eventually(lambda: cohort() == "pilot-teams", "team-x to join pilot-teams")
+    fake.put(namespace("team-x", {"division": "research"}))
+    eventually(lambda: cohort() == "research", "team-x to move to research")
+    fake.put(namespace("team-x"))
+    eventually(lambda: cohort() is None, "team-x to leave every cohort")
+    # All of that came through one list and the watch, not through GETs.
+    assert fake.count("namespaces", "list") == 1
+    assert fake.count("namespaces", "get") == 0
+    assert view.status()["namespaces"]["synced"] is True
+
+
+@pytest.mark.parametrize("as_http", [False, True], ids=["error-event", "http-410"])
+def test_410_gone_relists_and_keeps_watching(
+    fake: FakeAPI, make_view: Callable[..., LiveView], as_http: bool
+) -> None:
+    fake.put(namespace("ml-a", {"v": "1"}))
+    view = make_view()
+    assert view.wait_synced(DEADLINE)
+    lists = fake.count("namespaces", "list")
+    fake.expire(as_http=as_http)
+    if as_http:
+        # An open watch is closed by the compaction; the next watch from the old version gets HTTP 410.
+        pass
+    eventually(lambda: fake.count("namespaces", "list") > lists, "a re-list after 410")
+    fake.put(namespace("ml-a", {"v": "2"}))
+    eventually(lambda: (view.namespace_labels("ml-a") or {}).get("v") == "2", "the update after the re-list")
+    st = view.status()["namespaces"]
+    assert st["expired"] >= 1
+    assert st["relists"] >= 2
+    assert st["resourceVersion"] is not None
+
+
+def test_missed_events_are_recovered_by_the_relist(fake: FakeAPI, make_view: Callable[..., LiveView]) -> None:
+    fake.put(namespace("ml-a"))
+    view = make_view()
+    assert view.wait_synced(DEADLINE)
+    view.stop()
+    fake.put(namespace("ml-b", {"division": "research"}))  # happens while nobody watches
+    fake.expire()
+    view2 = LiveView.from_kubeconfig(fake.write_kubeconfig(Path(fake_tmp := _tmpdir())), backoff=(0.05, 0.2))
+    try:
+        assert view2.wait_synced(DEADLINE)
+        assert dict(view2.namespace_labels("ml-b") or {}) == {"division": "research"}
+    finally:
+        view2.stop()
+        _cleanup(fake_tmp)
+
+
+def test_device_class_watch_updates_extended_resource_map(fake: FakeAPI, make_view: Callable[..., LiveView]) -> None:
+    fake.put(device_class("gpu.example.com", "example.com/gpu"))
+    view = make_view()
+    assert view.wait_synced(DEADLINE)
+    assert view.extended_resource_classes()["example.com/gpu"] == "gpu.example.com"
+    assert set(view.device_classes()) == {"gpu.example.com"}
+    fake.put(device_class("fpga.example.com", "example.com/fpga"))
+    eventually(lambda: (view.extended_resource_classes() or {}).get("example.com/fpga") == "fpga.example.com",
+               "the new class")
+    fake.delete("DeviceClass", "gpu.example.com")
+    eventually(lambda: "example.com/gpu" not in (view.extended_resource_classes() or {}), "the deleted class")
+    assert "gpu.example.com" not in view.device_classes()
+
+
+def test_failing_server_backs_off_then_recovers(fake: FakeAPI, make_view: Callable[..., LiveView]) -> None:
+    fake.put(device_class("gpu.example.com", "example.com/gpu"))
+    fake.fail("deviceclasses")
+    view = make_view()
+    view.start()
+    eventually(lambda: view.status()["deviceclasses"]["errors"] >= 2, "retries of the failing list")
+    assert view.device_classes() is None
+    reason = view.degraded_reason("deviceclass")
+    assert reason is not None and "not synced" in reason and "HTTP 500" in reason
+    assert any("deviceclasses: HTTP 500" in e for e in view.status()["errors"])
+    fake.heal()
+    eventually(lambda: view.device_classes() is not None, "the DeviceClass cache after healing")
+    assert view.degraded_reason("deviceclass") is None
+    assert view.extended_resource_classes()["example.com/gpu"] == "gpu.example.com"
+
+
+def test_lookup_budget_when_server_hangs(fake: FakeAPI, make_view: Callable[..., LiveView]) -> None:
+    p, = fake.put(pod("ml-a", "train-0"))
+    view = make_view(budget=0.1)
+    assert view.wait_synced(DEADLINE)
+    fake.hang("pods", "podgroups")
+    start = time.monotonic()
+    assert view.get_pod("ml-a", "train-0", p["metadata"]["uid"]) is None
+    assert view.get_podgroup("ml-a", "trainers") is None
+    assert time.monotonic() - start < 5  # a hang detector, not a latency assertion
+    assert "budget" in (view.degraded_reason("pod") or "")
+    assert "budget" in (view.degraded_reason("podgroup") or "")
+    fake.heal()
+    # The abandoned GET finishes in the background and fills the cache; the next lookup succeeds.
+    eventually(lambda: view.get_pod("ml-a", "train-0", p["metadata"]["uid"]) is not None, "the pod once healed")
+    assert view.degraded_reason("pod") is None
+
+
+def test_lookups_before_first_sync_return_none(fake: FakeAPI, make_view: Callable[..., LiveView]) -> None:
+    fake.put(namespace("ml-a", {"gpu-migration": "pilot"}))
+    fake.hang("namespaces", "deviceclasses")
+    view = make_view(budget=0.05)
+    assert view.namespace_labels("ml-a") is None
+    assert "not synced" in (view.degraded_reason("namespace") or "")
+    assert view.device_classes() is None
+    assert view.extended_resource_classes() is None
+    assert "not synced" in (view.degraded_reason("deviceclass") or "")
+    st = view.status()
+    assert st["namespaces"]["synced"] is False and st["deviceclasses"]["synced"] is False
+    fake.heal()
+    assert view.wait_synced(DEADLINE)
+    assert dict(view.namespace_labels("ml-a") or {}) == {"gpu-migration": "pilot"}
+
+
+def test_get_pod_checks_uid_and_caches(fake: FakeAPI, make_view: Callable[..., LiveView]) -> None:
+    p, = fake.put(pod("ml-a", "train-0"))
+    uid = p["metadata"]["uid"]
+    view = make_view()
+    got = view.get_pod("ml-a", "train-0", uid)
+    assert got is not None and got["metadata"]["uid"] == uid and got["kind"] == "Pod"
+    assert view.get_pod("ml-a", "train-0", uid) is not None
+    assert fake.count("pods", "get") == 1  # the second answer came from the cache
+    # The Pod is replaced under the same name (a StatefulSet does this): a lookup by the new uid refetches.
+    fake.delete("Pod", "train-0", "ml-a")
+    new, = fake.put(pod("ml-a", "train-0"))
+    assert view.get_pod("ml-a", "train-0", new["metadata"]["uid"])["metadata"]["uid"] == new["metadata"]["uid"]
+    assert view.get_pod("ml-a", "train-0", uid) is None  # the old owner is gone: not a degraded answer
+    assert view.degraded_reason("pod") is None
+
+
+def test_absent_objects_are_answers_not_degradation(fake: FakeAPI, make_view: Callable[..., LiveView]) -> None:
+    fake.put(podgroup("ml-a", "trainers"))
+    view = make_view()
+    assert view.get_pod("ml-a", "nope") is None
+    assert view.degraded_reason("pod") is None
+    assert view.get_podgroup("ml-a", "trainers")["spec"]["schedulingPolicy"] == {"gang": {"minCount": 2}}
+    assert view.get_podgroup("ml-a", "other") is None
+    assert view.degraded_reason("podgroup") is None
+
+
+def test_server_errors_on_lookups_are_degraded(fake: FakeAPI, make_view: Callable[..., LiveView]) -> None:
+    fake.fail("pods")
+    view = make_view()
+    assert view.get_pod("ml-a", "train-0") is None
+    assert "HTTP 500" in (view.degraded_reason("pod") or "")
+
+
+def test_namespace_created_after_sync_is_looked_up(fake: FakeAPI, make_view: Callable[..., LiveView]) -> None:
+    view = make_view()
+    assert view.wait_synced(DEADLINE)
+    view.stop()  # no watch: only a GET can know about the new namespace
+    view2 = LiveView.from_kubeconfig(fake.write_kubeconfig(Path(tmp := _tmpdir())), backoff=(0.05, 0.2))
+    try:
+        assert view2.wait_synced(DEADLINE)
+        fake.put(namespace("ml-new", {"gpu-migration": "pilot"}))
+        labels = view2.namespace_labels("ml-new")  # the watch may or may not have it yet: either way, known
+        assert dict(labels or {}) == {"gpu-migration": "pilot"}
+        assert view2.namespace_labels("missing") is None
+        assert view2.degraded_reason("namespace") == "namespace missing not found"
+    finally:
+        view2.stop()
+        _cleanup(tmp)
+
+
+def test_list_helpers_page_through_results(fake: FakeAPI, kubeconfig: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cluster, "PAGE_SIZE", 2)  # our own page size, not the client
+    fake.put(*(pod("ml-a", f"p{i}") for i in range(5)), pod("ml-b", "q"))
+    api = connect(kubeconfig)
+    with api:
+        assert [p["metadata"]["name"] for p in cluster.list_pods(api)] == ["p0", "p1", "p2", "p3", "p4", "q"]
+        assert [p["metadata"]["name"] for p in cluster.list_pods(api, "ml-b")] == ["q"]
+        assert cluster.get_namespace(api, "nope") is None
+    assert fake.count("pods", "list") >= 4
+
+
+def test_connect_errors_are_clear(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ClusterError, match="does not exist"):
+        connect(str(tmp_path / "missing"))
+    bad = tmp_path / "bad"
+    bad.write_text("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n")
+    with pytest.raises(ClusterError, match="cannot load cluster configuration"):
+        connect(str(bad))
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with pytest.raises(ClusterError, match="no cluster configuration"):
+        connect(None)
+
+
+def test_kubeconfig_from_environment(fake: FakeAPI, kubeconfig: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KUBECONFIG", kubeconfig)
+    fake.put(namespace("ml-a"))
+    with connect(None) as api:
+        assert [n["metadata"]["name"] for n in cluster.list_namespaces(api)] == ["ml-a"]
+
+
+def test_required_rbac_covers_every_request(fake: FakeAPI, make_view: Callable[..., LiveView]) -> None:
+    """Everything the view asks for is in REQUIRED_RBAC, and REQUIRED_RBAC never grants a write."""
+    fake.put(namespace("ml-a"), device_class("gpu.example.com"), pod("ml-a", "p"), podgroup("ml-a", "g"))
+    view = make_view()
+    assert view.wait_synced(DEADLINE)
+    view.get_pod("ml-a", "p")
+    view.get_podgroup("ml-a", "g")
+    view.namespace_labels("ml-other")
+    granted = {(res, verb) for rule in REQUIRED_RBAC for res in rule["resources"] for verb in rule["verbs"]}
+    used = {(res, verb) for res, verb, _ in fake.requests}
+    assert used <= granted
+    assert {verb for rule in REQUIRED_RBAC for verb in rule["verbs"]} <= {"get", "list", "watch"}
+
+
+def _tmpdir() -> str:
+    import tempfile
+
+    return tempfile.mkdtemp(prefix="fakeapi-")
+
+
+def _cleanup(path: str) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)

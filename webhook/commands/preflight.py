@@ -1,0 +1,117 @@
+"""`dra-webhook preflight`: what a device maintenance taint would do before anyone applies it.
+
+Select devices like a DeviceTaintRule (``--driver/--pool/--device``, or the rule itself with ``-f``),
+find the allocated claims on them and their Pods, and say per Pod whether a NoExecute taint evicts it at
+once, after the toleration's ``tolerationSeconds``, or never; training jobs are marked. Exit 3 when a
+training job would be evicted at once, 0 otherwise, 1 when the cluster could not be read, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from webhook import cluster
+from webhook.commands.report import load_policy
+from webhook.preflight import (
+    EFFECTS,
+    EXIT_INPUT,
+    DeviceSelector,
+    InputError,
+    Taint,
+    analyse,
+    load_rule,
+    render_text,
+)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "preflight",
+        help="which Pods a device taint would evict (exit 3 if a training job loses its devices at once)",
+        description="Find the allocated ResourceClaims on the devices a DeviceTaintRule would select, their "
+        "Pods, and for each Pod whether a NoExecute taint evicts it at once, after tolerationSeconds, or never. "
+        "Exit 0: no training job evicted at once; 3: at least one would be; 1: cluster unreadable; 2: bad input.",
+    )
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--driver", metavar="D", help="select devices of this driver")
+    what.add_argument("-f", "--filename", metavar="FILE", help="a DeviceTaintRule manifest ('-' for stdin)")
+    p.add_argument("--pool", metavar="P", help="with --driver: only this pool")
+    p.add_argument("--device", metavar="X", help="with --driver: only this device")
+    p.add_argument("--effect", choices=EFFECTS, default=None,
+                   help="taint effect to evaluate (default: NoExecute; with -f the rule's, 'None' read as NoExecute)")
+    p.add_argument("--taint-key", metavar="K",
+                   help="taint key (default: the rule's; else the policy's first NoExecute device toleration key)")
+    p.add_argument("--taint-value", metavar="V", default=None, help="taint value (default: the rule's, else empty)")
+    p.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig (default: $KUBECONFIG, in-cluster, ~/.kube/config)")
+    p.add_argument("-o", "--output", choices=("table", "json"), default="table", help="output format (default: table)")
+    p.add_argument("--policy", metavar="PATH", default=None,
+                   help="policy that says what a training job is (default: $DRA_WEBHOOK_POLICY or "
+                   "policies/default.yaml)")
+
+
+def _selection(args: argparse.Namespace, policy) -> tuple[DeviceSelector | None, Taint, list[str]]:  # noqa: ANN001
+    notes: list[str] = []
+    if args.filename:
+        if args.pool or args.device:
+            raise InputError("--pool and --device go with --driver; with -f the rule's deviceSelector is used")
+        try:
+            text = sys.stdin.read() if args.filename == "-" else Path(args.filename).read_text()
+        except OSError as exc:
+            raise InputError(f"cannot read {args.filename}: {exc.strerror or exc}") from None
+        selector, taint = load_rule(text, args.filename)
+        effect = args.effect or taint.effect
+        if args.effect is None and taint.effect == "None":
+            effect = "NoExecute"
+            notes.append("the rule's effect is None (a dry run): evaluated as NoExecute")
+        taint = Taint(args.taint_key or taint.key, taint.value if args.taint_value is None else args.taint_value,
+                      effect)
+        return selector, taint, notes
+    key = args.taint_key
+    if not key:
+        key = next((t.get("key") for t in policy.device_tolerations
+                    if t.get("effect") == "NoExecute" and t.get("key")), None)
+        if not key:
+            raise InputError("no taint key: pass --taint-key (the policy has no NoExecute device toleration key)")
+        notes.append(f"taint key {key} taken from the policy's trainingJobs.deviceTolerations")
+    selector = DeviceSelector(args.driver, args.pool or None, args.device or None)
+    return selector, Taint(key, args.taint_value or "", args.effect or "NoExecute"), notes
+
+
+def run(args: argparse.Namespace) -> int:
+    policy = load_policy(args.policy)
+    if policy is None:
+        return EXIT_INPUT
+    try:
+        selector, taint, notes = _selection(args, policy)
+        api = cluster.connect(args.kubeconfig)
+    except (InputError, cluster.ClusterError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    step = "resourceclaims"
+    try:
+        with api:
+            claims = cluster.list_claims(api)
+            namespaces = sorted({
+                c["metadata"].get("namespace", "")
+                for c in claims
+                if selector is not None and any(
+                    selector.matches(r)
+                    for r in ((((c.get("status") or {}).get("allocation") or {}).get("devices") or {})
+                              .get("results") or [])
+                )
+            })
+            step = "pods"
+            pods = [p for ns in namespaces for p in cluster.list_pods(api, ns)]
+    except Exception as exc:  # API errors, connection errors: one line, no traceback
+        print(f"error: reading {step} from the cluster: {cluster.describe_error(exc)}", file=sys.stderr)
+        return 1
+    result = analyse(selector, taint, claims, pods, policy)
+    result.notes[:0] = notes
+    if args.output == "json":
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        sys.stdout.write(render_text(result))
+    return result.exit_code

@@ -1,0 +1,357 @@
+"""What a maintenance taint would do: the pure half of ``dra-webhook preflight``.
+
+Given a device selector with DeviceTaintRule semantics (dra-1.37.md §2.3: driver, pool and device ANDed;
+an empty selector selects every device, an omitted one none) and a taint, find the allocated claims on
+those devices (``status.allocation.devices.results[]``), the Pods using them (``status.reservedFor``,
+owner references, PodGroup members) and, for each Pod, whether a NoExecute taint evicts it at once,
+after N seconds, or never (§3). Tolerations are the copies in ``results[].tolerations`` (what the
+eviction controller uses: the request as it was at allocation time), else the request's own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from webhook.policy.compiled import CompiledPolicy
+
+AT_ONCE, AFTER, NEVER = "at-once", "after", "never"
+EFFECTS = ("NoExecute", "NoSchedule", "None")
+EXIT_OK, EXIT_INPUT, EXIT_TRAINING_EVICTED = 0, 2, 3
+
+
+class InputError(ValueError):
+    """A selector, taint or rule file that cannot be used; the message says what to fix."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceSelector:
+    """DeviceTaintRule ``spec.deviceSelector``: each field given must match (None = any)."""
+
+    driver: str | None = None
+    pool: str | None = None
+    device: str | None = None
+
+    def matches(self, result: Mapping[str, Any]) -> bool:
+        return all(
+            want is None or result.get(key) == want
+            for key, want in (("driver", self.driver), ("pool", self.pool), ("device", self.device))
+        )
+
+    def describe(self) -> str:
+        parts = [f"{k}={v}" for k, v in (("driver", self.driver), ("pool", self.pool), ("device", self.device)) if v]
+        return " ".join(parts) or "all devices"
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = "NoExecute"
+
+    def describe(self) -> str:
+        return f"{self.key}{'=' + self.value if self.value else ''}:{self.effect}"
+
+
+@dataclass(frozen=True, slots=True)
+class Eviction:
+    """``at-once``, ``after`` (``seconds`` after the taint is added) or ``never``."""
+
+    outcome: str
+    seconds: int | None = None
+
+    @property
+    def order(self) -> tuple[int, int]:
+        """Sort key: the earliest eviction first."""
+        return {AT_ONCE: (0, 0), AFTER: (1, self.seconds or 0), NEVER: (2, 0)}[self.outcome]
+
+    def describe(self) -> str:
+        if self.outcome == AT_ONCE:
+            return "evicted at once"
+        if self.outcome == AFTER:
+            return f"evicted after {self.seconds}s"
+        return "not evicted"
+
+
+def load_rule(text: str, source: str = "-") -> tuple[DeviceSelector | None, Taint]:
+    """Selector and taint of the one DeviceTaintRule in a YAML document. ``None`` selector = no devices."""
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        raise InputError(f"{source}: not valid YAML: {exc}") from None
+    rules = [d for d in docs if isinstance(d, dict) and d.get("kind") == "DeviceTaintRule"]
+    if len(rules) != 1:
+        raise InputError(f"{source}: expected exactly one DeviceTaintRule, found {len(rules)}")
+    rule = rules[0]
+    if not str(rule.get("apiVersion", "")).startswith("resource.k8s.io/"):
+        raise InputError(f"{source}: apiVersion {rule.get('apiVersion')!r} is not resource.k8s.io/*")
+    spec = rule.get("spec")
+    if not isinstance(spec, dict):
+        raise InputError(f"{source}: spec is missing")
+    taint = spec.get("taint")
+    if not isinstance(taint, dict) or not taint.get("key"):
+        raise InputError(f"{source}: spec.taint.key is required")
+    effect = taint.get("effect")
+    if effect not in EFFECTS:
+        raise InputError(f"{source}: spec.taint.effect must be one of {', '.join(EFFECTS)}, not {effect!r}")
+    selector = None
+    if "deviceSelector" in spec and spec["deviceSelector"] is not None:
+        sel = spec["deviceSelector"]
+        if not isinstance(sel, dict):
+            raise InputError(f"{source}: spec.deviceSelector must be a mapping")
+        unknown = set(sel) - {"driver", "pool", "device"}
+        if unknown:
+            raise InputError(
+                f"{source}: spec.deviceSelector.{sorted(unknown)[0]} is not supported in resource.k8s.io/v1 "
+                "(only driver, pool and device; deviceClassName and CEL selectors were removed in 1.35)"
+            )
+        selector = DeviceSelector(sel.get("driver") or None, sel.get("pool") or None, sel.get("device") or None)
+    return selector, Taint(str(taint["key"]), str(taint.get("value") or ""), effect)
+
+
+def tolerates(toleration: Mapping[str, Any], taint: Taint) -> bool:
+    """Device toleration matching (dra-1.37.md §3): empty key + Exists matches every key; Equal needs the
+    value; an empty effect matches every effect."""
+    effect = toleration.get("effect") or ""
+    if effect and effect != taint.effect:
+        return False
+    key = toleration.get("key") or ""
+    operator = toleration.get("operator") or "Equal"
+    if not key:
+        return operator == "Exists"
+    if key != taint.key:
+        return False
+    if operator == "Exists":
+        return True
+    return operator == "Equal" and (toleration.get("value") or "") == taint.value
+
+
+def eviction(tolerations: Iterable[Mapping[str, Any]], taint: Taint) -> Eviction:
+    """What a taint does to a device user with these tolerations, as the eviction controller decides:
+    untolerated NoExecute evicts at once; among matching tolerations the smallest ``tolerationSeconds``
+    wins (0 or less = at once); matching tolerations without seconds tolerate forever."""
+    if taint.effect != "NoExecute":
+        return Eviction(NEVER)
+    matching = [t for t in tolerations if tolerates(t, taint)]
+    if not matching:
+        return Eviction(AT_ONCE)
+    seconds = [t["tolerationSeconds"] for t in matching if isinstance(t.get("tolerationSeconds"), int)]
+    if not seconds:
+        return Eviction(NEVER)
+    least = min(seconds)
+    return Eviction(AT_ONCE) if least <= 0 else Eviction(AFTER, least)
+
+
+def request_tolerations(claim: Mapping[str, Any], request: str) -> list[dict[str, Any]]:
+    """Tolerations of request ``name`` or ``name/subrequest`` in the claim's spec."""
+    main, _, sub = request.partition("/")
+    for req in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
+        if req.get("name") != main:
+            continue
+        if sub:
+            for entry in req.get("firstAvailable") or []:
+                if entry.get("name") == sub:
+                    return list(entry.get("tolerations") or [])
+            return []
+        return list((req.get("exactly") or {}).get("tolerations") or [])
+    return []
+
+
+# -- the analysis ----------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class ClaimHit:
+    namespace: str
+    name: str
+    devices: list[str]
+    eviction: Eviction
+    pods: list[str] = field(default_factory=list)  # pod names in the claim's namespace
+
+
+@dataclass(slots=True)
+class PodImpact:
+    namespace: str
+    name: str
+    eviction: Eviction
+    training: bool | None  # None: Pod not found, or no policy to tell
+    claims: list[str] = field(default_factory=list)
+    devices: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Preflight:
+    selector: DeviceSelector | None
+    taint: Taint
+    claims: list[ClaimHit]
+    pods: list[PodImpact]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def training_evicted_at_once(self) -> list[PodImpact]:
+        return [p for p in self.pods if p.training and p.eviction.outcome == AT_ONCE]
+
+    @property
+    def exit_code(self) -> int:
+        """3 when a training job would lose its devices with no window, else 0."""
+        return EXIT_TRAINING_EVICTED if self.training_evicted_at_once else EXIT_OK
+
+    def summary(self) -> str:
+        n = len(self.pods)
+        counts = {o: sum(1 for p in self.pods if p.eviction.outcome == o) for o in (AT_ONCE, AFTER, NEVER)}
+        training = len(self.training_evicted_at_once)
+        text = (
+            f"{n} Pod{'s' if n != 1 else ''} on {len({d for c in self.claims for d in c.devices})} selected "
+            f"device(s) in {len(self.claims)} claim(s): {counts[AT_ONCE]} evicted at once"
+        )
+        if training:
+            text += f" ({training} training job{'s' if training != 1 else ''})"
+        return text + f", {counts[AFTER]} after a delay, {counts[NEVER]} not evicted"
+
+    def to_json(self) -> dict[str, Any]:
+        def ev(e: Eviction) -> dict[str, Any]:
+            return {"outcome": e.outcome, "seconds": e.seconds}
+
+        sel = self.selector
+        return {
+            "selector": None
+            if sel is None
+            else {k: v for k, v in (("driver", sel.driver), ("pool", sel.pool), ("device", sel.device)) if v},
+            "taint": {"key": self.taint.key, "value": self.taint.value, "effect": self.taint.effect},
+            "claims": [
+                {"namespace": c.namespace, "claim": c.name, "devices": c.devices, "pods": c.pods, **ev(c.eviction)}
+                for c in self.claims
+            ],
+            "pods": [
+                {"namespace": p.namespace, "pod": p.name, "trainingJob": p.training, "claims": p.claims,
+                 "devices": p.devices, **ev(p.eviction)}
+                for p in self.pods
+            ],
+            "summary": self.summary(),
+            "notes": self.notes,
+            "exitCode": self.exit_code,
+        }
+
+
+def _consumers(claim: Mapping[str, Any], pods_by_ns: Mapping[str, list[dict[str, Any]]]) -> list[str]:
+    """Names of the Pods using a claim: reservedFor Pods, members of a reserving PodGroup, the owner Pod."""
+    meta = claim.get("metadata") or {}
+    ns = meta.get("namespace", "")
+    names: list[str] = []
+    for ref in (claim.get("status") or {}).get("reservedFor") or []:
+        group, resource = ref.get("apiGroup") or "", ref.get("resource")
+        if group == "" and resource == "pods":
+            names.append(ref.get("name", ""))
+        elif group == "scheduling.k8s.io" and resource == "podgroups":
+            names += [
+                p["metadata"]["name"]
+                for p in pods_by_ns.get(ns, [])
+                if ((p.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName") == ref.get("name")
+            ]
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("kind") == "Pod" and ref.get("apiVersion") == "v1" and ref.get("controller"):
+            names.append(ref.get("name", ""))
+    return list(dict.fromkeys(n for n in names if n))
+
+
+def analyse(
+    selector: DeviceSelector | None,
+    taint: Taint,
+    claims: Iterable[dict[str, Any]],
+    pods: Iterable[dict[str, Any]],
+    policy: CompiledPolicy | None = None,
+) -> Preflight:
+    """Claims on the selected devices, the Pods using them, and what the taint does to each Pod."""
+    pods_by_ns: dict[str, list[dict[str, Any]]] = {}
+    for p in pods:
+        pods_by_ns.setdefault(p["metadata"].get("namespace", ""), []).append(p)
+    notes: list[str] = []
+    if selector is None:
+        notes.append("the rule has no deviceSelector: it selects no devices")
+    if taint.effect != "NoExecute":
+        notes.append(f"effect {taint.effect} evicts nothing (only NoExecute does)")
+    if policy is None:
+        notes.append("no policy: training jobs are not recognised")
+
+    hits: list[ClaimHit] = []
+    impacts: dict[tuple[str, str], PodImpact] = {}
+    for claim in claims if selector is not None else ():
+        results = ((((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results")) or []
+        selected = [r for r in results if selector.matches(r)]
+        if not selected:
+            continue
+        evictions = []
+        for r in selected:
+            tols = r["tolerations"] if "tolerations" in r else request_tolerations(claim, r.get("request", ""))
+            evictions.append(eviction(tols or [], taint))
+        worst = min(evictions, key=lambda e: e.order)
+        meta = claim["metadata"]
+        ns = meta.get("namespace", "")
+        devices = [f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}" for r in selected]
+        hit = ClaimHit(ns, meta["name"], devices, worst, _consumers(claim, pods_by_ns))
+        hits.append(hit)
+        for pod_name in hit.pods:
+            impact = impacts.get((ns, pod_name))
+            if impact is None:
+                pod = next((p for p in pods_by_ns.get(ns, []) if p["metadata"]["name"] == pod_name), None)
+                impact = impacts[(ns, pod_name)] = PodImpact(ns, pod_name, worst, _training(pod, policy))
+            elif worst.order < impact.eviction.order:
+                impact.eviction = worst
+            impact.claims.append(hit.name)
+            impact.devices += [d for d in devices if d not in impact.devices]
+    unused = [h for h in hits if not h.pods]
+    if unused:
+        notes.append(f"{len(unused)} allocated claim(s) on the selected devices have no Pod using them")
+    return Preflight(
+        selector,
+        taint,
+        sorted(hits, key=lambda h: (h.namespace, h.name)),
+        sorted(impacts.values(), key=lambda p: (p.eviction.order, p.namespace, p.name)),
+        notes,
+    )
+
+
+def _training(pod: dict[str, Any] | None, policy: CompiledPolicy | None) -> bool | None:
+    if pod is None or policy is None:
+        return None
+    deadline = (pod.get("spec") or {}).get("activeDeadlineSeconds")
+    return policy.is_training_job((pod.get("metadata") or {}).get("labels") or {}, deadline)
+
+
+def render_text(result: Preflight) -> str:
+    from webhook.report import table
+
+    sel = "no devices (no deviceSelector)" if result.selector is None else result.selector.describe()
+    out = [f"Taint {result.taint.describe()} on {sel}", ""]
+    if result.pods:
+        yes_no = {True: "yes", False: "no", None: "?"}
+        out.append(
+            table(
+                ["NAMESPACE", "POD", "TRAINING", "OUTCOME", "CLAIMS", "DEVICES"],
+                [
+                    [p.namespace, p.name, yes_no[p.training], p.eviction.describe(), ",".join(p.claims),
+                     ",".join(p.devices)]
+                    for p in result.pods
+                ],
+            )
+        )
+    else:
+        out.append("No Pods use the selected devices.")
+    unused = [c for c in result.claims if not c.pods]
+    if unused:
+        out += ["", "ALLOCATED CLAIMS WITHOUT A POD"]
+        rows = [[c.namespace, c.name, ",".join(c.devices)] for c in unused]
+        out.append(table(["NAMESPACE", "CLAIM", "DEVICES"], rows))
+    out += ["", result.summary()]
+    out += [f"note: {n}" for n in result.notes]
+    if result.exit_code == EXIT_TRAINING_EVICTED:
+        names = ", ".join(f"{p.namespace}/{p.name}" for p in result.training_evicted_at_once)
+        out.append(
+            f"BLOCKED: training job(s) {names} would be evicted at once; give their claims a NoExecute "
+            f"toleration for {result.taint.key} with tolerationSeconds (policy trainingJobs.deviceTolerations), "
+            "or drain them first"
+        )
+    return "\n".join(out) + "\n"

@@ -1,0 +1,367 @@
+"""Where the migration stands: the pure half of ``dra-webhook report``.
+
+Objects in (raw Namespace, Pod, ResourceClaim and DeviceClass JSON, gathered by ``webhook.cluster``),
+a ``Report`` out. Per cohort and namespace: the stage today and the next scheduled change. Per Pod: the
+path the webhook intended (our ``<prefix>/path`` annotation, design.md §5) against the path it actually
+took, read from the status the scheduler and the resourceclaim controller write:
+
+- ``status.extendedResourceClaimStatus`` set: DRA served an extended resource (``dra-extended-resource``);
+- a claim (``spec.resourceClaims`` / ``status.resourceClaimStatuses``): ``dra-claim``;
+- both, or a claim next to device-plugin resources: ``mixed``;
+- a device resource requested, the Pod bound to a node, no DRA status: the device plugin served it;
+- not bound yet: ``pending`` (nothing to compare yet).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from webhook.policy.compiled import CompiledCohort, CompiledPolicy
+from webhook.view import extended_resource_map
+
+IMPLICIT_PREFIX = "deviceclass.resource.kubernetes.io/"
+PATHS = ("device-plugin", "dra-extended-resource", "dra-claim", "mixed")
+PENDING = "pending"
+NO_COHORT = "(no cohort)"
+_TERMINAL = ("Succeeded", "Failed")
+
+
+# -- reading objects --------------------------------------------------------------------------------------
+
+
+def device_resource_names(policy: CompiledPolicy, classes: Iterable[dict[str, Any]] = ()) -> frozenset[str]:
+    """Extended resource names that mean devices: the policy's resources and legacy names, and every
+    name a DeviceClass serves (``spec.extendedResourceName``). Implicit class names are matched by prefix."""
+    names = set(policy.resources) | set(policy.legacy)
+    for cls in classes:
+        ern = (cls.get("spec") or {}).get("extendedResourceName")
+        if ern:
+            names.add(ern)
+    return frozenset(names)
+
+
+def _containers(pod: dict[str, Any]) -> list[dict[str, Any]]:
+    spec = pod.get("spec") or {}
+    return list(spec.get("initContainers") or []) + list(spec.get("containers") or [])
+
+
+def requested_devices(pod: dict[str, Any], names: frozenset[str]) -> set[str]:
+    """Device extended resources the Pod's containers request (requests or limits)."""
+    found: set[str] = set()
+    for c in _containers(pod):
+        res = c.get("resources") or {}
+        for section in ("requests", "limits"):
+            for name in res.get(section) or {}:
+                if name in names or name.startswith(IMPLICIT_PREFIX):
+                    found.add(name)
+    return found
+
+
+def actual_path(pod: dict[str, Any], names: frozenset[str]) -> str | None:
+    """The path the Pod really took (see the module docstring); None for a Pod that uses no devices."""
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    dra_extended = bool((status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName"))
+    claim = bool(spec.get("resourceClaims")) or any(
+        s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or []
+    )
+    extended = bool(requested_devices(pod, names))
+    if claim and (dra_extended or extended):
+        return "mixed"
+    if dra_extended:
+        return "dra-extended-resource"
+    if claim:
+        return "dra-claim"
+    if extended:
+        return "device-plugin" if spec.get("nodeName") else PENDING
+    return None
+
+
+# -- the report ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class NextChange:
+    stage: str
+    date: dt.date
+    in_days: int
+
+
+@dataclass(slots=True)
+class CohortRow:
+    name: str
+    stage: str
+    next: NextChange | None
+    namespaces: list[str] = field(default_factory=list)
+
+    @property
+    def summary(self) -> str:
+        """``pilot-teams: pilot, migrated in 12 days``."""
+        if self.next is None:
+            return f"{self.name}: {self.stage}, no change scheduled"
+        n = self.next.in_days
+        days = "today" if n == 0 else f"in {n} day{'s' if n != 1 else ''}"
+        return f"{self.name}: {self.stage}, {self.next.stage} {days} ({self.next.date.isoformat()})"
+
+
+@dataclass(slots=True)
+class NamespaceRow:
+    name: str
+    cohort: str | None
+    stage: str
+    intended: Counter[str] = field(default_factory=Counter)
+    actual: Counter[str] = field(default_factory=Counter)
+    drift: int = 0
+    unannotated: int = 0
+    injected_claims: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PodRow:
+    namespace: str
+    name: str
+    intended: str | None
+    actual: str
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRow:
+    namespace: str
+    name: str
+    tolerations: str  # the annotation's value (a count)
+    owner: str
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceCheck:
+    resource: str
+    device_class: str
+    ok: bool
+    message: str
+
+
+@dataclass(slots=True)
+class Report:
+    generated: dt.datetime
+    policy: str
+    cohorts: list[CohortRow]
+    namespaces: list[NamespaceRow]
+    drift: list[PodRow]
+    unannotated: list[PodRow]
+    injected: list[ClaimRow]
+    resources: list[ResourceCheck] | None  # None: DeviceClasses not looked at
+
+    def to_json(self) -> dict[str, Any]:
+        def nxt(n: NextChange | None) -> dict[str, Any] | None:
+            return None if n is None else {"stage": n.stage, "from": n.date.isoformat(), "inDays": n.in_days}
+
+        def pod(p: PodRow) -> dict[str, Any]:
+            return {"namespace": p.namespace, "pod": p.name, "intended": p.intended, "actual": p.actual}
+
+        return {
+            "generatedAt": self.generated.isoformat(),
+            "policy": self.policy,
+            "cohorts": [
+                {
+                    "name": c.name,
+                    "stage": c.stage,
+                    "next": nxt(c.next),
+                    "summary": c.summary,
+                    "namespaces": c.namespaces,
+                }
+                for c in self.cohorts
+            ],
+            "namespaces": [
+                {
+                    "name": n.name,
+                    "cohort": n.cohort,
+                    "stage": n.stage,
+                    "intended": dict(sorted(n.intended.items())),
+                    "actual": dict(sorted(n.actual.items())),
+                    "drift": n.drift,
+                    "unannotated": n.unannotated,
+                    "claimsWithInjectedTolerations": n.injected_claims,
+                }
+                for n in self.namespaces
+            ],
+            "drift": [pod(p) for p in self.drift],
+            "unannotated": [pod(p) for p in self.unannotated],
+            "injectedTolerations": [
+                {"namespace": c.namespace, "claim": c.name, "tolerations": c.tolerations, "owner": c.owner}
+                for c in self.injected
+            ],
+            "resources": None
+            if self.resources is None
+            else [
+                {"resource": r.resource, "deviceClassName": r.device_class, "ok": r.ok, "message": r.message}
+                for r in self.resources
+            ],
+        }
+
+
+def next_change(cohort: CompiledCohort, today: dt.date) -> NextChange | None:
+    entry = cohort.next_change(today)
+    if entry is None:
+        return None
+    return NextChange(entry.stage.value, entry.from_, (entry.from_ - today).days)
+
+
+def build_report(
+    policy: CompiledPolicy,
+    now: dt.datetime,
+    namespaces: Iterable[dict[str, Any]],
+    pods: Iterable[dict[str, Any]],
+    claims: Iterable[dict[str, Any]] = (),
+    device_classes: Iterable[dict[str, Any]] | None = None,
+) -> Report:
+    """The report over the objects given (the caller decides the scope: one namespace or all).
+
+    Namespaces listed are those in a cohort or with device Pods; terminal Pods (Succeeded/Failed) are left
+    out, since the report is about what runs now.
+    """
+    today = now.astimezone(dt.UTC).date()
+    classes = list(device_classes) if device_classes is not None else None
+    names = device_resource_names(policy, classes or ())
+    path_key, injected_key = policy.key("path"), policy.key("tolerations-injected")
+
+    ns_labels = {n["metadata"]["name"]: (n["metadata"].get("labels") or {}) for n in namespaces}
+    rows: dict[str, NamespaceRow] = {}
+
+    def row(ns: str) -> NamespaceRow:
+        if ns not in rows:
+            cohort = policy.cohort_for(ns, ns_labels.get(ns))
+            rows[ns] = NamespaceRow(ns, cohort.name if cohort else None, policy.stage_for(cohort, now))
+        return rows[ns]
+
+    for ns in ns_labels:
+        if policy.cohort_for(ns, ns_labels[ns]) is not None:
+            row(ns)
+
+    drift: list[PodRow] = []
+    unannotated: list[PodRow] = []
+    for p in pods:
+        if (p.get("status") or {}).get("phase") in _TERMINAL:
+            continue
+        meta = p.get("metadata") or {}
+        intended = (meta.get("annotations") or {}).get(path_key)
+        actual = actual_path(p, names)
+        if actual is None and intended is None:
+            continue
+        r = row(meta.get("namespace", ""))
+        if intended is not None:
+            r.intended[intended] += 1
+        if actual is None:
+            continue  # annotated, but no longer (or never) using devices: nothing to compare
+        r.actual[actual] += 1
+        pod_row = PodRow(r.name, meta.get("name", ""), intended, actual)
+        if intended is None:
+            r.unannotated += 1
+            unannotated.append(pod_row)
+        elif actual != PENDING and intended != actual:
+            r.drift += 1
+            drift.append(pod_row)
+
+    injected: list[ClaimRow] = []
+    for c in claims:
+        meta = c.get("metadata") or {}
+        value = (meta.get("annotations") or {}).get(injected_key)
+        if value is None:
+            continue
+        owners = meta.get("ownerReferences") or []
+        owner = next((f"{o.get('kind')}/{o.get('name')}" for o in owners if o.get("controller")), "")
+        injected.append(ClaimRow(meta.get("namespace", ""), meta.get("name", ""), value, owner))
+        row(meta.get("namespace", "")).injected_claims += 1
+
+    cohorts = [CohortRow(c.name, policy.stage_for(c, now), next_change(c, today)) for c in policy.cohorts]
+    by_name = {c.name: c for c in cohorts}
+    default = CohortRow(NO_COHORT, policy.source.spec.defaultStage.value, None)
+    for ns in sorted(rows):
+        target = by_name.get(rows[ns].cohort or "", default)
+        target.namespaces.append(ns)
+    if default.namespaces:
+        cohorts.append(default)
+
+    return Report(
+        generated=now,
+        policy=policy.identity,
+        cohorts=cohorts,
+        namespaces=[rows[ns] for ns in sorted(rows)],
+        drift=sorted(drift, key=lambda p: (p.namespace, p.name)),
+        unannotated=sorted(unannotated, key=lambda p: (p.namespace, p.name)),
+        injected=sorted(injected, key=lambda c: (c.namespace, c.name)),
+        resources=None if classes is None else check_resources(policy, classes),
+    )
+
+
+def check_resources(policy: CompiledPolicy, classes: list[dict[str, Any]]) -> list[ResourceCheck]:
+    """Does the cluster serve each policy resource through the DeviceClass the policy names?"""
+    by_name = {c["metadata"]["name"]: c for c in classes}
+    served = extended_resource_map(classes)
+    out = []
+    for res in policy.resources.values():
+        name, cls_name = res.name, res.deviceClassName
+        cls = by_name.get(cls_name)
+        ern = ((cls or {}).get("spec") or {}).get("extendedResourceName")
+        if cls is None:
+            ok, msg = False, f"DeviceClass {cls_name} does not exist: {name} would stay Pending on DRA nodes"
+        elif ern != name:
+            ok, msg = False, f"DeviceClass {cls_name} has extendedResourceName {ern or '(unset)'}, not {name}"
+        elif served.get(name) != cls_name:
+            ok, msg = False, f"{name} is served by DeviceClass {served.get(name)} (created later), not {cls_name}"
+        else:
+            ok, msg = True, f"{name} is served by DeviceClass {cls_name}"
+        out.append(ResourceCheck(res.name, res.deviceClassName, ok, msg))
+    return out
+
+
+# -- text output ---------------------------------------------------------------------------------------------
+
+
+def table(headers: list[str], rows: list[list[str]]) -> str:
+    """A kubectl-style table: upper-case headers, columns padded by three spaces."""
+    cells = [headers, *rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    return "\n".join("   ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in cells)
+
+
+def _counts(c: Counter[str]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(c.items())) or "-"
+
+
+def render_text(report: Report) -> str:
+    out = [f"Policy {report.policy}, as of {report.generated.astimezone(dt.UTC).date().isoformat()}", ""]
+    out.append("COHORTS")
+    out += [f"  {c.summary}  [{', '.join(c.namespaces) or 'no namespaces in scope'}]" for c in report.cohorts]
+    out.append("")
+    if report.namespaces:
+        out.append(
+            table(
+                ["NAMESPACE", "COHORT", "STAGE", "INTENDED", "ACTUAL", "DRIFT", "UNANNOTATED", "INJECTED"],
+                [
+                    [n.name, n.cohort or NO_COHORT, n.stage, _counts(n.intended), _counts(n.actual), str(n.drift),
+                     str(n.unannotated), str(n.injected_claims)]
+                    for n in report.namespaces
+                ],
+            )
+        )
+    else:
+        out.append("No namespaces in a cohort and no Pods using devices.")
+    if report.drift:
+        out += ["", "DRIFT (intended path != actual path)"]
+        out.append(table(["NAMESPACE", "POD", "INTENDED", "ACTUAL"],
+                         [[p.namespace, p.name, p.intended or "-", p.actual] for p in report.drift]))
+    if report.unannotated:
+        out += ["", "NOT ANNOTATED (created while the webhook was down, or excluded from it)"]
+        out.append(table(["NAMESPACE", "POD", "ACTUAL"], [[p.namespace, p.name, p.actual] for p in report.unannotated]))
+    if report.injected:
+        out += ["", "CLAIMS WITH INJECTED TOLERATIONS"]
+        out.append(table(["NAMESPACE", "CLAIM", "TOLERATIONS", "OWNER"],
+                         [[c.namespace, c.name, c.tolerations, c.owner or "-"] for c in report.injected]))
+    if report.resources:
+        out += ["", "RESOURCES"]
+        out += [f"  {'ok ' if r.ok else 'BAD'} {r.message}" for r in report.resources]
+    return "\n".join(out) + "\n"

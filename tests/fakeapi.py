@@ -110,7 +110,9 @@ class FakeAPI:
     def start(self) -> FakeAPI:
         handler = type("Handler", (_Handler,), {"api": self})
         self._server = _Server(("127.0.0.1", 0), handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, name="fakeapi", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="fakeapi", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -183,8 +185,9 @@ class FakeAPI:
             self._emit(kind, "DELETED", obj)
 
     def expire(self, as_http: bool = False) -> None:
-        """Compact history: open watches end with a 410 ERROR event, and watches from any resourceVersion
-        seen so far are refused (an ERROR event, or with ``as_http`` an HTTP 410), forcing a re-list."""
+        """Compact history, forcing a re-list. Open watches end, with a 410 ERROR event; with ``as_http``
+        they just close (a dropped connection) and the watch request from the old resourceVersion that
+        follows is refused with HTTP 410 instead of an ERROR event."""
         with self._lock:
             self._rv += 1
             self._compacted = self._rv
@@ -192,7 +195,8 @@ class FakeAPI:
             self._history.clear()
             gone = status(410, "Expired", "too old resource version")
             for w in self._watches:
-                w.events.put({"type": "ERROR", "object": gone})
+                if not as_http:
+                    w.events.put({"type": "ERROR", "object": gone})
                 w.events.put(_CLOSE)
 
     def hang(self, *resources: str) -> None:

@@ -332,10 +332,13 @@ def test_claim_rules_do_not_register_for_update() -> None:
         ids.INJECT_DEVICE_TOLERATIONS,
     }
     ours = [r for r in claim_rules if r.fn.__module__ in (claims.__name__, tolerations.__name__)]
+    assert len(ours) == 7
     for r in ours:
-        if r.id != ids.NONSTANDARD_NUMA_ATTRIBUTE:  # registered for UPDATE for the sake of DeviceClass
-            assert not r.applies("ResourceClaim", "validate", "UPDATE"), r.id
-            assert not r.applies("ResourceClaim", "mutate", "UPDATE"), r.id
+        for kind in ("ResourceClaim", "ResourceClaimTemplate"):
+            assert not r.applies(kind, "validate", "UPDATE"), r.id
+            assert not r.applies(kind, "mutate", "UPDATE"), r.id
+    numa = [r for r in REGISTRY if r.id == ids.NONSTANDARD_NUMA_ATTRIBUTE]
+    assert any(r.applies("DeviceClass", "validate", "UPDATE") for r in numa)
 
 
 def test_claim_update_passes_every_rule_even_when_called() -> None:

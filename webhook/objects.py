@@ -62,9 +62,9 @@ def set_path(obj: Any, path: Path, value: Any) -> None:
     if not path:
         raise ValueError("set_path needs a non-empty path")
     cur = obj
-    for step in path[:-1]:
-        if isinstance(step, int):
-            cur = cur[step]
+    for step, following in zip(path[:-1], path[1:], strict=True):
+        if isinstance(step, int) or isinstance(following, int):
+            cur = cur[step]  # lists are never created: the index must exist
             continue
         nxt = cur.get(step)
         if not isinstance(nxt, dict):

@@ -12,6 +12,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from webhook import cluster
 from webhook.commands.report import load_policy
@@ -25,6 +26,9 @@ from webhook.preflight import (
     load_rule,
     render_text,
 )
+
+if TYPE_CHECKING:
+    from webhook.policy.compiled import CompiledPolicy
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -52,7 +56,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "policies/default.yaml)")
 
 
-def _selection(args: argparse.Namespace, policy) -> tuple[DeviceSelector | None, Taint, list[str]]:  # noqa: ANN001
+def _selection(args: argparse.Namespace, policy: CompiledPolicy) -> tuple[DeviceSelector | None, Taint, list[str]]:
+    """Selector and taint from the flags or the rule file, plus notes on what was assumed."""
     notes: list[str] = []
     if args.filename:
         if args.pool or args.device:

@@ -12,10 +12,14 @@ import argparse
 import datetime as dt
 import json
 import sys
+from typing import TYPE_CHECKING
 
 from webhook import cluster
 from webhook.defaults import default_policy
 from webhook.report import build_report, render_text
+
+if TYPE_CHECKING:
+    from webhook.policy.compiled import CompiledPolicy
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -46,7 +50,8 @@ def _date(text: str) -> dt.date:
         raise argparse.ArgumentTypeError(f"{text!r} is not a date (YYYY-MM-DD)") from None
 
 
-def load_policy(path: str | None):  # noqa: ANN201 - CompiledPolicy, or None after printing the error
+def load_policy(path: str | None) -> CompiledPolicy | None:
+    """The policy at ``path`` (default: the bundled one), or None after printing why it does not load."""
     from webhook.policy.loader import PolicyError, load
 
     target = path or str(default_policy())

@@ -130,11 +130,8 @@ def admin_access_namespace(obj: dict[str, Any], ctx: Context) -> Outcome:
     return Outcome(findings) if findings else NO_OUTCOME
 
 
-@rule(
-    ids.NONSTANDARD_NUMA_ATTRIBUTE,
-    (*_CLAIM_KINDS, "DeviceClass"),
-    operations=("CREATE", "UPDATE"),
-)
+@rule(ids.NONSTANDARD_NUMA_ATTRIBUTE, _CLAIM_KINDS, operations=("CREATE",))
+@rule(ids.NONSTANDARD_NUMA_ATTRIBUTE, ("DeviceClass",), operations=("CREATE", "UPDATE"))
 def nonstandard_numa_attribute(obj: dict[str, Any], ctx: Context) -> Outcome:
     """CEL selectors and constraints should align devices on ``resource.kubernetes.io/numaNode``.
 
@@ -175,8 +172,9 @@ def _numa_findings(selectors: list[tuple[str, str]], constraints: list[tuple[str
                 Finding(
                     ids.NONSTANDARD_NUMA_ATTRIBUTE,
                     f"constraint aligns devices on the vendor NUMA attribute {attr!r}",
-                    f"use {path.rsplit('.', 1)[-1]}: {STANDARD_NUMA_ATTRIBUTE}, which every DRA driver "
-                    "publishes under the same name",
+                    f"use {path.rsplit('.', 1)[-1]}: {STANDARD_NUMA_ATTRIBUTE}, the standard name "
+                    "(Kubernetes 1.37) under which drivers publish NUMA placement, so devices of "
+                    "different drivers can be aligned",
                     (path,),
                 )
             )

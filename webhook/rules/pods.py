@@ -119,10 +119,13 @@ def _clip(text: str) -> str:
     return text if len(text) <= MESSAGE_MAX else text[: MESSAGE_MAX - 3] + "..."
 
 
-def _who(containers: list[ContainerRef]) -> str:
+def _who(containers: list[ContainerRef], verb: str = "request") -> str:
+    """``container "a" requests`` / ``containers "a", "b" request`` (at most three names)."""
     names = [f'"{c.name}"' for c in containers]
     shown = ", ".join(names[:3]) + (f" +{len(names) - 3} more" if len(names) > 3 else "")
-    return ("container " if len(names) == 1 else "containers ") + shown
+    if len(names) == 1:
+        return f"container {shown} {verb}s"
+    return f"containers {shown} {verb}"
 
 
 def _resource_paths(ref: PodTemplateRef, containers: list[ContainerRef]) -> tuple[str, ...]:
@@ -146,10 +149,9 @@ def legacy_resource_name(obj: dict[str, Any], ctx: Context) -> Outcome:
             findings.append(
                 Finding(
                     ids.LEGACY_RESOURCE_NAME,
-                    _clip(f"{ref.where()}{_who(containers)} request legacy device-plugin resource {name}; "
-                          f"this cohort uses {res.name}"),
-                    f"request {res.name} instead of {name} in resources.requests/limits (same hardware, "
-                    f"served through DRA by DeviceClass {res.deviceClassName})",
+                    _clip(f"{ref.where()}{_who(containers)} legacy device-plugin resource {name}"),
+                    f"request {res.name} instead of {name} (same hardware, served by DeviceClass "
+                    f"{res.deviceClassName})",
                     _resource_paths(ref, containers),
                 )
             )
@@ -187,19 +189,18 @@ def unmapped_extended_resource(obj: dict[str, Any], ctx: Context) -> Outcome:
                 ctx.degraded.append(
                     f"{ids.UNMAPPED_EXTENDED_RESOURCE}: DeviceClasses unknown, only the policy's resources count"
                 )
-            mapper = "no policy resource maps (cluster DeviceClasses unknown)" if offline else (
+            mapper = "no policy resource maps (DeviceClasses unknown)" if offline else (
                 "no policy resource or DeviceClass maps")
             if implicit is not None:
                 what = f"{name}, but DeviceClass {implicit} is not known"
-                fix = f"create DeviceClass {implicit} or request an existing class's implicit name"
+                fix = f"create DeviceClass {implicit}, or request an existing class"
             else:
                 what = f"{name}, which {mapper}"
-                fix = (f"create a DeviceClass with spec.extendedResourceName: {name} and add it to the policy "
-                       "resources, or request the device with a ResourceClaim")
+                fix = f"create a DeviceClass with extendedResourceName {name}, or use a ResourceClaim"
             findings.append(
                 Finding(
                     ids.UNMAPPED_EXTENDED_RESOURCE,
-                    _clip(f"{ref.where()}{_who(containers)} request {what}: the Pod would stay Pending"),
+                    _clip(f"{ref.where()}{_who(containers)} {what}: the Pod would stay Pending"),
                     fix,
                     _resource_paths(ref, containers),
                 )
@@ -225,13 +226,15 @@ def max_devices_per_pod(obj: dict[str, Any], ctx: Context) -> Outcome:
             if count <= res.maxPerPod:
                 continue
             names = sorted({n for n in requested_names(spec) if group(n) == res_name})
+            counted = f" ({' + '.join(names)})" if len(names) > 1 or names != [res_name] else ""
             containers = [c for c in iter_containers(spec) if set(container_extended(c.container)) & set(names)]
             findings.append(
                 Finding(
                     ids.MAX_DEVICES_PER_POD,
-                    _clip(f"{ref.where()}Pod needs {count} {res.name} devices ({' + '.join(names)}, "
-                          f"init containers counted as the scheduler does), above maxPerPod {res.maxPerPod}"),
-                    f"request at most {res.maxPerPod} {res.name} per Pod, or split the work across more Pods",
+                    _clip(f"{ref.where()}Pod needs {count} {res.name}{counted}, above maxPerPod {res.maxPerPod}"),
+                    f"request at most {res.maxPerPod} {res.name} per Pod, or split the work across Pods\n"
+                    "Counted as the scheduler does: limits imply requests; the effective request is the larger of "
+                    "all containers plus sidecars and each init container plus the sidecars started before it.",
                     _resource_paths(ref, containers),
                 )
             )
@@ -300,7 +303,7 @@ def mixed_allocation(obj: dict[str, Any], ctx: Context) -> Outcome:
                         ids.MIXED_ALLOCATION,
                         _clip(f"{ref.where()}Pod requests {', '.join(names)} and claim \"{entry.get('name')}\" "
                               f"asks for DeviceClass {cls}: the same hardware on two paths"),
-                        f"use one path: either {res.name} in resources or the claim on {cls} for all containers",
+                        f"use one path: {res.name} in resources, or claims on {cls} only",
                         (field_path(ref.at("spec", "resourceClaims")),),
                     )
                 )
@@ -388,9 +391,12 @@ def training_job_extended_resource(obj: dict[str, Any], ctx: Context) -> Outcome
             findings.append(
                 Finding(
                     ids.TRAINING_JOB_EXTENDED_RESOURCE,
-                    _clip(f"{ref.where()}training job requests {res.name} as an extended resource: its devices get "
-                          "no tolerations, so a device taint evicts it"),
-                    f"request the devices through a ResourceClaimTemplate with device tolerations:\n{snippet}",
+                    _clip(f"{ref.where()}training job requests {res.name} as an extended resource, which cannot "
+                          "carry device tolerations"),
+                    "use a ResourceClaimTemplate with device tolerations instead\n"
+                    "# The scheduler's claim for an extended resource has no tolerations and a DeviceClass cannot\n"
+                    "# add any, so a NoExecute device taint evicts the job. Ready to apply:\n"
+                    f"{snippet}",
                     _resource_paths(ref, [c for c, _ in counts]),
                     advisory=True,
                 )
@@ -550,10 +556,8 @@ def steer_node_pool(obj: dict[str, Any], ctx: Context) -> Outcome:
             findings.append(
                 Finding(
                     ids.STEER_NODE_POOL,
-                    _clip(f"{ref.where()}Pod selects {conflict}, which rules out the {want} node pool "
-                          f"({wanted}) its GPUs must come from in this stage"),
-                    f"remove that constraint (the webhook adds affinity to the {want} pool itself), "
-                    "or ask the platform team for an exception",
+                    _clip(f"{ref.where()}Pod selects {conflict}, which rules out the {want} node pool ({wanted})"),
+                    f"remove that constraint: the webhook steers GPU Pods to the {want} pool itself",
                     (field_path(ref.at("spec", "affinity")), field_path(ref.at("spec", "nodeSelector"))),
                 )
             )

@@ -1,0 +1,388 @@
+"""Pod and workload rules through the real engine: the case table, the schedule, message shapes.
+
+Each case goes the way the API server sends it: the mutating pass, its JSON patch applied with jsonpatch
+to a wire copy of the object, the result schema-checked with kubernetes-validate 1.37 (strict), then the
+validating pass on the patched object. A second mutating pass over the patched object must make no
+patch (idempotence).
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jsonpatch
+import kubernetes_validate
+import pytest
+import yaml
+
+from tests.helpers import K8S_VERSION, review
+from webhook.engine import mutate_then_validate
+from webhook.objects import get_path, pod_templates
+from webhook.policy.compiled import CompiledPolicy
+from webhook.policy.loader import load
+from webhook.review import parse_request
+from webhook.rules import ids
+from webhook.rules.base import Context
+from webhook.rules.pods import MESSAGE_MAX, claim_template_snippet, training_job_extended_resource
+from webhook.view import ClusterView, OfflineView, StaticView
+
+DATA = Path(__file__).parent / "data" / "pods"
+POLICY: CompiledPolicy = load(DATA / "policy.yaml")
+OBJECTS: dict[str, dict[str, Any]] = yaml.safe_load((DATA / "objects.yaml").read_text())
+CASES: list[dict[str, Any]] = yaml.safe_load((DATA / "cases.yaml").read_text())
+NOW = dt.datetime(2026, 12, 3, 12, 0, tzinfo=dt.UTC)
+PREFIX = "dra-migration.io"
+POOLS = {"dra": {"gpu.example.com/allocation": "dra"},
+         "devicePlugin": {"gpu.example.com/allocation": "device-plugin"}}
+NATIVE_KINDS = {"Pod", "Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob",
+                "ResourceClaim", "ResourceClaimTemplate"}
+
+
+# ---- the runner ------------------------------------------------------------------------------------
+
+
+class ClaimView(StaticView):
+    """A StaticView that can also read ResourceClaimTemplates (what mixed-allocation needs)."""
+
+    def __init__(self, device_classes: list[dict[str, Any]] | None = None,
+                 claim_templates: dict[str, str] | None = None) -> None:
+        super().__init__(device_classes=device_classes)
+        self._templates = claim_templates or {}
+
+    def get_resource_claim_template(self, namespace: str, name: str) -> dict[str, Any] | None:
+        cls = self._templates.get(name)
+        if cls is None:
+            return None
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": cls}}]}}}}
+
+    def get_resource_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return None
+
+
+def device_class(name: str, extended_resource: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"selectors": [{"cel": {"expression": f"device.driver == '{name}'"}}]}
+    if extended_resource:
+        spec["extendedResourceName"] = extended_resource
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": name}, "spec": spec}
+
+
+def build_view(spec: dict[str, Any] | None) -> ClusterView:
+    if not spec:
+        return OfflineView()
+    classes = []
+    for entry in spec.get("device_classes", []):
+        if isinstance(entry, str):
+            classes.append(device_class(entry))
+        else:
+            (name, ern), = entry.items()
+            classes.append(device_class(name, ern))
+    return ClaimView(classes if "device_classes" in spec else None, spec.get("claim_templates"))
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> None:
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            _merge(base[key], value)
+        else:
+            base[key] = copy.deepcopy(value)
+
+
+def manifest(name: str, namespace: str, merge: dict[str, Any] | None = None,
+             policy: CompiledPolicy = POLICY) -> dict[str, Any]:
+    """A library object placed in ``namespace`` (POLICY-IDENTITY filled in), optionally deep-merged."""
+    text = json.dumps(OBJECTS[name]).replace("POLICY-IDENTITY", policy.identity)
+    obj = json.loads(text)
+    obj["metadata"]["namespace"] = namespace
+    if merge:
+        _merge(obj, merge)
+    return obj
+
+
+def schema_check(obj: dict[str, Any]) -> None:
+    """kubernetes-validate 1.37 strict; CRD workloads have their pod templates checked as v1 PodTemplates."""
+    if obj["kind"] in NATIVE_KINDS:
+        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+        return
+    for ref in pod_templates(obj, obj["kind"]):
+        wrapped = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "t"},
+                   "template": get_path(obj, ref.path)}
+        kubernetes_validate.validate(wrapped, K8S_VERSION, strict=True)
+
+
+@dataclass
+class Result:
+    allowed: bool
+    findings: dict[str, str]
+    warnings: list[str]
+    message: str
+    patch: list[dict[str, Any]]
+    patched: dict[str, Any]
+    audit: dict[str, str] = field(default_factory=dict)
+    stage: str = ""
+    cohort: str = ""
+    verdicts: list[Any] = field(default_factory=list)
+    causes: list[dict[str, str]] = field(default_factory=list)
+
+
+def run(obj: dict[str, Any], namespace: str, operation: str = "CREATE", old: dict[str, Any] | None = None,
+        view: ClusterView | None = None, now: dt.datetime = NOW, policy: CompiledPolicy = POLICY) -> Result:
+    """Mutate, apply the patch to a wire copy, schema-check, validate; then check idempotence."""
+    wire = json.loads(json.dumps(obj))
+    req = parse_request(review(wire, operation=operation, namespace=namespace, old=old)["request"])
+    mutate, validate = mutate_then_validate(req, policy, view or OfflineView(), now)
+    assert not mutate.errors and not validate.errors, (mutate.errors, validate.errors)
+    patched = jsonpatch.apply_patch(json.loads(json.dumps(obj)), mutate.patch) if mutate.patch else wire
+    schema_check(patched)
+    if mutate.allowed:
+        again = parse_request(review(patched, operation=operation, namespace=namespace, old=old)["request"])
+        second, _ = mutate_then_validate(again, policy, view or OfflineView(), now)
+        assert second.patch == [], f"second mutating pass is not a no-op: {second.patch}"
+    verdicts = [*mutate.verdicts, *validate.verdicts]
+    findings: dict[str, str] = {}
+    for w in [*mutate.warnings, *validate.warnings]:
+        assert len(w) <= 256, f"warning would be truncated: {w}"
+    for v in verdicts:
+        assert findings.setdefault(v.rule, v.action.value) == v.action.value, f"mixed actions for {v.rule}"
+        assert "\n" not in v.finding.message and len(v.finding.message) <= MESSAGE_MAX, v.finding.message
+    return Result(
+        allowed=mutate.allowed and validate.allowed,
+        findings=findings,
+        warnings=[*mutate.warnings, *validate.warnings],
+        message="; ".join(m for m in (mutate.message, validate.message) if m),
+        patch=mutate.patch,
+        patched=patched,
+        audit={**mutate.audit, **validate.audit},
+        stage=mutate.stage or validate.stage,
+        cohort=mutate.cohort or validate.cohort,
+        verdicts=verdicts,
+        causes=[*mutate.causes, *validate.causes],
+    )
+
+
+def pool_of(template: dict[str, Any]) -> str | None:
+    """The pool every required nodeSelectorTerm selects exactly (``key In [value]``), else None."""
+    terms = get_path(template, ("spec", "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution",
+                                "nodeSelectorTerms")) or []
+    for name, selector in POOLS.items():
+        if terms and all(
+            all({"key": k, "operator": "In", "values": [v]} in (t.get("matchExpressions") or []) for k, v in selector.items())
+            for t in terms
+        ):
+            return name
+    return None
+
+
+def annotation(holder: dict[str, Any], name: str) -> str | None:
+    return ((holder.get("metadata") or {}).get("annotations") or {}).get(f"{PREFIX}/{name}")
+
+
+def check_tracking(holder: dict[str, Any], path: str | None, stage: str, cohort: str) -> None:
+    assert annotation(holder, "path") == path
+    if path is None:
+        for name in ("stage", "cohort", "policy"):
+            assert annotation(holder, name) is None
+        return
+    assert annotation(holder, "stage") == stage
+    assert annotation(holder, "cohort") == cohort
+    assert annotation(holder, "policy") == POLICY.identity
+
+
+def check_pool(template: dict[str, Any], pool: str | None) -> None:
+    assert pool_of(template) == pool
+    if pool is not None:
+        assert annotation(template, "node-pool") == pool
+    else:
+        terms = json.dumps(get_path(template, ("spec", "affinity", "nodeAffinity",
+                                               "requiredDuringSchedulingIgnoredDuringExecution")))
+        assert "gpu.example.com/allocation\", \"operator\": \"In\"" not in terms
+
+
+# ---- the case table --------------------------------------------------------------------------------
+
+
+def test_the_table_is_big_enough():
+    assert len(CASES) >= 40
+    assert len({c["name"] for c in CASES}) == len(CASES)
+    stages = {c["namespace"].split("-")[0] for c in CASES}
+    assert {"batch", "late", "pilot", "mig"} <= stages
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+def test_case(case: dict[str, Any]) -> None:
+    ns = case["namespace"]
+    obj = manifest(case["object"], ns, case.get("merge"))
+    old = manifest(case["old"], ns) if case.get("old") else None
+    res = run(obj, ns, case.get("operation", "CREATE"), old, build_view(case.get("view")))
+    exp = case["expect"]
+
+    assert res.allowed is exp["allowed"], res.message or res.warnings
+    if "findings" in exp:
+        assert res.findings == exp["findings"]
+    if "warnings" in exp:
+        assert len(res.warnings) == exp["warnings"], res.warnings
+    for text in exp.get("says", []):
+        assert text in " | ".join([*res.warnings, res.message]), (text, res.warnings, res.message)
+    if exp.get("degraded"):
+        assert "cluster-view-degraded" in res.audit
+    if exp.get("untouched"):
+        assert res.patch == []
+    if not res.allowed:
+        assert res.message and all(c["reason"] in ids.RULE_IDS for c in res.causes)
+        return
+    cohort = res.cohort or "none"
+    if "track" in exp:
+        check_tracking(res.patched, exp["track"], exp.get("stage", res.stage), cohort)
+    if "pool" in exp:
+        check_pool(res.patched, exp["pool"])
+    for ref in pod_templates(res.patched, res.patched["kind"]):
+        want = exp.get("templates", {}).get(ref.name or "template")
+        if want is None:
+            continue
+        template = get_path(res.patched, ref.path)
+        check_tracking(template, want["track"], want.get("stage", res.stage), cohort)
+        check_pool(template, want["pool"])
+
+
+# ---- the schedule ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("when", "stage", "allowed", "action"),
+    [
+        (dt.datetime(2027, 1, 14, 23, 59, tzinfo=dt.UTC), "legacy", True, "Audit"),
+        (dt.datetime(2027, 1, 15, 0, 0, tzinfo=dt.UTC), "pilot", True, "Warn"),
+        (dt.datetime(2027, 2, 28, 23, 59, tzinfo=dt.UTC), "pilot", True, "Warn"),
+        (dt.datetime(2027, 3, 1, 0, 0, tzinfo=dt.UTC), "migrated", False, "Deny"),
+        # The UTC date decides, whatever the clock's zone.
+        (dt.datetime(2027, 2, 28, 20, 30, tzinfo=dt.timezone(dt.timedelta(hours=-5))), "migrated", False, "Deny"),
+        (dt.datetime(2027, 3, 1, 1, 30, tzinfo=dt.timezone(dt.timedelta(hours=2))), "pilot", True, "Warn"),
+    ],
+)
+def test_schedule_moves_the_same_pod_through_the_stages(when, stage, allowed, action):
+    pod = manifest("pod-too-many", "sched-team")
+    res = run(pod, "sched-team", now=when)
+    assert res.stage == stage and res.cohort == "scheduled"
+    assert res.allowed is allowed
+    assert res.findings == {ids.MAX_DEVICES_PER_POD: action}
+    assert len(res.warnings) == (action == "Warn")
+    if action == "Audit":
+        assert "needs 6 example.com/gpu" in res.audit[ids.MAX_DEVICES_PER_POD]
+    if allowed:
+        assert annotation(res.patched, "stage") == stage
+        assert pool_of(res.patched) == ("devicePlugin" if stage == "legacy" else "dra")
+
+
+def test_schedule_legacy_name_passes_then_warns_then_is_denied():
+    pod = manifest("pod-legacy", "sched-team")
+    seen = [run(pod, "sched-team", now=dt.datetime(*d, tzinfo=dt.UTC))
+            for d in ((2027, 1, 1), (2027, 2, 1), (2027, 3, 2))]
+    assert [(r.stage, r.allowed, r.findings) for r in seen] == [
+        ("legacy", True, {}),
+        ("pilot", True, {ids.LEGACY_RESOURCE_NAME: "Warn"}),
+        ("migrated", False, {ids.LEGACY_RESOURCE_NAME: "Deny"}),
+    ]
+
+
+# ---- messages and remediation ----------------------------------------------------------------------
+
+
+def test_denial_names_rule_stage_and_fix_in_one_line():
+    res = run(manifest("pod-legacy", "mig-a"), "mig-a")
+    assert "\n" not in res.message
+    assert res.message.startswith("legacy-resource-name (migrated: Deny): ")
+    assert "fix: request example.com/gpu instead of vendor.example.com/gpu" in res.message
+    cause = res.causes[0]
+    assert cause["reason"] == ids.LEGACY_RESOURCE_NAME
+    assert cause["field"] == "spec.containers[0].resources"
+    assert "DeviceClass gpu.example.com" in cause["message"]
+
+
+def test_messages_stay_one_short_line_with_long_names():
+    pod = manifest("pod-training", "pilot-a", {"metadata": {"name": "x" * 63}})
+    for i, c in enumerate(pod["spec"]["containers"] * 3):
+        pod["spec"]["containers"][i % 2] = c
+    pod["spec"]["containers"] = [
+        {"name": f"{i}" + "c" * 62, "image": "registry.example.com/t:1",
+         "resources": {"limits": {"vendor.example.com/gpu": 9, "example.com/gpu": 1}}} for i in range(5)
+    ]
+    ctx = _training_ctx()
+    from webhook.rules.pods import legacy_resource_name, max_devices_per_pod
+
+    findings = [f for fn in (legacy_resource_name, max_devices_per_pod, training_job_extended_resource)
+                for f in fn(pod, ctx).findings]
+    assert [f.rule for f in findings] == [ids.LEGACY_RESOURCE_NAME, ids.MAX_DEVICES_PER_POD,
+                                          ids.TRAINING_JOB_EXTENDED_RESOURCE]
+    for f in findings:
+        assert len(f.message) <= MESSAGE_MAX and "\n" not in f.message, f.message
+    assert findings[0].message.endswith("...")  # five 63-character names do not fit: clipped, not wrapped
+    assert "+2 more" in findings[0].message or findings[0].message.endswith("...")
+
+
+def test_finding_paths_point_into_the_template_of_a_workload():
+    res = run(manifest("cronjob-legacy", "mig-a"), "mig-a")
+    (v,) = res.verdicts
+    assert v.finding.paths == ("spec.jobTemplate.spec.template.spec.containers[0].resources",)
+
+
+def _training_ctx(namespace: str = "pilot-a", stage: str = "pilot") -> Context:
+    return Context(policy=POLICY, kind="Pod", group="", version="v1", operation="CREATE", namespace=namespace,
+                   phase="validate", now=NOW, cohort=POLICY.cohort_for(namespace, None), stage=stage,
+                   view=OfflineView())
+
+
+def test_training_remediation_is_a_ready_claim_template_and_pod_change():
+    pod = manifest("pod-training", "pilot-a")
+    pod["spec"]["initContainers"] = [{"name": "warmup", "image": "registry.example.com/w:1",
+                                      "resources": {"limits": {"example.com/gpu": 1}}}]
+    (finding,) = training_job_extended_resource(pod, _training_ctx()).findings
+    assert finding.advisory
+    first, _, snippet = finding.remediation.partition("\n")
+    assert first.startswith("use a ResourceClaimTemplate with device tolerations instead")
+    template, change = list(yaml.safe_load_all(snippet))
+    kubernetes_validate.validate(template, K8S_VERSION, strict=True)
+    assert template["metadata"] == {"name": "train-long-gpu", "namespace": "pilot-a"}
+    requests = template["spec"]["spec"]["devices"]["requests"]
+    assert [(r["name"], r["exactly"]["count"]) for r in requests] == [("warmup", 1), ("trainer", 2), ("logger", 1)]
+    for r in requests:
+        assert r["exactly"]["deviceClassName"] == "gpu.example.com"
+        assert r["exactly"]["tolerations"] == [{"operator": "Exists", "key": "example.com/maintenance",
+                                                "effect": "NoExecute", "tolerationSeconds": 3600}]
+    # The pod change, applied to the Pod with the extended resources removed, is a valid Pod.
+    spec = change["spec"]
+    assert spec["resourceClaims"] == [{"name": "gpu", "resourceClaimTemplateName": "train-long-gpu"}]
+    fixed = copy.deepcopy(pod)
+    fixed["spec"]["resourceClaims"] = spec["resourceClaims"]
+    for fld in ("initContainers", "containers"):
+        by_name = {c["name"]: c for c in spec[fld]}
+        for c in fixed["spec"][fld]:
+            c["resources"] = by_name[c["name"]]["resources"]
+    kubernetes_validate.validate(fixed, K8S_VERSION, strict=True)
+    assert [c["resources"]["claims"][0]["request"] for c in fixed["spec"]["containers"]] == ["trainer", "logger"]
+
+
+def test_training_snippet_avoids_a_taken_claim_name_and_says_when_policy_has_no_tolerations():
+    from webhook.objects import iter_containers
+
+    pod = manifest("pod-gpu", "pilot-a")
+    (c,) = list(iter_containers(pod["spec"]))
+    text = claim_template_snippet("train-0", "pilot-a", POLICY.resources["example.com/gpu"], [(c, 2)], [], {"gpu"})
+    assert text.startswith("# the policy lists no trainingJobs.deviceTolerations")
+    template, change = list(yaml.safe_load_all(text))
+    assert "tolerations" not in template["spec"]["spec"]["devices"]["requests"][0]["exactly"]
+    assert change["spec"]["resourceClaims"][0]["name"] == "gpu-tolerant"
+
+
+def test_rules_never_modify_the_object_they_get():
+    for name in ("pod-steered-legacy", "pod-affinity-terms", "jobset", "pytorchjob", "deploy-gpu-pilot-era"):
+        obj = manifest(name, "pilot-a")
+        before = copy.deepcopy(obj)
+        run(obj, "pilot-a", old=copy.deepcopy(obj) if obj["kind"] != "Pod" else None,
+            operation="UPDATE" if obj["kind"] != "Pod" else "CREATE")
+        assert obj == before

@@ -1,0 +1,291 @@
+"""`preflight`: which Pods a device taint evicts at once, after N seconds, or never; exit 3 vs 0."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fakeapi import (
+    FakeAPI,
+    exact_request,
+    make_policy,
+    pod,
+    podgroup,
+    reserved_pod,
+    resource_claim,
+    validate,
+    write_policy,
+)
+from webhook.cli import main
+from webhook.preflight import (
+    AFTER,
+    AT_ONCE,
+    NEVER,
+    DeviceSelector,
+    Eviction,
+    InputError,
+    Taint,
+    analyse,
+    eviction,
+    load_rule,
+    render_text,
+    tolerates,
+)
+
+MAINT = Taint("example.com/maintenance", "firmware", "NoExecute")
+TRAINING = {"workload.example.com/kind": "training"}
+DRIVER = "gpu.example.com"
+
+
+def result(device: str, pool: str = "node-a", tolerations: list[dict] | None = None, request: str = "gpu") -> dict:
+    r: dict[str, Any] = {"request": request, "driver": DRIVER, "pool": pool, "device": device}
+    if tolerations is not None:
+        r["tolerations"] = tolerations
+    return r
+
+
+def tol(key: str = "example.com/maintenance", operator: str = "Exists", seconds: int | None = None, **kw: str) -> dict:
+    t: dict[str, Any] = {"key": key, "operator": operator, "effect": kw.get("effect", "NoExecute")}
+    if not key:
+        del t["key"]
+    if "value" in kw:
+        t["value"] = kw["value"]
+    if seconds is not None:
+        t["tolerationSeconds"] = seconds
+    return t
+
+
+# -- toleration semantics (dra-1.37.md §3) ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("toleration", "matches"),
+    [
+        ({"operator": "Exists"}, True),  # empty key + Exists: every taint
+        ({"key": "example.com/maintenance", "operator": "Exists"}, True),
+        ({"key": "example.com/maintenance", "operator": "Equal", "value": "firmware"}, True),
+        ({"key": "example.com/maintenance", "value": "firmware"}, True),  # operator defaults to Equal
+        ({"key": "example.com/maintenance", "operator": "Equal", "value": "other"}, False),
+        ({"key": "example.com/maintenance", "operator": "Equal"}, False),  # Equal "" != "firmware"
+        ({"key": "example.com/other", "operator": "Exists"}, False),
+        ({"key": "example.com/maintenance", "operator": "Exists", "effect": "NoSchedule"}, False),
+        ({"key": "example.com/maintenance", "operator": "Exists", "effect": "NoExecute"}, True),
+        ({"key": "", "operator": "Equal", "value": "firmware"}, False),  # empty key needs Exists
+    ],
+)
+def test_tolerates(toleration: dict, matches: bool) -> None:
+    assert tolerates(toleration, MAINT) is matches
+
+
+def test_eviction_outcomes() -> None:
+    assert eviction([], MAINT) == Eviction(AT_ONCE)
+    assert eviction([tol(key="example.com/other")], MAINT) == Eviction(AT_ONCE)
+    assert eviction([tol(seconds=300)], MAINT) == Eviction(AFTER, 300)
+    assert eviction([tol(seconds=300), tol(key="", seconds=60)], MAINT) == Eviction(AFTER, 60)  # smallest wins
+    assert eviction([tol(seconds=0)], MAINT) == Eviction(AT_ONCE)
+    assert eviction([tol()], MAINT) == Eviction(NEVER)
+    assert eviction([tol(), tol(key="", seconds=30)], MAINT) == Eviction(AFTER, 30)
+    assert eviction([], Taint("example.com/maintenance", effect="NoSchedule")) == Eviction(NEVER)
+    assert eviction([], Taint("example.com/maintenance", effect="None")) == Eviction(NEVER)
+
+
+def test_selector_semantics() -> None:
+    r = result("gpu-0")
+    assert DeviceSelector().matches(r)  # empty selector: every device
+    assert DeviceSelector(DRIVER).matches(r)
+    assert DeviceSelector(DRIVER, "node-a", "gpu-0").matches(r)
+    assert not DeviceSelector(DRIVER, "node-b").matches(r)  # ANDed
+    assert not DeviceSelector("nic.example.com", "node-a", "gpu-0").matches(r)
+
+
+def test_load_rule(tmp_path: Path) -> None:
+    rule = """
+apiVersion: resource.k8s.io/v1
+kind: DeviceTaintRule
+metadata: {name: maintenance-node-a}
+spec:
+  deviceSelector: {driver: gpu.example.com, pool: node-a}
+  taint: {key: example.com/maintenance, value: firmware-upgrade, effect: NoExecute}
+"""
+    selector, taint = load_rule(rule)
+    assert selector == DeviceSelector(DRIVER, "node-a")
+    assert taint == Taint("example.com/maintenance", "firmware-upgrade", "NoExecute")
+    omitted, _ = load_rule(rule.replace("  deviceSelector: {driver: gpu.example.com, pool: node-a}\n", ""))
+    assert omitted is None  # omitted selector: no devices
+    empty, _ = load_rule(rule.replace("{driver: gpu.example.com, pool: node-a}", "{}"))
+    assert empty == DeviceSelector()  # empty selector: all devices
+    with pytest.raises(InputError, match="deviceClassName is not supported"):
+        load_rule(rule.replace("pool: node-a", "deviceClassName: gpu.example.com"))
+    with pytest.raises(InputError, match="spec.taint.key is required"):
+        load_rule(rule.replace("key: example.com/maintenance, ", ""))
+    with pytest.raises(InputError, match="effect must be one of"):
+        load_rule(rule.replace("NoExecute", "PreferNoSchedule"))
+    with pytest.raises(InputError, match="exactly one DeviceTaintRule"):
+        load_rule("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
+
+
+# -- the analysis ------------------------------------------------------------------------------------------
+
+
+def scenario(training_at_once: bool = True) -> tuple[list[dict], list[dict]]:
+    """Three Pods on node-a GPUs: evicted at once, after 300 s, never. The first is a training job if asked."""
+    labels = TRAINING if training_at_once else {"app": "notebook"}
+    pods = [
+        pod("ml-a", "train-0", claims=[("gpu", "gpu-plain")], labels=labels, uid="uid-train-0"),
+        pod("ml-a", "serve-0", claims=[("gpu", "gpu-5min")], uid="uid-serve-0"),
+        pod("ml-b", "svc-0", claims=[("gpu", "gpu-forever")], uid="uid-svc-0"),
+        pod("ml-b", "elsewhere", claims=[("gpu", "gpu-plain")], uid="uid-elsewhere"),
+    ]
+    claims = [
+        resource_claim("ml-a", "train-0-gpu-a1", requests=[exact_request("gpu", "gpu.example.com")],
+                       results=[result("gpu-0")], reserved_for=[reserved_pod(pods[0])], owner=pods[0],
+                       annotations={"resource.kubernetes.io/pod-claim-name": "gpu"}),
+        resource_claim("ml-a", "serve-0-gpu-b2",
+                       requests=[exact_request("gpu", "gpu.example.com", tolerations=[tol(seconds=300)])],
+                       results=[result("gpu-1", tolerations=[tol(seconds=300)])],
+                       reserved_for=[reserved_pod(pods[1])]),
+        # The allocation-time copy (no seconds: tolerate forever) wins over the spec.
+        resource_claim("ml-b", "svc-0-gpu-c3",
+                       requests=[exact_request("gpu", "gpu.example.com", tolerations=[tol(seconds=5)])],
+                       results=[result("gpu-2", tolerations=[tol()])], reserved_for=[reserved_pod(pods[2])]),
+        resource_claim("ml-b", "elsewhere-gpu-d4", requests=[exact_request("gpu", "gpu.example.com")],
+                       results=[result("gpu-0", pool="node-b")], reserved_for=[reserved_pod(pods[3])]),
+        resource_claim("ml-b", "unallocated", requests=[exact_request("gpu", "gpu.example.com")]),
+    ]
+    for obj in pods + claims:
+        validate(obj)
+    return pods, claims
+
+
+def test_three_outcomes_and_exit_3_for_a_training_job() -> None:
+    pods, claims = scenario()
+    res = analyse(DeviceSelector(DRIVER, "node-a"), MAINT, claims, pods, make_policy())
+    outcomes = {(p.namespace, p.name): (p.eviction.outcome, p.eviction.seconds, p.training) for p in res.pods}
+    assert outcomes == {
+        ("ml-a", "train-0"): (AT_ONCE, None, True),
+        ("ml-a", "serve-0"): (AFTER, 300, False),
+        ("ml-b", "svc-0"): (NEVER, None, False),
+    }
+    assert res.exit_code == 3
+    assert [p.name for p in res.training_evicted_at_once] == ["train-0"]
+    text = render_text(res)
+    assert "BLOCKED" in text and "ml-a/train-0" in text
+    assert res.to_json()["exitCode"] == 3
+
+
+def test_no_training_job_at_risk_exits_0() -> None:
+    pods, claims = scenario(training_at_once=False)
+    res = analyse(DeviceSelector(DRIVER, "node-a"), MAINT, claims, pods, make_policy())
+    assert res.exit_code == 0
+    assert {p.name: p.eviction.outcome for p in res.pods}["train-0"] == AT_ONCE
+    # A training job evicted only after its window does not block either.
+    pods[1]["metadata"]["labels"] = dict(TRAINING)
+    res = analyse(DeviceSelector(DRIVER, "node-a"), MAINT, claims, pods, make_policy())
+    assert res.exit_code == 0 and {p.name: p.training for p in res.pods}["serve-0"] is True
+
+
+def test_long_deadline_marks_a_training_job() -> None:
+    pods, claims = scenario(training_at_once=False)
+    pods[0]["spec"]["activeDeadlineSeconds"] = 86400
+    assert analyse(DeviceSelector(DRIVER, "node-a"), MAINT, claims, pods, make_policy()).exit_code == 3
+
+
+def test_selectors_none_and_empty() -> None:
+    pods, claims = scenario()
+    assert analyse(None, MAINT, claims, pods, make_policy()).pods == []
+    everything = analyse(DeviceSelector(), MAINT, claims, pods, make_policy())
+    assert {p.name for p in everything.pods} == {"train-0", "serve-0", "svc-0", "elsewhere"}
+    one = analyse(DeviceSelector(DRIVER, "node-a", "gpu-1"), MAINT, claims, pods, make_policy())
+    assert [p.name for p in one.pods] == ["serve-0"] and one.exit_code == 0
+
+
+def test_noschedule_evicts_nothing() -> None:
+    pods, claims = scenario()
+    res = analyse(DeviceSelector(DRIVER), Taint(MAINT.key, effect="NoSchedule"), claims, pods, make_policy())
+    assert {p.eviction.outcome for p in res.pods} == {NEVER} and res.exit_code == 0
+
+
+def test_podgroup_reservation_reaches_member_pods() -> None:
+    members = [pod("ml-a", f"w-{i}", pod_group="trainers", labels=TRAINING, uid=f"uid-w-{i}") for i in range(2)]
+    other = pod("ml-a", "loner", uid="uid-loner")
+    pg_ref = {"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": "trainers", "uid": "uid-pg"}
+    claim = resource_claim("ml-a", "trainers-fabric-x", requests=[exact_request("fabric", "gpu.example.com")],
+                           results=[result("gpu-3", request="fabric")], reserved_for=[pg_ref])
+    validate(claim)
+    res = analyse(DeviceSelector(DRIVER), MAINT, [claim], [*members, other], make_policy())
+    assert [p.name for p in res.pods] == ["w-0", "w-1"] and res.exit_code == 3
+
+
+def test_firstavailable_subrequest_tolerations_from_spec() -> None:
+    claim = resource_claim(
+        "ml-a", "fa", results=[result("gpu-0", request="gpu/big")], reserved_for=[],
+        requests=[{"name": "gpu", "firstAvailable": [
+            {"name": "big", "deviceClassName": "gpu.example.com", "tolerations": [tol(seconds=120)]},
+            {"name": "small", "deviceClassName": "gpu.example.com"},
+        ]}],
+    )
+    validate(claim)
+    res = analyse(DeviceSelector(DRIVER), MAINT, [claim], [], make_policy())
+    assert res.claims[0].eviction == Eviction(AFTER, 120)
+    assert res.pods == [] and any("no Pod" in n for n in res.notes)
+
+
+# -- the command, against the fake API server ----------------------------------------------------------------
+
+
+@pytest.fixture()
+def cluster_env(tmp_path: Path) -> Iterator[tuple[FakeAPI, list[str]]]:
+    pods, claims = scenario()
+    with FakeAPI() as fake:
+        fake.put(*pods, *claims, podgroup("ml-a", "unrelated"))
+        yield fake, ["--kubeconfig", fake.write_kubeconfig(tmp_path), "--policy", write_policy(tmp_path)]
+
+
+def test_preflight_command_exit_3(cluster_env: tuple[FakeAPI, list[str]], capsys: pytest.CaptureFixture[str]) -> None:
+    fake, common = cluster_env
+    code = main(["preflight", "--driver", DRIVER, "--pool", "node-a", "-o", "json", *common])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 3
+    assert {p["pod"]: (p["outcome"], p["seconds"], p["trainingJob"]) for p in out["pods"]} == {
+        "train-0": (AT_ONCE, None, True),
+        "serve-0": (AFTER, 300, False),
+        "svc-0": (NEVER, None, False),
+    }
+    assert out["taint"]["key"] == "example.com/maintenance"  # from the policy's deviceTolerations
+    assert fake.count("pods", "list") == 2  # ml-a and ml-b, where the selected claims live; no -A list
+
+
+def test_preflight_command_rule_file_exit_0(
+    cluster_env: tuple[FakeAPI, list[str]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, common = cluster_env
+    rule = tmp_path / "rule.yaml"
+    rule.write_text(
+        "apiVersion: resource.k8s.io/v1\nkind: DeviceTaintRule\nmetadata: {name: m}\n"
+        "spec:\n  deviceSelector: {driver: gpu.example.com, pool: node-a, device: gpu-1}\n"
+        "  taint: {key: example.com/maintenance, effect: None}\n"
+    )
+    code = main(["preflight", "-f", str(rule), *common])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "serve-0" in out and "evicted after 300s" in out and "train-0" not in out
+    assert "evaluated as NoExecute" in out
+
+
+def test_preflight_command_input_errors(
+    cluster_env: tuple[FakeAPI, list[str]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, common = cluster_env
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kind: DeviceTaintRule\napiVersion: resource.k8s.io/v1\nspec: {taint: {effect: NoExecute}}\n")
+    assert main(["preflight", "-f", str(bad), *common]) == 2
+    assert "spec.taint.key is required" in capsys.readouterr().err
+    assert main(["preflight", "-f", str(tmp_path / "missing.yaml"), *common]) == 2
+    assert main(["preflight", "-f", str(bad), "--pool", "node-a", *common]) == 2
+    with pytest.raises(SystemExit) as exc:  # argparse: --driver or -f is required
+        main(["preflight", *common])
+    assert exc.value.code == 2

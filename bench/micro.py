@@ -31,10 +31,8 @@ from webhook.view import OfflineView  # noqa: E402
 def _per_call_us(fn: Any, budget: float = 0.4) -> float:
     """Median of 5 repeats, each looping long enough to fill ``budget``/5 seconds."""
     timer = timeit.Timer(fn)
-    number, _ = timer.autorange()
-    per_repeat = budget / 5
-    one = max(timer.timeit(1), 1e-9)
-    number = max(1, min(number, int(per_repeat / one)))
+    one = max(min(timer.repeat(repeat=3, number=1)), 1e-9)
+    number = max(1, int(budget / 5 / one))
     runs = timer.repeat(repeat=5, number=number)
     return statistics.median(runs) / number * 1e6
 
@@ -52,15 +50,15 @@ def run(policy_path: Path, names: tuple[str, ...] = reviews.ORDER) -> list[dict[
         row: dict[str, Any] = {"review": name, "bytes": len(body)}
         for phase in ("mutate", "validate"):
             budget = 1.0 if name == "pod-1mib" else 0.4
-            row[f"evaluate_{phase}_us"] = _per_call_us(lambda p=phase: engine.evaluate(req, policy, view, p, now),
-                                                       budget)
+            row[f"evaluate_{phase}_us"] = _per_call_us(
+                lambda p=phase, r=req: engine.evaluate(r, policy, view, p, now), budget)
 
-            def handler(p: str = phase) -> None:
-                resp = client.post(f"/{p}", data=body, content_type="application/json")
+            def handler(p: str = phase, b: bytes = body) -> None:
+                resp = client.post(f"/{p}", data=b, content_type="application/json")
                 assert resp.status_code == 200, resp.data[:200]
 
             row[f"handler_{phase}_us"] = _per_call_us(handler, budget)
-        row["parse_us"] = _per_call_us(lambda: review.parse(body))
+        row["parse_us"] = _per_call_us(lambda b=body: review.parse(b))
         out.append(row)
     return out
 
@@ -70,12 +68,19 @@ def main() -> int:
     ap.add_argument("--policy", type=Path, default=ROOT / "policies" / "default.yaml")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--only", nargs="*", default=list(reviews.ORDER), choices=list(reviews.ORDER))
+    ap.add_argument("--proposed", action="store_true", help="monkeypatch bench/proposals in first")
     args = ap.parse_args()
+    if args.proposed:
+        sys.path.insert(0, str(HERE / "proposals"))
+        from apply import install
+
+        install()
     rows = run(args.policy, tuple(args.only))
     if args.json:
         print(json.dumps(rows))
         return 0
-    print(f"{'review':16} {'bytes':>8} {'parse':>9} {'eval mut':>9} {'eval val':>9} {'hdl mut':>9} {'hdl val':>9}  (µs)")
+    print(f"{'review':16} {'bytes':>8} {'parse':>9} {'eval mut':>9} {'eval val':>9} {'hdl mut':>9} "
+          f"{'hdl val':>9}  (µs)")
     for r in rows:
         print(f"{r['review']:16} {r['bytes']:8d} {r['parse_us']:9.1f} {r['evaluate_mutate_us']:9.1f} "
               f"{r['evaluate_validate_us']:9.1f} {r['handler_mutate_us']:9.1f} {r['handler_validate_us']:9.1f}")

@@ -52,7 +52,8 @@ def _review(obj: dict[str, Any], uid: str) -> dict[str, Any]:
             "object": obj,
             "oldObject": None,
             "dryRun": False,
-            "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1", "fieldManager": "kubectl-client-side-apply"},
+            "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1",
+                        "fieldManager": "kubectl-client-side-apply"},
         },
     }
 

@@ -175,7 +175,8 @@ def make_certs(out: Path) -> Path:
 
 
 def start_server(tmp: Path, policy_src: Path | None = None, *extra_args: str, workers: int = 2,
-                 threads: int = 4, cert_dir: Path | None = None, wait_ready: bool = True) -> Server:
+                 threads: int = 4, cert_dir: Path | None = None, wait_ready: bool = True,
+                 offline: bool = True) -> Server:
     """Start the real `dra-webhook serve` over TLS on a free loopback port."""
     cert_dir = cert_dir or make_certs(tmp / "certs")
     policy_dir = tmp / "policy"
@@ -187,8 +188,8 @@ def start_server(tmp: Path, policy_src: Path | None = None, *extra_args: str, wo
     env = dict(os.environ, PROMETHEUS_MULTIPROC_DIR=str(tmp / "metrics"), PYTHONUNBUFFERED="1")
     proc = subprocess.Popen(
         [sys.executable, "-m", "webhook", "serve", "--policy", str(policy_dir), "--cert-dir", str(cert_dir),
-         "--bind", f"127.0.0.1:{port}", "--workers", str(workers), "--threads", str(threads), "--offline",
-         *extra_args],
+         "--bind", f"127.0.0.1:{port}", "--workers", str(workers), "--threads", str(threads),
+         *(["--offline"] if offline else []), *extra_args],
         cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True,
     )
     server = Server(port, cert_dir / "ca.crt", cert_dir, policy_dir, proc, log)

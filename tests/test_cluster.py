@@ -61,10 +61,11 @@ def test_liveview_is_a_cluster_view(make_view: Callable[..., LiveView]) -> None:
 
 
 def test_nothing_connects_until_first_use(fake: FakeAPI, make_view: Callable[..., LiveView]) -> None:
+    before = set(threading.enumerate())
     view = make_view()
     time.sleep(0.2)  # give a wrongly started thread time to show up
     assert fake.requests == []
-    assert not [t for t in threading.enumerate() if t.name.startswith("watch-")]
+    assert set(threading.enumerate()) == before
     assert view.status()["mode"] == "live"  # first use starts the watches
     eventually(lambda: fake.count("namespaces", "watch") >= 1, "the namespace watch")
 

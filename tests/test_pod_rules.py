@@ -171,10 +171,8 @@ def pool_of(template: dict[str, Any]) -> str | None:
     terms = get_path(template, ("spec", "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution",
                                 "nodeSelectorTerms")) or []
     for name, selector in POOLS.items():
-        if terms and all(
-            all({"key": k, "operator": "In", "values": [v]} in (t.get("matchExpressions") or []) for k, v in selector.items())
-            for t in terms
-        ):
+        wanted = [{"key": k, "operator": "In", "values": [v]} for k, v in selector.items()]
+        if terms and all(all(e in (t.get("matchExpressions") or []) for e in wanted) for t in terms):
             return name
     return None
 

@@ -347,10 +347,13 @@ class LiveView:
                 if inf.rv is None:
                     items, rv = _list_raw(inf.list_fn, request_timeout=(5.0, 60.0))
                     inf.replace(items, rv)
-                self._watch_once(inf)
-                delay = self._backoff[0]
+                started = time.monotonic()
+                events = self._watch_once(inf)
                 expired_in_a_row = 0
-                continue
+                if events or time.monotonic() - started > 1.0:
+                    delay = self._backoff[0]
+                    continue
+                # A watch that ends at once with nothing in it (a proxy cutting streams?): do not spin.
             except ApiException as exc:
                 if exc.status == 410:
                     # Our resourceVersion is too old for the server: list again. Back off only if that
@@ -373,8 +376,11 @@ class LiveView:
             self._stop.wait(random.uniform(delay / 2, delay))
             delay = min(delay * 2, self._backoff[1])
 
-    def _watch_once(self, inf: _Informer) -> None:
-        """One watch request from ``inf.rv`` until the server ends it; 410 and errors raise."""
+    def _watch_once(self, inf: _Informer) -> int:
+        """One watch request from ``inf.rv`` until the server ends it; 410 and errors raise.
+
+        Returns the number of events received.
+        """
         timeout = int(self._watch_timeout * (1 + random.random() / 2))
         stream = inf.watch.stream(
             inf.list_fn,
@@ -384,10 +390,13 @@ class LiveView:
             _request_timeout=(5.0, timeout + 30.0),
         )
         inf.watching = True
+        events = 0
         for event in stream:
             if self._stop.is_set():
                 break
             inf.apply(event["type"], event["raw_object"])
+            events += 1
+        return events
 
     def _watch_failed(self, inf: _Informer, exc: BaseException) -> None:
         text = describe_error(exc)

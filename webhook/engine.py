@@ -154,7 +154,9 @@ def _context(
             # Only worth saying when a selector cohort could have matched before the one we found.
             limit = cohort.index if cohort else len(policy.cohorts)
             if any(c.selector is not None for c in policy.cohorts[:limit]):
-                degraded.append(f"labels of namespace {namespace} unknown; cohorts matched by name only")
+                reason = getattr(view, "degraded_reason", lambda kind: None)("namespace")
+                degraded.append(f"labels of namespace {namespace} unknown ({reason or 'no data'}); "
+                                "cohorts matched by name only")
     return Context(
         policy=policy,
         kind=req.kind,
@@ -170,6 +172,7 @@ def _context(
         old_object=req.old_object,
         uid=req.uid,
         dry_run=req.dry_run,
+        user=req.user,
         degraded=degraded,
     )
 

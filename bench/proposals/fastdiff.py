@@ -83,3 +83,35 @@ def _diff(a: Any, b: Any, path: str, ops: list[dict[str, Any]]) -> None:
             ops.append({"op": "add", "path": f"{path}/{i}", "value": clone(b[i])})
         return
     ops.append({"op": "replace", "path": path, "value": clone(b)})
+
+
+def _self_test(examples: int = 3000) -> None:
+    """Property check: the patch applies with jsonpatch and yields ``dst`` exactly (types included)."""
+    import jsonpatch
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    scalars = st.none() | st.booleans() | st.integers(-3, 3) | st.sampled_from([0.0, 1.0, 2.5]) | st.sampled_from(
+        ["", "a", "b", "x/y", "m~n"])
+    keys = st.sampled_from(["a", "b", "c", "x/y", "m~n", ""])
+    values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(keys, inner, max_size=4),
+                          max_leaves=25)
+
+    def exact(x: Any) -> bytes:
+        return orjson.dumps(x, option=orjson.OPT_SORT_KEYS)
+
+    @settings(max_examples=examples, derandomize=True, deadline=None)
+    @given(values, values)
+    def check(src: Any, dst: Any) -> None:
+        before = exact(src)
+        patched = jsonpatch.apply_patch(src, make_patch(src, dst))
+        assert exact(patched) == exact(dst), (src, dst, make_patch(src, dst))
+        assert exact(src) == before  # the source is not modified
+        assert make_patch(dst, clone(dst)) == []
+
+    check()
+    print(f"fastdiff: {examples} examples ok")
+
+
+if __name__ == "__main__":
+    _self_test()

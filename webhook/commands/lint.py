@@ -1,25 +1,44 @@
 """`dra-webhook lint [DIR]`: check a policy directory the way the server loads it, before it ships.
 
 Same loader as the server, so "lint passes" means "the server will load it"; problems are printed as
-``file:line: key.path: message``, one per line, which editors and CI annotate.
+``file:line: key.path: message`` and warnings as ``file:line: warning: key.path: message``, one per line,
+which editors and CI annotate. Warnings never fail the run: each can be intended for a while.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import sys
 from pathlib import Path
+from typing import Any
 
-from webhook.policy.loader import lint_report
+from webhook.policy.loader import Problem, lint_report
+
+EPILOG = """\
+warnings (exit 0; printed as file:line: warning: ...):
+  - exceptions that have expired, or expire within 14 days
+  - cohorts that can never match because an earlier cohort matches all their namespaces first
+  - schedule entries out of date order, or two on the same date
+  - a deviceClassName mapped by two resources
+  - a feature gate enabled that the policy's kubernetesVersion does not have
+  - trainingJobs.deviceTolerations that tolerate NoExecute without a bound
+  - with --kubeconfig: DeviceClasses named by the policy that do not exist in the cluster, or whose
+    spec.extendedResourceName is not the resource the policy maps them to
+
+exit status: 0 the policy loads (warnings or not), 1 it has errors
+"""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "lint",
-        help="check a policy directory or file (exit 1 on any error)",
+        help="check a policy directory or file (exit 1 on any error; warnings are printed)",
         description="Load a MigrationPolicy directory (all *.yaml/*.yml directly in it) or file exactly as "
-        "the server does and print every error as file:line: key.path: message. Expired exceptions are "
-        "printed as warnings. Exit 0: the policy loads; 1: it has errors.",
+        "the server does and print every error as file:line: key.path: message, then every warning as "
+        "file:line: warning: key.path: message.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
         "dir",
@@ -33,7 +52,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         type=_date,
         default=None,
         metavar="DATE",
-        help="judge exception expiry as of this UTC date (YYYY-MM-DD)",
+        help="judge exception expiry as of this UTC date (YYYY-MM-DD; default: today)",
+    )
+    p.add_argument(
+        "--kubeconfig",
+        default=None,
+        metavar="FILE",
+        help="also check the policy's DeviceClasses against this cluster (read-only: lists DeviceClasses)",
     )
 
 
@@ -44,15 +69,40 @@ def _date(text: str) -> dt.date:
         raise argparse.ArgumentTypeError(f"{text!r} is not a date (YYYY-MM-DD)") from None
 
 
+def warning_line(problem: Problem) -> str:
+    """``file:line: warning: key.path: message``."""
+    where = f"{problem.file}:{problem.line}" if problem.line else problem.file
+    what = f"{problem.path}: {problem.message}" if problem.path else problem.message
+    return f"{where}: warning: {what}"
+
+
+def _device_classes(kubeconfig: str) -> list[dict[str, Any]] | None:
+    from webhook.cluster import ClusterError, connect, describe_error, list_device_classes
+
+    try:
+        return list_device_classes(connect(kubeconfig))
+    except ClusterError as exc:
+        print(f"warning: cluster checks skipped: {exc}", file=sys.stderr)
+    except Exception as exc:  # any API or connection failure: the file checks still stand
+        print(f"warning: cluster checks skipped: cannot list DeviceClasses: {describe_error(exc)}", file=sys.stderr)
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
-    report = lint_report(Path(args.dir), today=getattr(args, "at", None))
+    classes = None
+    kubeconfig = getattr(args, "kubeconfig", None)
+    if kubeconfig:
+        classes = _device_classes(kubeconfig)
+    report = lint_report(Path(args.dir), today=getattr(args, "at", None), device_classes=classes)
     for problem in report.errors:
         print(problem)
     for problem in report.warnings:
-        print(f"warning: {problem}")
+        print(warning_line(problem))
     if report.errors or report.policy is None:
         n = len(report.errors)
         print(f"{n} error{'s' if n != 1 else ''}")
         return 1
-    print(f"policy OK: {report.policy.identity} ({', '.join(report.policy.files)})")
+    n = len(report.warnings)
+    note = f", {n} warning{'s' if n != 1 else ''}" if n else ""
+    print(f"policy OK: {report.policy.identity} ({', '.join(report.policy.files)}){note}")
     return 0

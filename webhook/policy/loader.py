@@ -533,23 +533,25 @@ class LintReport:
     warnings: list[Problem]
 
 
-def lint_report(path: str | Path, today: dt.date | None = None) -> LintReport:
-    """Errors plus warnings (exceptions that have expired by ``today``, UTC by default)."""
+def lint_report(
+    path: str | Path,
+    today: dt.date | None = None,
+    device_classes: Iterable[dict[str, Any]] | None = None,
+) -> LintReport:
+    """Errors plus warnings (``webhook.policy.lint``), judged as of ``today`` (UTC by default).
+
+    ``device_classes`` are the cluster's DeviceClasses when one was reachable (None: skip those checks).
+    """
+    from webhook.policy import lint_checks as checks
+
     result = _read(path)
     warnings: list[Problem] = []
     if result.policy is not None and result.doc is not None:
         today = today or dt.datetime.now(dt.UTC).date()
-        for i, exc in enumerate(result.policy.spec.exceptions):
-            if exc.expires is not None and exc.expires < today:
-                loc = ("spec", "exceptions", i, "expires")
-                warnings.append(
-                    Problem(
-                        result.doc.file,
-                        result.doc.line_of(loc),
-                        _path(loc),
-                        f"exception {exc.reason!r} expired on {exc.expires} and no longer applies",
-                    )
-                )
+        for file, line, loc, message in checks.warnings(
+            result.policy, result.doc.file, result.doc.line_of, today, device_classes
+        ):
+            warnings.append(Problem(file, line, _path(loc), message))
     return LintReport(result.policy, result.problems, warnings)
 
 

@@ -94,9 +94,13 @@ class NodePools(Strict):
 
 
 class LabelSelectorRequirement(Strict):
-    key: str
-    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
-    values: list[str] = Field(default_factory=list)
+    key: str = Field(description="Namespace label key the requirement tests.")
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"] = Field(
+        description="In/NotIn compare the label's value with `values`; Exists/DoesNotExist test the key only."
+    )
+    values: list[str] = Field(
+        default_factory=list, description="Label values for In/NotIn; must be empty for Exists/DoesNotExist."
+    )
 
     @model_validator(mode="after")
     def _values(self) -> LabelSelectorRequirement:
@@ -108,8 +112,12 @@ class LabelSelectorRequirement(Strict):
 
 
 class LabelSelector(Strict):
-    matchLabels: dict[str, str] = Field(default_factory=dict)
-    matchExpressions: list[LabelSelectorRequirement] = Field(default_factory=list)
+    matchLabels: dict[str, str] = Field(
+        default_factory=dict, description="Labels a namespace must all have with exactly these values."
+    )
+    matchExpressions: list[LabelSelectorRequirement] = Field(
+        default_factory=list, description="Requirements a namespace's labels must all meet (ANDed with matchLabels)."
+    )
 
 
 class NamespaceMatch(Strict):
@@ -118,34 +126,53 @@ class NamespaceMatch(Strict):
 
 
 class ScheduleEntry(Strict):
-    stage: Stage
+    stage: Stage = Field(description="Stage the cohort is in from this date: legacy, pilot or migrated.")
     from_: dt.date = Field(alias="from", description="UTC date from which this stage applies.")
 
 
 class Cohort(Strict):
-    name: str
-    namespaces: NamespaceMatch
-    schedule: list[ScheduleEntry] = Field(default_factory=list)
+    name: str = Field(description="Cohort name, unique; written to the <prefix>/cohort annotation.")
+    namespaces: NamespaceMatch = Field(
+        description="Which namespaces belong to the cohort: name globs OR a label selector."
+    )
+    schedule: list[ScheduleEntry] = Field(
+        default_factory=list,
+        description="Stages by date: the entry with the latest `from` not in the future applies "
+        "(none yet: spec.defaultStage).",
+    )
 
 
 class Claims(Strict):
     allowedDeviceClasses: list[str] | None = Field(
         default=None, description="DeviceClasses claims may request; unset allows any."
     )
-    maxDevicesPerRequest: int | None = Field(default=None, ge=1)
-    allowAllocationModeAll: bool = False
-    adminAccessNamespaces: list[str] = Field(default_factory=list)
+    maxDevicesPerRequest: int | None = Field(
+        default=None, ge=1, description="Most devices one ExactCount request may ask for; unset: no limit."
+    )
+    allowAllocationModeAll: bool = Field(
+        default=False, description="Whether requests may use allocationMode All (every matching device on a node)."
+    )
+    adminAccessNamespaces: list[str] = Field(
+        default_factory=list, description="Namespace name globs where requests may set adminAccess: true."
+    )
     maxTolerationSeconds: int | None = Field(
         default=None, ge=0, description="NoExecute tolerations must set tolerationSeconds at most this."
     )
 
 
 class DeviceToleration(Strict):
-    key: str = ""
-    operator: Literal["Exists", "Equal"] = "Equal"
-    value: str = ""
-    effect: Literal["", "NoSchedule", "NoExecute", "None"] = ""
-    tolerationSeconds: int | None = None
+    key: str = Field(default="", description="Device taint key to tolerate; empty (with Exists) means every key.")
+    operator: Literal["Exists", "Equal"] = Field(
+        default="Equal", description="Equal matches `value`; Exists matches any value of the key."
+    )
+    value: str = Field(default="", description="Taint value to match with operator Equal.")
+    effect: Literal["", "NoSchedule", "NoExecute", "None"] = Field(
+        default="", description="Taint effect to tolerate; empty means every effect."
+    )
+    tolerationSeconds: int | None = Field(
+        default=None,
+        description="For NoExecute: how long a Pod may stay after the taint appears (a checkpoint window).",
+    )
 
     @model_validator(mode="after")
     def _shape(self) -> DeviceToleration:
@@ -179,14 +206,19 @@ class TrainingJobs(Strict):
     minActiveDeadlineSeconds: int | None = Field(
         default=None, ge=1, description="A Pod or Job with activeDeadlineSeconds at least this is one."
     )
-    deviceTolerations: list[DeviceToleration] = Field(default_factory=list)
+    deviceTolerations: list[DeviceToleration] = Field(
+        default_factory=list,
+        description="Tolerations added to every request of a training job's claims (inject-device-tolerations).",
+    )
 
 
 class Enforcement(Strict):
-    legacy: Action = Action.Audit
-    pilot: Action = Action.Warn
-    migrated: Action = Action.Deny
-    rules: dict[str, Action] = Field(default_factory=dict, description="Per-rule overrides of the stage default.")
+    legacy: Action = Field(default=Action.Audit, description="Action for findings in the legacy stage.")
+    pilot: Action = Field(default=Action.Warn, description="Action for findings in the pilot stage.")
+    migrated: Action = Field(default=Action.Deny, description="Action for findings in the migrated stage.")
+    rules: dict[str, Action] = Field(
+        default_factory=dict, description="Per-rule overrides of the stage default (rule id: action), in every stage."
+    )
 
     @field_validator("rules")
     @classmethod
@@ -213,17 +245,36 @@ class PolicyException(Strict):
 
 
 class PolicySpec(Strict):
-    annotationPrefix: str = "dra-migration.io"
-    kubernetesVersion: Literal["1.36", "1.37"] = "1.37"
-    featureGates: dict[str, bool] = Field(default_factory=dict)
-    resources: list[Resource] = Field(default_factory=list)
-    nodePools: NodePools = Field(default_factory=NodePools)
-    cohorts: list[Cohort] = Field(default_factory=list)
-    defaultStage: Stage = Stage.legacy
-    claims: Claims = Field(default_factory=Claims)
-    trainingJobs: TrainingJobs = Field(default_factory=TrainingJobs)
-    enforcement: Enforcement = Field(default_factory=Enforcement)
-    exceptions: list[PolicyException] = Field(default_factory=list)
+    annotationPrefix: str = Field(
+        default="dra-migration.io", description="DNS subdomain; annotation keys written are <prefix>/<name>."
+    )
+    kubernetesVersion: Literal["1.36", "1.37"] = Field(
+        default="1.37", description='Picks the feature-gate defaults; quote it ("1.37").'
+    )
+    featureGates: dict[str, bool] = Field(
+        default_factory=dict,
+        description="Gates the cluster has on or off (gate name: true/false); unset gates take the version's default.",
+    )
+    resources: list[Resource] = Field(default_factory=list, description="Extended resources under migration.")
+    nodePools: NodePools = Field(
+        default_factory=NodePools, description="Node pools GPU Pods are steered to (steer-node-pool)."
+    )
+    cohorts: list[Cohort] = Field(
+        default_factory=list, description="Groups of namespaces with a stage schedule; the first matching cohort wins."
+    )
+    defaultStage: Stage = Field(default=Stage.legacy, description="Stage of namespaces no cohort matches.")
+    claims: Claims = Field(
+        default_factory=Claims, description="Limits for ResourceClaims and ResourceClaimTemplates."
+    )
+    trainingJobs: TrainingJobs = Field(
+        default_factory=TrainingJobs, description="What makes a Pod or claim a long training job, and its tolerations."
+    )
+    enforcement: Enforcement = Field(
+        default_factory=Enforcement, description="Action per stage, then per-rule overrides."
+    )
+    exceptions: list[PolicyException] = Field(
+        default_factory=list, description="Rules switched off for some namespaces, until an optional date."
+    )
 
     @field_validator("annotationPrefix")
     @classmethod
@@ -234,13 +285,13 @@ class PolicySpec(Strict):
 
 
 class Metadata(Strict):
-    name: str
-    annotations: dict[str, str] = Field(default_factory=dict)
-    labels: dict[str, str] = Field(default_factory=dict)
+    name: str = Field(description="Policy name; with the file hash it forms the <prefix>/policy annotation.")
+    annotations: dict[str, str] = Field(default_factory=dict, description="Free-form notes (owner, links).")
+    labels: dict[str, str] = Field(default_factory=dict, description="Free-form labels.")
 
 
 class MigrationPolicy(Strict):
-    apiVersion: Literal["dra-migration.io/v1alpha1"]
-    kind: Literal["MigrationPolicy"]
-    metadata: Metadata
-    spec: PolicySpec
+    apiVersion: Literal["dra-migration.io/v1alpha1"] = Field(description="Always dra-migration.io/v1alpha1.")
+    kind: Literal["MigrationPolicy"] = Field(description="Always MigrationPolicy.")
+    metadata: Metadata = Field(description="Name and free-form labels and annotations.")
+    spec: PolicySpec = Field(description="The migration policy itself.")

@@ -63,6 +63,8 @@ class Context:
     old_object: dict[str, Any] | None = None
     uid: str = ""
     dry_run: bool = False
+    # request.userInfo: who is asking (e.g. system:kube-scheduler creating its own claims).
+    user: dict[str, Any] = field(default_factory=dict)
     # Lookups that fell back to offline behaviour append a reason here; the engine turns them into an
     # auditAnnotation so operators can see a decision was made without cluster data.
     degraded: list[str] = field(default_factory=list)

@@ -1,0 +1,249 @@
+"""Pod rules on workload controllers: registration, UPDATE semantics, and idempotent mutation (hypothesis)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import jsonpatch
+import kubernetes_validate
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.helpers import K8S_VERSION
+from tests.test_pod_rules import NOW, POLICY, manifest, pool_of, run
+from webhook.engine import rules_for
+from webhook.objects import POD_KINDS, WORKLOAD_KINDS, pod_templates
+from webhook.rules import ids
+from webhook.rules.base import REGISTRY, Context
+from webhook.rules.pods import steer_node_pool
+from webhook.rules.tracking import track_rollout
+from webhook.rules.workloads import template_unchanged
+from webhook.view import OfflineView
+
+POD_RULES = (ids.LEGACY_RESOURCE_NAME, ids.UNMAPPED_EXTENDED_RESOURCE, ids.MAX_DEVICES_PER_POD, ids.MIXED_ALLOCATION,
+             ids.TRAINING_JOB_EXTENDED_RESOURCE, ids.STEER_NODE_POOL, ids.TRACK_ROLLOUT)
+STAGE_NAMESPACE = {"legacy": "batch", "pilot": "pilot-a", "migrated": "mig-a"}
+
+
+def test_every_pod_rule_covers_pods_on_create_and_workloads_on_create_and_update():
+    for rule_id in POD_RULES:
+        regs = [r for r in REGISTRY if r.id == rule_id]
+        covered = {(k, op) for r in regs for k in r.kinds & POD_KINDS for op in r.operations}
+        assert covered == {("Pod", "CREATE")} | {(k, op) for k in WORKLOAD_KINDS for op in ("CREATE", "UPDATE")}
+        phase = "mutate" if rule_id in (ids.STEER_NODE_POOL, ids.TRACK_ROLLOUT) else "validate"
+        assert all(r.phases == {phase} and r.mutating is (phase == "mutate") for r in regs)
+        assert rule_id not in [r.id for r in rules_for("Pod", phase, "UPDATE")]
+        assert rule_id in [r.id for r in rules_for("JobSet", phase, "UPDATE")]
+    # steer-node-pool runs before track-rollout, so the annotations describe the steered object.
+    order = [r.id for r in rules_for("Deployment", "mutate", "CREATE")]
+    assert order.index(ids.STEER_NODE_POOL) < order.index(ids.TRACK_ROLLOUT)
+
+
+def test_update_of_a_workload_judges_the_new_template():
+    old = manifest("deploy-gpu", "mig-a")
+    new = copy.deepcopy(old)
+    new["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] = {"vendor.example.com/gpu": 1}
+    res = run(new, "mig-a", "UPDATE", old)
+    assert not res.allowed and res.findings == {ids.LEGACY_RESOURCE_NAME: "Deny"}
+
+
+def test_workload_update_after_the_stage_moved_resteers_its_template():
+    """A template steered to the device-plugin pool while legacy moves to the dra pool on the next apply."""
+    legacy = run(manifest("deploy-gpu", "late-a"), "late-a").patched
+    assert pool_of(legacy["spec"]["template"]) == "devicePlugin"
+    moved = copy.deepcopy(legacy)
+    moved["metadata"]["namespace"] = "pilot-a"
+    res = run(moved, "pilot-a", "UPDATE", copy.deepcopy(moved))
+    assert res.allowed and res.findings == {}
+    template = res.patched["spec"]["template"]
+    assert pool_of(template) == "dra"
+    assert "device-plugin" not in json.dumps(template["spec"])
+    assert template["metadata"]["annotations"]["dra-migration.io/stage"] == "pilot"
+
+
+def test_template_unchanged_ignores_only_the_given_annotations():
+    keys = ("dra-migration.io/stage",)
+    base = manifest("deploy-gpu", "mig-a")
+    (ref,) = pod_templates(base, "Deployment")
+    annotated = copy.deepcopy(base)
+    annotated["spec"]["template"]["metadata"]["annotations"] = {"dra-migration.io/stage": "pilot"}
+    assert template_unchanged(annotated, base, ref, keys)
+    assert template_unchanged(base, annotated, ref, keys)
+    assert not template_unchanged(annotated, base, ref, ())
+    other = copy.deepcopy(annotated)
+    other["spec"]["template"]["metadata"]["annotations"]["team"] = "x"
+    assert not template_unchanged(other, base, ref, keys)
+    assert not template_unchanged(base, None, ref, keys)
+    replicas = copy.deepcopy(base)
+    replicas["spec"]["replicas"] = 9  # outside the template
+    assert template_unchanged(replicas, base, ref, keys)
+
+
+# ---- idempotence over generated Pods and workloads ------------------------------------------------
+
+RESOURCES = ["example.com/gpu", "vendor.example.com/gpu", "example.com/fpga",
+             "deviceclass.resource.kubernetes.io/gpu.example.com", "example.org/tpu"]
+POOL_KEY = "gpu.example.com/allocation"
+LABEL_VALUES = ["dra", "device-plugin", "other"]
+
+
+@st.composite
+def containers(draw: st.DrawFn, prefix: str, min_size: int, init: bool = False) -> list[dict[str, Any]]:
+    out = []
+    for i in range(draw(st.integers(min_size, 3))):
+        limits = draw(st.dictionaries(st.sampled_from(RESOURCES), st.integers(1, 4), max_size=2))
+        c: dict[str, Any] = {"name": f"{prefix}{i}", "image": "registry.example.com/x:1"}
+        if limits:
+            c["resources"] = {"limits": limits}
+        if init and draw(st.booleans()):
+            c["restartPolicy"] = "Always"
+        out.append(c)
+    return out
+
+
+@st.composite
+def expressions(draw: st.DrawFn) -> dict[str, Any]:
+    key = draw(st.sampled_from([POOL_KEY, "topology.kubernetes.io/zone"]))
+    op = draw(st.sampled_from(["In", "NotIn", "Exists", "DoesNotExist"]))
+    expr: dict[str, Any] = {"key": key, "operator": op}
+    if op in ("In", "NotIn"):
+        expr["values"] = draw(st.lists(st.sampled_from(LABEL_VALUES), min_size=1, max_size=2, unique=True))
+    return expr
+
+
+@st.composite
+def terms(draw: st.DrawFn) -> dict[str, Any]:
+    term: dict[str, Any] = {}
+    exprs = draw(st.lists(expressions(), max_size=3))
+    if exprs:
+        term["matchExpressions"] = exprs
+    if not exprs or draw(st.booleans()):
+        term["matchFields"] = [{"key": "metadata.name", "operator": "In", "values": ["node-1"]}]
+    return term
+
+
+@st.composite
+def pod_template(draw: st.DrawFn) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": draw(containers("c", 1))}
+    init = draw(containers("i", 0, init=True))
+    if init:
+        spec["initContainers"] = init
+    selector = draw(st.dictionaries(st.sampled_from([POOL_KEY, "kubernetes.io/os"]), st.sampled_from(LABEL_VALUES),
+                                    max_size=2))
+    if selector:
+        spec["nodeSelector"] = selector
+    required = draw(st.lists(terms(), max_size=3))
+    if required:
+        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": required}}}
+    if draw(st.booleans()):
+        spec["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "gpu-template"}]
+    meta: dict[str, Any] = {}
+    labels = draw(st.dictionaries(st.sampled_from(["app", "workload.example.com/kind"]),
+                                  st.sampled_from(["training", "web"]), max_size=2))
+    if labels:
+        meta["labels"] = labels
+    annotations = draw(st.dictionaries(
+        st.sampled_from(["dra-migration.io/node-pool", "dra-migration.io/stage", "dra-migration.io/path", "team"]),
+        st.sampled_from(["dra", "devicePlugin", "pilot", "legacy", "bogus"]), max_size=3))
+    if annotations:
+        meta["annotations"] = annotations
+    return {"metadata": meta, "spec": spec}
+
+
+@st.composite
+def objects(draw: st.DrawFn) -> tuple[dict[str, Any], str, dict[str, Any] | None]:
+    kind = draw(st.sampled_from(["Pod", "Deployment", "Job", "JobSet"]))
+    tmpl = draw(pod_template())
+    if kind == "Pod":
+        obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", **tmpl["metadata"]}, "spec": tmpl["spec"]}
+        return obj, "CREATE", None
+    tmpl["metadata"].setdefault("labels", {})["app"] = "x"
+    tmpl["spec"]["restartPolicy"] = "Always" if kind == "Deployment" else "Never"
+    if kind == "Deployment":
+        obj = {"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": "d"},
+               "spec": {"selector": {"matchLabels": {"app": "x"}}, "template": tmpl}}
+    elif kind == "Job":
+        obj = {"apiVersion": "batch/v1", "kind": kind, "metadata": {"name": "j"}, "spec": {"template": tmpl}}
+    else:
+        second = draw(pod_template())
+        second["spec"]["restartPolicy"] = "Never"
+        obj = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": kind, "metadata": {"name": "s"},
+               "spec": {"replicatedJobs": [{"name": "a", "template": {"spec": {"template": tmpl}}},
+                                           {"name": "b", "template": {"spec": {"template": second}}}]}}
+    operation = draw(st.sampled_from(["CREATE", "UPDATE"]))
+    old = None
+    if operation == "UPDATE":
+        old = copy.deepcopy(obj) if draw(st.booleans()) else draw(objects())[0]
+        if old["kind"] != kind:
+            old = copy.deepcopy(obj)
+    return obj, operation, old
+
+
+def _ctx(kind: str, stage: str, operation: str, old: dict[str, Any] | None) -> Context:
+    ns = STAGE_NAMESPACE[stage]
+    return Context(policy=POLICY, kind=kind, group="", version="v1", operation=operation, namespace=ns,
+                   phase="mutate", now=NOW, cohort=POLICY.cohort_for(ns, None), stage=stage, view=OfflineView(),
+                   old_object=old)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(objects(), st.sampled_from(["legacy", "pilot", "migrated"]))
+def test_mutating_twice_changes_nothing_the_second_time(generated, stage):
+    obj, operation, old = generated
+    ctx = _ctx(obj["kind"], stage, operation, old)
+    before = copy.deepcopy(obj)
+    current = obj
+    for fn in (steer_node_pool, track_rollout):
+        out = fn(current, ctx)
+        if out.mutated is not None:
+            current = out.mutated
+    assert obj == before, "a rule modified its input"
+    for fn in (steer_node_pool, track_rollout):
+        assert fn(current, ctx).mutated is None, fn.__name__
+    # The diff applies to the original and gives a schema-valid object.
+    patched = jsonpatch.apply_patch(before, jsonpatch.make_patch(before, current).patch)
+    assert patched == current
+    if obj["kind"] != "JobSet":
+        kubernetes_validate.validate(patched, K8S_VERSION, strict=True)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(objects(), st.sampled_from(["legacy", "pilot", "migrated"]))
+def test_steering_never_weakens_what_the_pod_asked_for(generated, stage):
+    """Every original requirement survives (only the webhook's own earlier pool expressions may go)."""
+    obj, operation, old = generated
+    ctx = _ctx(obj["kind"], stage, operation, old)
+    out = steer_node_pool(obj, ctx)
+    if out.mutated is None:
+        return
+    for ref in pod_templates(obj, obj["kind"]):
+        before, after = ref.template(obj), ref.template(out.mutated)
+        if before == after:
+            continue
+        assert after["spec"].get("nodeSelector") == before["spec"].get("nodeSelector")
+        marker = (before.get("metadata") or {}).get("annotations", {}).get("dra-migration.io/node-pool")
+        if after["spec"] == before["spec"]:
+            # Only a stale marker went: the nodeSelector already selects the pool, nothing to add.
+            assert marker in ("dra", "devicePlugin")
+            assert "dra-migration.io/node-pool" not in (after.get("metadata") or {}).get("annotations", {})
+            continue
+        new_terms = after["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+            "nodeSelectorTerms"]
+        assert new_terms
+        for term in new_terms:
+            assert {"key": POOL_KEY, "operator": "In", "values": [pool_value(after)]} in term["matchExpressions"]
+        old_terms = (((before["spec"].get("affinity") or {}).get("nodeAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or []
+        if marker not in ("dra", "devicePlugin"):
+            assert len(new_terms) == max(len(old_terms), 1)
+            for old_t, new_t in zip(old_terms, new_terms, strict=False):
+                assert all(e in new_t.get("matchExpressions", []) for e in old_t.get("matchExpressions", []))
+                assert old_t.get("matchFields") == new_t.get("matchFields")
+
+
+def pool_value(template: dict[str, Any]) -> str:
+    marker = template["metadata"]["annotations"]["dra-migration.io/node-pool"]
+    return {"dra": "dra", "devicePlugin": "device-plugin"}[marker]

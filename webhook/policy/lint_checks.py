@@ -1,0 +1,193 @@
+"""Lint warnings: a policy that loads, but does something its author probably did not mean.
+
+Errors stop a policy from loading (``loader``); warnings never do, because each of them can be
+intended for a while (an exception that runs out next week, a cohort kept for later). Every warning
+points at the line to look at. The checks are deliberately conservative: a warning that is wrong
+teaches people to ignore ``lint``, so a cohort is only called unreachable when that is certain.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fnmatch
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from webhook.policy.compiled import CompiledPolicy
+
+Loc = tuple[str | int, ...]
+EXPIRY_NOTICE_DAYS = 14
+_GLOB_SPECIALS = frozenset("*?[")
+
+
+def warnings(
+    policy: CompiledPolicy,
+    file: str,
+    line_of: Callable[[Loc], int],
+    today: dt.date,
+    device_classes: Iterable[Mapping[str, Any]] | None = None,
+) -> list[tuple[str, int, Loc, str]]:
+    """Every warning as ``(file, line, key path, message)``, in file order.
+
+    ``device_classes`` are the cluster's DeviceClass objects (raw JSON) when a cluster was reachable;
+    None skips the checks that need them.
+    """
+    found: list[tuple[Loc, str]] = []
+    found += _exceptions(policy, today)
+    found += _shadowed_cohorts(policy)
+    found += _schedule_order(policy)
+    found += _classes_mapped_twice(policy)
+    found += _gates_not_in_version(policy)
+    found += _unbounded_injected_tolerations(policy)
+    if device_classes is not None:
+        found += _cluster_classes(policy, device_classes)
+    out = [(file, line_of(loc), loc, message) for loc, message in found]
+    out.sort(key=lambda w: w[1])
+    return out
+
+
+def _exceptions(policy: CompiledPolicy, today: dt.date) -> list[tuple[Loc, str]]:
+    out = []
+    for i, exc in enumerate(policy.spec.exceptions):
+        if exc.expires is None:
+            continue
+        loc: Loc = ("spec", "exceptions", i, "expires")
+        left = (exc.expires - today).days
+        if left < 0:
+            out.append((loc, f"exception {exc.reason!r} expired on {exc.expires} and no longer applies"))
+        elif left <= EXPIRY_NOTICE_DAYS:
+            when = "today is its last day" if left == 0 else f"{left} day{'s' if left != 1 else ''} left"
+            out.append((loc, f"exception {exc.reason!r} expires on {exc.expires} ({when}); "
+                             f"fix {', '.join(exc.rules)} in {', '.join(exc.namespaces)} or extend it"))
+    return out
+
+
+def _only_stars(pattern: str) -> bool:
+    """A glob whose only wildcard is ``*`` (no ``?`` or ``[...]``)."""
+    return "?" not in pattern and "[" not in pattern
+
+
+def covers(earlier: str, later: str) -> bool:
+    """Whether glob ``earlier`` certainly matches every name glob ``later`` can match.
+
+    Decided by matching ``earlier`` against the text of ``later``, which is only sound when neither has
+    ``?`` or ``[...]``: then each literal run of ``earlier`` lies inside a literal run of ``later``, and
+    whatever ``later``'s ``*`` expand to is absorbed by ``earlier``'s ``*``. Anything else: not covered.
+    """
+    if not (_only_stars(earlier) and _only_stars(later)):
+        return False
+    return fnmatch.fnmatchcase(later, earlier)
+
+
+def _shadowed_cohorts(policy: CompiledPolicy) -> list[tuple[Loc, str]]:
+    out = []
+    cohorts = policy.spec.cohorts
+    for j, later in enumerate(cohorts):
+        earlier = cohorts[:j]
+        catch_all = next((c for c in earlier if any(set(p) == {"*"} for p in c.namespaces.names)), None)
+        if catch_all is not None:
+            out.append((("spec", "cohorts", j, "name"),
+                        f"cohort {later.name!r} can never match: the earlier cohort {catch_all.name!r} matches "
+                        "every namespace name ('*') and the first matching cohort wins"))
+            continue
+        names = later.namespaces.names
+        if later.namespaces.selector is not None or not names:
+            continue  # labels can match namespaces no glob covers
+        by: list[str] = []
+        for pattern in names:
+            owner = next((c.name for c in earlier for p in c.namespaces.names if covers(p, pattern)), None)
+            if owner is None:
+                break
+            by.append(owner)
+        else:
+            owners = ", ".join(repr(n) for n in dict.fromkeys(by))
+            out.append((("spec", "cohorts", j, "namespaces", "names"),
+                        f"cohort {later.name!r} can never match: every name it matches is matched first by "
+                        f"the earlier cohort{'s' if len(set(by)) > 1 else ''} {owners} (first match wins); "
+                        "move it up or narrow the earlier globs"))
+    return out
+
+
+def _schedule_order(policy: CompiledPolicy) -> list[tuple[Loc, str]]:
+    out = []
+    for i, cohort in enumerate(policy.spec.cohorts):
+        for k in range(1, len(cohort.schedule)):
+            prev, entry = cohort.schedule[k - 1], cohort.schedule[k]
+            loc: Loc = ("spec", "cohorts", i, "schedule", k, "from")
+            if entry.from_ < prev.from_:
+                out.append((loc, f"schedule entry {entry.stage.value} from {entry.from_} comes after "
+                                 f"{prev.stage.value} from {prev.from_} but is earlier: list entries in date "
+                                 "order (they are applied by date, not by position)"))
+            elif entry.from_ == prev.from_:
+                out.append((loc, f"two schedule entries of cohort {cohort.name!r} start on {entry.from_} "
+                                 f"({prev.stage.value}, {entry.stage.value}); only the later one ever applies"))
+    return out
+
+
+def _classes_mapped_twice(policy: CompiledPolicy) -> list[tuple[Loc, str]]:
+    out = []
+    first: dict[str, int] = {}
+    for i, res in enumerate(policy.spec.resources):
+        if res.deviceClassName in first:
+            other = policy.spec.resources[first[res.deviceClassName]]
+            out.append((("spec", "resources", i, "deviceClassName"),
+                        f"deviceClassName {res.deviceClassName!r} is mapped twice ({other.name} and {res.name}); "
+                        f"a DeviceClass has one extendedResourceName, and claims on it count as {other.name}"))
+        else:
+            first[res.deviceClassName] = i
+    return out
+
+
+def _gates_not_in_version(policy: CompiledPolicy) -> list[tuple[Loc, str]]:
+    from webhook.rules.gates import known_in
+
+    version = policy.spec.kubernetesVersion
+    return [
+        (("spec", "featureGates", gate),
+         f"feature gate {gate} is enabled but does not exist in Kubernetes {version}: the API server drops "
+         "its fields, so the webhook lets through objects that lose them")
+        for gate, on in policy.spec.featureGates.items()
+        if on and not known_in(version, gate)
+    ]
+
+
+def _unbounded_injected_tolerations(policy: CompiledPolicy) -> list[tuple[Loc, str]]:
+    """The tolerations ``inject-device-tolerations`` adds are exempt from ``toleration-too-broad``."""
+    limit = policy.spec.claims.maxTolerationSeconds
+    out = []
+    for i, tol in enumerate(policy.spec.trainingJobs.deviceTolerations):
+        if tol.effect not in ("", "NoExecute"):
+            continue
+        loc: Loc = ("spec", "trainingJobs", "deviceTolerations", i)
+        if tol.tolerationSeconds is None:
+            out.append((loc, f"device toleration {tol.key or '(any key)'} tolerates NoExecute taints forever "
+                             "(no tolerationSeconds): device maintenance could never evict training jobs"))
+        elif limit is not None and tol.tolerationSeconds > limit:
+            out.append((loc + ("tolerationSeconds",),
+                        f"tolerationSeconds {tol.tolerationSeconds} is above claims.maxTolerationSeconds {limit}, "
+                        "the limit users' own tolerations are held to"))
+    return out
+
+
+def _cluster_classes(policy: CompiledPolicy, device_classes: Iterable[Mapping[str, Any]]) -> list[tuple[Loc, str]]:
+    classes = {
+        str((c.get("metadata") or {}).get("name")): (c.get("spec") or {}) for c in device_classes
+    }
+    out = []
+    for i, res in enumerate(policy.spec.resources):
+        loc: Loc = ("spec", "resources", i, "deviceClassName")
+        spec = classes.get(res.deviceClassName)
+        if spec is None:
+            out.append((loc, f"DeviceClass {res.deviceClassName} does not exist in the cluster: Pods requesting "
+                             f"{res.name} cannot be served through DRA"))
+            continue
+        ern = spec.get("extendedResourceName")
+        if ern != res.name:
+            has = f"spec.extendedResourceName {ern}" if ern else "no spec.extendedResourceName"
+            out.append((loc, f"DeviceClass {res.deviceClassName} in the cluster has {has}, but the policy maps it "
+                             f"to {res.name}: set extendedResourceName: {res.name} on the class"))
+    for k, name in enumerate(policy.spec.claims.allowedDeviceClasses or []):
+        if name not in classes:
+            out.append((("spec", "claims", "allowedDeviceClasses", k),
+                        f"allowed DeviceClass {name} does not exist in the cluster"))
+    return out

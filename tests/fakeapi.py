@@ -47,6 +47,7 @@ KINDS = {
         Kind("pods", "v1", "Pod", True),
         Kind("deviceclasses", "resource.k8s.io/v1", "DeviceClass", False),
         Kind("resourceclaims", "resource.k8s.io/v1", "ResourceClaim", True),
+        Kind("resourceclaimtemplates", "resource.k8s.io/v1", "ResourceClaimTemplate", True),
         Kind("podgroups", "scheduling.k8s.io/v1beta1", "PodGroup", True),
     )
 }
@@ -468,11 +469,33 @@ def resource_claim(
     return obj
 
 
+def resource_claim_template(
+    ns: str, name: str, *, requests: list[dict[str, Any]], labels: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """A v1 ResourceClaimTemplate: the claim spec sits under ``spec.spec``."""
+    spec: dict[str, Any] = {"spec": {"devices": {"requests": requests}}}
+    if labels:
+        spec["metadata"] = {"labels": dict(labels)}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": spec,
+    }
+
+
 def exact_request(name: str, device_class: str, count: int = 1, tolerations: list[dict] | None = None) -> dict:
     exactly: dict[str, Any] = {"deviceClassName": device_class, "allocationMode": "ExactCount", "count": count}
     if tolerations:
         exactly["tolerations"] = tolerations
     return {"name": name, "exactly": exactly}
+
+
+def first_available_request(name: str, device_classes: list[str], count: int = 1) -> dict[str, Any]:
+    """A request satisfied by the first of several subrequests (one per class), in order of preference."""
+    subs = [{"name": f"option-{i}", "deviceClassName": c, "allocationMode": "ExactCount", "count": count}
+            for i, c in enumerate(device_classes)]
+    return {"name": name, "firstAvailable": subs}
 
 
 def reserved_pod(p: dict[str, Any]) -> dict[str, Any]:

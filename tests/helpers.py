@@ -35,7 +35,7 @@ GROUPS = {
 
 def review(obj: dict[str, Any] | None, *, kind: str | None = None, operation: str = "CREATE",
            namespace: str | None = None, old: dict[str, Any] | None = None, uid: str | None = None,
-           dry_run: bool = False) -> dict[str, Any]:
+           dry_run: bool = False, user: str = "alice") -> dict[str, Any]:
     """A real AdmissionReview v1 request as the API server sends it."""
     kind = kind or (obj or old or {}).get("kind")
     group, version = GROUPS.get(kind, ("", "v1"))
@@ -52,7 +52,7 @@ def review(obj: dict[str, Any] | None, *, kind: str | None = None, operation: st
             "name": meta.get("name", ""),
             "namespace": ns,
             "operation": operation,
-            "userInfo": {"username": "alice", "groups": ["system:authenticated"]},
+            "userInfo": {"username": user, "groups": ["system:authenticated"]},
             "object": obj,
             "oldObject": old,
             "dryRun": dry_run,

@@ -364,8 +364,9 @@ def admit(
     old: dict[str, Any] | None = None,
     view: ClusterView | None = None,
     now: dt.datetime = MIGRATED,
+    user: str = "alice",
 ) -> Decision:
-    return evaluate(review(obj, operation=operation, old=old)["request"], POLICY, view, phase, now)
+    return evaluate(review(obj, operation=operation, old=old, user=user)["request"], POLICY, view, phase, now)
 
 
 def test_engine_mutates_training_claim_once_and_validation_passes() -> None:
@@ -407,14 +408,17 @@ def test_engine_denies_bad_claim_in_migrated_stage_with_field_paths() -> None:
 
 def test_engine_leaves_scheduler_claim_spec_alone_and_allows_it() -> None:
     obj = load("claim-scheduler.yaml")
-    mutate = admit(obj, "mutate")
-    assert mutate.allowed and mutate.verdicts == []
-    assert all(op["path"].startswith("/metadata/annotations") for op in mutate.patch)  # track-rollout only
-    result = jsonpatch.apply_patch(obj, mutate.patch)
-    assert result["spec"] == obj["spec"]
-    assert "dra-migration.io/tolerations-injected" not in result["metadata"].get("annotations", {})
-    validate = admit(result, "validate")
+    mutate = admit(obj, "mutate", user="system:kube-scheduler")
+    assert mutate.allowed and mutate.verdicts == [] and mutate.patch == []
+    validate = admit(obj, "validate", user="system:kube-scheduler")
     assert validate.allowed and validate.verdicts == []
+
+
+def test_scheduler_claim_annotation_from_another_user_is_judged() -> None:
+    """Copying the scheduler's annotation and owner does not exempt a user's claim from the policy."""
+    obj = load("claim-scheduler.yaml")
+    assert admit(obj, "mutate", user="system:kube-scheduler").patch == []
+    assert admit(obj, "mutate", user="alice").patch != []
 
 
 def test_engine_claim_update_has_no_findings_and_no_patch() -> None:

@@ -23,6 +23,8 @@ import pytest
 import yaml
 from cryptography import x509
 
+from webhook.cluster import REQUIRED_RBAC
+
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
 K8S_VERSION = "1.37.0"
@@ -547,8 +549,11 @@ def test_rbac_is_read_only_and_limited_to_the_cluster_view(rendered: tuple[str, 
               for v in rule["verbs"]}
     expected = {(g, r, v) for g, r in (("", "namespaces"), ("", "pods"), ("resource.k8s.io", "deviceclasses"),
                                        ("resource.k8s.io", "resourceclaims")) for v in ("get", "list", "watch")}
+    expected.add(("resource.k8s.io", "resourceclaimtemplates", "get"))
     expected.add(("scheduling.k8s.io", "podgroups", "get"))
     assert grants == expected
+    assert grants == {(g, r, v) for rule in REQUIRED_RBAC for g in rule["apiGroups"] for r in rule["resources"]
+                      for v in rule["verbs"]}
     assert not of_kind(objs, "Role") and not of_kind(objs, "RoleBinding")
     binding = one(objs, "ClusterRoleBinding")
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",

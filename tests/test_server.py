@@ -285,3 +285,47 @@ def _wait_for(client: Client, predicate, timeout: float = 10) -> dict:
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not reached: {body}")
         time.sleep(0.1)
+
+
+def _template(namespace: str, labels: dict | None = None, **exactly) -> dict:
+    tmpl = {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "gpu-template", "namespace": namespace},
+        "spec": {"spec": {"devices": {"requests": [
+            {"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com", **exactly}}]}}},
+    }
+    if labels:
+        tmpl["spec"]["metadata"] = {"labels": labels}
+    return tmpl
+
+
+def test_training_template_gets_tolerations_over_tls(client: Client):
+    tmpl = _template("pilot-a", {"workload.example.com/kind": "training"}, count=2)
+    body = client.admit("/mutate", review(tmpl, namespace="pilot-a"))
+    patched = apply_and_validate(tmpl, body)
+    assert patched["spec"]["spec"]["devices"]["requests"][0]["exactly"]["tolerations"] == [
+        {"key": "example.com/maintenance", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 3600}]
+    assert patched["metadata"]["annotations"]["dra-migration.io/path"] == "dra-claim"
+    # validating the mutated template passes; a second mutating pass is a no-op
+    assert client.admit("/validate", review(patched, namespace="pilot-a"))["response"]["allowed"] is True
+    assert patch_of(client.admit("/mutate", review(patched, namespace="pilot-a"))) == []
+
+
+def test_claim_rules_deny_over_tls_and_update_passes(client: Client):
+    tmpl = _template("mig-a", allocationMode="All")
+    resp = client.admit("/validate", review(tmpl, namespace="mig-a"))["response"]
+    assert resp["allowed"] is False
+    assert "allocation-mode-all (migrated: Deny)" in resp["status"]["message"]
+    causes = {c["reason"]: c.get("field") for c in resp["status"]["details"]["causes"]}
+    assert causes["allocation-mode-all"] == "spec.spec.devices.requests[0].exactly.allocationMode"
+    # an UPDATE (status write, finalizer) is never judged: specs are immutable
+    upd = client.admit("/validate", review(tmpl, namespace="mig-a", operation="UPDATE", old=tmpl))["response"]
+    assert upd == {"uid": upd["uid"], "allowed": True}
+
+
+def test_gated_feature_denied_in_mutating_phase(client: Client):
+    pod = gpu_pod(namespace="pilot-a")
+    pod["spec"]["schedulingGroup"] = {"podGroupName": "trainers"}
+    resp = client.admit("/mutate", review(pod, namespace="pilot-a"))["response"]
+    assert resp["allowed"] is False and "patch" not in resp
+    assert "spec.schedulingGroup needs feature gate GenericWorkload" in resp["status"]["message"]

@@ -117,7 +117,7 @@ def test_failing_suite_shows_expected_and_actual(tmp_path: Path, capsys: pytest.
         """)
     code, out = _run(str(suite), capsys=capsys)
     assert code == 1, out
-    assert f"FAIL    {suite}:8 " in out and f"PASS    {suite}:20 " in out
+    assert f"FAIL    {suite}:8 " in out and f"PASS    {suite}:23 " in out
     diff = out[out.index(f"FAIL {suite}:8: wrong action and wrong patch"):]
     for line in ("-allowed: true", "+allowed: false",
                  "-  legacy-resource-name: Warn", "+  legacy-resource-name: Deny",
@@ -129,18 +129,16 @@ def test_failing_suite_shows_expected_and_actual(tmp_path: Path, capsys: pytest.
 
 
 def test_unexpected_warning_and_rule_fail(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    suite = _suite(tmp_path, "strict.yaml", f"""\
-        at: "2026-12-15"
+    (tmp_path / "pod.yaml").write_text(LEGACY_POD)
+    suite = _suite(tmp_path, "strict.yaml", """\
         cases:
-        - name: expects silence
-          resource:
-            {LEGACY_POD.replace(chr(10), chr(10) + "            ").rstrip()}
-          expect: {{rules: {{}}, warnings: []}}
-        """.replace('at: "2026-12-15"\n', "", 0))
-    text = suite.read_text().replace('at: "2027-02-15"', 'at: "2026-12-15"')
-    suite.write_text(text)
+        - name: expects silence in the pilot
+          at: "2026-12-15"
+          files: [pod.yaml]
+          expect: {rules: {}, warnings: []}
+        """)
     code, out = _run(str(suite), capsys=capsys)
-    assert code == 1
+    assert code == 1, out
     assert "+  legacy-resource-name: Warn" in out and "+- 'legacy-resource-name (pilot)" in out
 
 
@@ -148,20 +146,20 @@ def test_unexpected_warning_and_rule_fail(tmp_path: Path, capsys: pytest.Capture
     ("body", "line", "message"),
     [
         ("cases:\n- name: x\n  resource: {apiVersion: v1, kind: Pod, metadata: {name: p}}\n  expect: {allowd: true}\n",
-         10, "cases[0].expect: unknown key 'allowd' (did you mean 'allowed'?)"),
+         10, "cases[0].expect.allowd: unknown key 'allowd' (did you mean 'allowed'?)"),
         ("cases:\n- name: x\n  resource: {apiVersion: v1, kind: Pod, metadata: {name: p}}\n"
          "  expect:\n    rules: [legacy-resource-nam]\n",
-         11, "cases[0].expect.rules: unknown rule 'legacy-resource-nam' (did you mean 'legacy-resource-name'?)"),
+         11, "cases[0].expect.rules[0]: unknown rule 'legacy-resource-nam' (did you mean 'legacy-resource-name'?)"),
         ("cases:\n- name: x\n  resource: {apiVersion: v1, kind: Pod, metadata: {name: p}}\n"
          "  expect:\n    patched: {metadata/name: p}\n",
          11, "is not a JSON pointer"),
         ("cases:\n- name: x\n  files: [missing.yaml]\n  expect: {allowed: true}\n",
          9, "file missing.yaml not found"),
         ("cases:\n- name: x\n  resource: {metadata: {name: p}}\n  expect: {allowed: true}\n",
-         7, "object has no apiVersion/kind"),
+         9, "cases[0] (x): object has no apiVersion/kind"),
         ("cases:\n- name: x\n  at: 2027-02-30\n  resource: {apiVersion: v1, kind: Pod}\n  expect: {}\n",
          9, "'2027-02-30' is not a date"),
-        ("cases:\n- name: x\n  resource: [oops\n", 9, "YAML syntax error"),
+        ("cases:\n- name: x\n  resource: [oops\n- name: y\n", 10, "YAML syntax error"),
         ("cases: []\n", 7, "cases: list should have at least 1 item"),
     ],
 )

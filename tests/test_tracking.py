@@ -7,7 +7,9 @@ from typing import Any
 
 import yaml
 
-from tests.test_pod_rules import DATA, POLICY, annotation, manifest, run
+from tests.helpers import review
+from tests.test_pod_rules import DATA, NOW, POLICY, annotation, manifest, run
+from webhook.engine import evaluate
 from webhook.policy.compiled import compile_policy
 from webhook.policy.model import MigrationPolicy
 from webhook.rules.pods import rollout_path, usage
@@ -43,12 +45,14 @@ def test_claim_outside_every_cohort_records_cohort_none():
     assert tracked(res.patched)["stage"] == "legacy"
 
 
-def test_scheduler_claim_is_tracked_as_extended_resource_path():
+def test_scheduler_claim_is_never_mutated():
     special = claim("mig-a", {"resource.kubernetes.io/extended-resource-claim": "true"}, owner=True)
     special["metadata"]["generateName"] = "train-0-extended-resources-"
     del special["metadata"]["name"]
-    res = run(special, "mig-a")
-    assert annotation(res.patched, "path") == "dra-extended-resource"
+    req = review(special, namespace="mig-a", user="system:kube-scheduler")["request"]
+    assert evaluate(req, POLICY, None, "mutate", NOW).patch == []
+    # The same claim created by anybody else is an ordinary claim.
+    assert annotation(run(special, "mig-a").patched, "path") == "dra-claim"
     # Copying the annotation without the Pod owner does not make a user claim the scheduler's.
     forged = run(claim("mig-a", {"resource.kubernetes.io/extended-resource-claim": "true"}), "mig-a")
     assert annotation(forged.patched, "path") == "dra-claim"

@@ -127,14 +127,22 @@ def controller_owner(obj: Mapping[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def is_scheduler_claim(obj: Mapping[str, Any]) -> bool:
+SCHEDULER_USER = "system:kube-scheduler"
+
+
+def is_scheduler_claim(obj: Mapping[str, Any], user: Mapping[str, Any] | None = None) -> bool:
     """kube-scheduler's special claim for a Pod on the extended-resource path (dra-1.37.md §7).
 
     Recognised by the annotation ``resource.kubernetes.io/extended-resource-claim: "true"`` together
     with a controlling Pod owner and no ``pod-claim-name`` annotation: exactly what the scheduler
     writes. Requiring the owner narrows what a user can exempt by copying the annotation (the garbage
-    collector deletes a claim whose owner Pod does not exist).
+    collector deletes a claim whose owner Pod does not exist). When the requester is known (``user``,
+    the AdmissionRequest's userInfo), it must be kube-scheduler itself, so nobody else can exempt a
+    claim from the policy by dressing it up as the scheduler's.
     """
+    username = (user or {}).get("username")
+    if username and username != SCHEDULER_USER:
+        return False
     ann = annotations(obj)
     if ann.get(SCHEDULER_CLAIM_ANNOTATION) != "true" or POD_CLAIM_NAME_ANNOTATION in ann:
         return False

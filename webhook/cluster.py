@@ -1,8 +1,8 @@
 """The only module that talks to the API server (official ``kubernetes`` client).
 
 Two users: the webhook, through ``LiveView`` (a ``webhook.view.ClusterView`` backed by list+watch caches
-of Namespaces and DeviceClasses, and by briefly cached, strictly budgeted GETs of owner Pods and
-PodGroups), and the ``report``/``preflight`` commands, through the ``list_*`` functions. Everything comes
+of Namespaces and DeviceClasses, and by briefly cached, strictly budgeted GETs of owner Pods, PodGroups
+and the ResourceClaims / ResourceClaimTemplates a Pod names), and the ``report``/``preflight`` commands, through the ``list_*`` functions. Everything comes
 back as raw JSON dicts (``_preload_content=False``): lossless, and the same shape the rules see in
 AdmissionReviews. On the request path nothing here may block longer than the lookup budget or raise:
 an answer that is not there in time is ``None``, and ``degraded_reason(kind)`` says why.
@@ -31,9 +31,10 @@ from webhook.view import extended_resource_map
 log = logging.getLogger(__name__)
 
 # What the webhook and the report/preflight commands read, as ClusterRole rules. The webhook itself needs
-# namespaces (list/watch, get on cache misses), deviceclasses (list/watch), pods (get: owner lookups) and
-# podgroups (get: shared-claim lookups); `report` and `preflight` list pods, resourceclaims, namespaces and
-# deviceclasses. Nothing is ever written.
+# namespaces (list/watch, get on cache misses), deviceclasses (list/watch), pods (get: owner lookups),
+# podgroups (get: shared-claim lookups), resourceclaims and resourceclaimtemplates (get: the DeviceClasses a
+# Pod's claims ask for, for mixed-allocation); `report` and `preflight` list pods, resourceclaims, namespaces
+# and deviceclasses. Nothing is ever written.
 REQUIRED_RBAC: tuple[dict[str, Any], ...] = (
     {"apiGroups": [""], "resources": ["namespaces", "pods"], "verbs": ["get", "list", "watch"]},
     {
@@ -41,6 +42,7 @@ REQUIRED_RBAC: tuple[dict[str, Any], ...] = (
         "resources": ["deviceclasses", "resourceclaims"],
         "verbs": ["get", "list", "watch"],
     },
+    {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaimtemplates"], "verbs": ["get"]},
     {"apiGroups": ["scheduling.k8s.io"], "resources": ["podgroups"], "verbs": ["get"]},
 )
 
@@ -229,7 +231,8 @@ class LiveView:
     watch threads in the calling process, and a fork (gunicorn worker) is detected and started afresh, so
     every worker has its own threads and connections. Lookups never raise and never wait longer than
     ``budget`` seconds; ``None`` means unknown or absent, and ``degraded_reason(kind)`` (kinds:
-    ``namespace``, ``deviceclass``, ``pod``, ``podgroup``) tells the calling thread which, if unknown.
+    ``namespace``, ``deviceclass``, ``pod``, ``podgroup``, ``resourceclaim``, ``resourceclaimtemplate``)
+    tells the calling thread which, if unknown.
     """
 
     def __init__(
@@ -491,6 +494,20 @@ class LiveView:
         self._reason("podgroup", None)
         obj = self._lookup("podgroup", ("podgroup", namespace, name), lambda: self._get(
             client.SchedulingV1beta1Api(self._api).read_namespaced_pod_group, name, namespace))
+        return None if obj is _UNKNOWN else obj
+
+    def get_resource_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self._ensure_started()
+        self._reason("resourceclaim", None)
+        obj = self._lookup("resourceclaim", ("resourceclaim", namespace, name), lambda: self._get(
+            client.ResourceV1Api(self._api).read_namespaced_resource_claim, name, namespace))
+        return None if obj is _UNKNOWN else obj
+
+    def get_resource_claim_template(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self._ensure_started()
+        self._reason("resourceclaimtemplate", None)
+        obj = self._lookup("resourceclaimtemplate", ("resourceclaimtemplate", namespace, name), lambda: self._get(
+            client.ResourceV1Api(self._api).read_namespaced_resource_claim_template, name, namespace))
         return None if obj is _UNKNOWN else obj
 
     def status(self) -> dict[str, Any]:

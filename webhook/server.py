@@ -63,6 +63,13 @@ def build_app(opts: ServeOptions) -> Any:
         metrics.RELOADS.labels(result).inc()
 
     store = PolicyStore(opts.policy, on_result=on_result)
+    seed = _PROCESS.get("policy")
+    if store.current is None and seed is not None and seed.current is not None:
+        # The files are broken right now, but the master loaded a good policy before forking this worker
+        # (a worker replaced after a crash must not start with no policy and fail every validation).
+        with store._lock:  # keeps store.error: /readyz and the metric still say the files are broken
+            store._current = seed.current
+        log.warning("policy files are broken; this worker starts with the last good policy %s", seed.current.identity)
     store.start(interval=opts.reload_interval)
     view = None
     if not opts.offline:
@@ -78,9 +85,31 @@ def build_app(opts: ServeOptions) -> Any:
     return create_app(store, view=view, cert=cert_reloader(opts.cert_dir), recorder=recorder)
 
 
+def master_policy(opts: ServeOptions) -> Any:
+    """The master's last good policy: loaded before the first fork and re-checked before every fork.
+
+    No polling thread in the master (it forks); workers inherit the compiled policy and start from it
+    when the files are broken at the time they boot. No metrics here: the workers count reloads.
+    """
+    from webhook.policy.reload import PolicyStore
+
+    store = _PROCESS.get("policy")
+    if store is None:
+        store = _PROCESS["policy"] = PolicyStore(opts.policy)
+    return store
+
+
+def _refresh_master_policy(opts: ServeOptions) -> None:
+    try:
+        master_policy(opts).check()
+    except Exception:  # never let this stop a worker from being forked
+        log.exception("refreshing the master's policy copy failed")
+
+
 class WebhookServer(BaseApplication):
     def __init__(self, opts: ServeOptions) -> None:
         self.opts = opts
+        master_policy(opts)
         super().__init__()
 
     def load_config(self) -> None:
@@ -100,6 +129,7 @@ class WebhookServer(BaseApplication):
             "keyfile": str(o.cert_dir / "tls.key"),
             "ssl_context": gunicorn_ssl_context_hook(cert_reloader(o.cert_dir)),
             "child_exit": lambda server, worker: metrics.worker_exit(worker.pid),
+            "pre_fork": lambda server, worker: _refresh_master_policy(o),
             "control_socket_disable": True,
             "loglevel": o.log_level,
             "accesslog": None,

@@ -559,9 +559,13 @@ class _Runner:
             try:
                 inline = ([case.resource] if case.resource is not None else []) + list(case.resources)
                 for j, obj in enumerate(inline):
-                    key = "resource" if case.resource is not None and j == 0 else "resources"
-                    where = f"{suite.file}:{suite.lines.line_of(('cases', i, key))}"
-                    items.append(_item(obj, where, namespace, operation))
+                    loc = ("cases", i, "resource") if case.resource is not None and j == 0 else (
+                        "cases", i, "resources", j - (case.resource is not None))
+                    where = f"{suite.file}:{suite.lines.line_of(loc)}"
+                    try:
+                        items.append(_item(obj, where, namespace, operation))
+                    except InputError as exc:
+                        raise _CaseError(suite.lines.line_of(loc), str(exc).removeprefix(where + ": ")) from None
                 for k, rel in enumerate(case.files):
                     target = suite.file.parent / rel
                     if not target.is_file():

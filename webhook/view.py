@@ -1,9 +1,10 @@
 """The seam between rules and the cluster.
 
-Rules ask a ``ClusterView`` for namespace labels, DeviceClasses and owner Pods. Offline (``check``,
-``test``, ``--offline``) nothing is known and every answer is ``None``; ``webhook.cluster`` provides the
-live implementation backed by watches, with a strict time budget per lookup. ``None`` always means
-"unknown": callers fall back to the offline behaviour and record why in ``Context.degraded``.
+Rules ask a ``ClusterView`` for namespace labels, DeviceClasses, owner Pods and the claims a Pod names.
+Offline (``check``, ``test``, ``--offline``) nothing is known and every answer is ``None``;
+``webhook.cluster`` provides the live implementation backed by watches, with a strict time budget per
+lookup. ``None`` always means "unknown": callers fall back to the offline behaviour and record why in
+``Context.degraded``.
 """
 
 from __future__ import annotations
@@ -29,6 +30,12 @@ class ClusterView(Protocol):
     def get_podgroup(self, namespace: str, name: str) -> dict[str, Any] | None:
         """A scheduling.k8s.io PodGroup as raw JSON, or None when unknown or absent."""
 
+    def get_resource_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A resource.k8s.io/v1 ResourceClaim as raw JSON, or None when unknown or absent."""
+
+    def get_resource_claim_template(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A resource.k8s.io/v1 ResourceClaimTemplate as raw JSON, or None when unknown or absent."""
+
     def status(self) -> dict[str, Any]:
         """Sync state for /readyz and logs (never fails readiness)."""
 
@@ -51,6 +58,12 @@ class OfflineView:
     def get_podgroup(self, namespace: str, name: str) -> dict[str, Any] | None:
         return None
 
+    def get_resource_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return None
+
+    def get_resource_claim_template(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return None
+
     def status(self) -> dict[str, Any]:
         return {"mode": "offline"}
 
@@ -64,6 +77,8 @@ class StaticView:
         device_classes: list[dict[str, Any]] | None = None,
         pods: list[dict[str, Any]] | None = None,
         podgroups: list[dict[str, Any]] | None = None,
+        resource_claims: list[dict[str, Any]] | None = None,
+        resource_claim_templates: list[dict[str, Any]] | None = None,
     ) -> None:
         self._namespaces = dict(namespaces) if namespaces is not None else None
         self._classes = (
@@ -73,6 +88,8 @@ class StaticView:
         self._podgroups = {
             (p["metadata"].get("namespace", ""), p["metadata"]["name"]): p for p in podgroups or []
         }
+        self._claims = _by_key(resource_claims)
+        self._claim_templates = _by_key(resource_claim_templates)
 
     def namespace_labels(self, name: str) -> Mapping[str, str] | None:
         if self._namespaces is None:
@@ -96,8 +113,18 @@ class StaticView:
     def get_podgroup(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self._podgroups.get((namespace, name))
 
+    def get_resource_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self._claims.get((namespace, name))
+
+    def get_resource_claim_template(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self._claim_templates.get((namespace, name))
+
     def status(self) -> dict[str, Any]:
         return {"mode": "static"}
+
+
+def _by_key(objs: list[dict[str, Any]] | None) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(o["metadata"].get("namespace", ""), o["metadata"]["name"]): o for o in objs or []}
 
 
 def extended_resource_map(classes: Any) -> dict[str, str]:

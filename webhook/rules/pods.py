@@ -241,11 +241,12 @@ def max_devices_per_pod(obj: dict[str, Any], ctx: Context) -> Outcome:
     return Outcome(findings)
 
 
-def _claim_classes(ctx: Context, entry: Mapping[str, Any]) -> set[str] | None:
-    """DeviceClasses a pod-level claim entry asks for, or None when the cluster view cannot tell.
+def _claim_classes(ctx: Context, entry: Mapping[str, Any]) -> tuple[set[str] | None, str]:
+    """DeviceClasses a pod-level claim entry asks for (``exactly`` and every ``firstAvailable`` choice).
 
-    The ``ClusterView`` protocol has no claim lookups yet; a view that offers ``get_resource_claim`` /
-    ``get_resource_claim_template`` (namespace, name) -> dict | None is used when present.
+    ``(None, why)`` when the cluster view cannot tell: offline, absent (a template created in the same
+    apply) or a lookup over budget; ``why`` names the object and, if the view says, the reason. The
+    lookups are taken with ``getattr`` so a view written before they joined ``ClusterView`` still works.
     """
     if entry.get("resourceClaimName"):
         kind, name, lookup = "ResourceClaim", entry["resourceClaimName"], "get_resource_claim"
@@ -253,16 +254,20 @@ def _claim_classes(ctx: Context, entry: Mapping[str, Any]) -> set[str] | None:
         kind, name = claim_objects.TEMPLATE_KIND, entry["resourceClaimTemplateName"]
         lookup = "get_resource_claim_template"
     else:
-        return set()
+        return set(), ""
     fn = getattr(ctx.view, lookup, None)
     found = fn(ctx.namespace, str(name)) if callable(fn) else None
     if not isinstance(found, dict):
-        return None
+        reason = getattr(ctx.view, "degraded_reason", None)
+        why = reason(kind.lower()) if callable(reason) else None
+        if why is None and callable(reason):
+            why = "not found"  # a live view answered: the object does not exist (yet)
+        return None, f"{kind} {name}" + (f": {why}" if why else "")
     return {
         str(slot.body["deviceClassName"])
         for slot in claim_objects.iter_requests(found, kind)
         if slot.body.get("deviceClassName")
-    }
+    }, ""
 
 
 @pod_rule(ids.MIXED_ALLOCATION)
@@ -291,9 +296,9 @@ def mixed_allocation(obj: dict[str, Any], ctx: Context) -> Outcome:
                 if name in ext:
                     serving[ext[name]] = res
         for entry in pod_claims(spec):
-            classes = _claim_classes(ctx, entry)
+            classes, why = _claim_classes(ctx, entry)
             if classes is None:
-                ctx.degraded.append(f"{ids.MIXED_ALLOCATION}: content of claim {entry.get('name')!r} unknown")
+                ctx.degraded.append(f"{ids.MIXED_ALLOCATION}: content of claim {entry.get('name')!r} unknown ({why})")
                 continue
             for cls in sorted(classes & set(serving)):
                 res = serving[cls]

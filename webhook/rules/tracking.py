@@ -14,8 +14,9 @@ Choices:
   always current (it does not trigger rollouts), and each new Pod is annotated at its own CREATE.
 - A ResourceClaimTemplate is annotated in its own ``metadata``, not ``spec.metadata``: ``spec`` is
   immutable, so values copied into every generated claim could never be corrected, and each generated
-  claim is annotated at its own CREATE anyway. The scheduler's extended-resource claim is recorded
-  as ``dra-extended-resource``, other claims as ``dra-claim``. Claims are annotated on CREATE only.
+  claim is annotated at its own CREATE anyway. Claims are annotated ``dra-claim`` on CREATE only.
+- The scheduler's extended-resource claim is never touched (issue 4: never mutated): its Pod carries
+  the ``dra-extended-resource`` path already, and ``report`` reads the actual path from Pod status.
 """
 
 from __future__ import annotations
@@ -66,8 +67,9 @@ def _set_annotations(holder: dict[str, Any], desired: dict[str, str], keys: Iter
 
 
 def _claim_outcome(obj: dict[str, Any], ctx: Context) -> Outcome:
-    path = "dra-extended-resource" if claim_objects.is_scheduler_claim(obj) else "dra-claim"
-    values = tracking_values(ctx, path)
+    if claim_objects.is_scheduler_claim(obj, ctx.user):
+        return Outcome()
+    values = tracking_values(ctx, "dra-claim")
     mutated = copy.deepcopy(obj)
     if not _set_annotations(mutated, values, values):
         return Outcome()

@@ -13,7 +13,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakeapi import FakeAPI, device_class, make_policy, namespace, pod, podgroup
+from tests.fakeapi import (
+    FakeAPI,
+    device_class,
+    exact_request,
+    first_available_request,
+    make_policy,
+    namespace,
+    pod,
+    podgroup,
+    resource_claim,
+    resource_claim_template,
+)
 from webhook import cluster
 from webhook.cluster import REQUIRED_RBAC, ClusterError, LiveView, connect
 from webhook.view import ClusterView
@@ -215,6 +226,65 @@ def test_absent_objects_are_answers_not_degradation(fake: FakeAPI, make_view: Ca
     assert view.degraded_reason("podgroup") is None
 
 
+def test_claim_lookups_find_claims_and_templates(fake: FakeAPI, make_view: Callable[..., LiveView]) -> None:
+    fake.put(
+        resource_claim("ml-a", "shared-gpu", requests=[exact_request("gpu", "gpu.example.com", 2)]),
+        resource_claim_template("ml-a", "gpu-tmpl",
+                                requests=[first_available_request("gpu", ["big.example.com", "gpu.example.com"])]),
+        resource_claim_template("ml-b", "gpu-tmpl", requests=[exact_request("gpu", "other.example.com")]),
+    )
+    view = make_view()
+    claim = view.get_resource_claim("ml-a", "shared-gpu")
+    assert claim is not None and claim["kind"] == "ResourceClaim"
+    assert claim["spec"]["devices"]["requests"][0]["exactly"]["count"] == 2
+    assert view.degraded_reason("resourceclaim") is None
+    tmpl = view.get_resource_claim_template("ml-a", "gpu-tmpl")
+    assert tmpl is not None and tmpl["kind"] == "ResourceClaimTemplate"
+    subs = tmpl["spec"]["spec"]["devices"]["requests"][0]["firstAvailable"]
+    assert [s["deviceClassName"] for s in subs] == ["big.example.com", "gpu.example.com"]
+    # Namespaced: the same name in another namespace is another object.
+    other = view.get_resource_claim_template("ml-b", "gpu-tmpl")
+    assert other["spec"]["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] == "other.example.com"
+    assert view.degraded_reason("resourceclaimtemplate") is None
+    assert view.get_resource_claim_template("ml-a", "gpu-tmpl") is not None
+    assert fake.count("resourceclaimtemplates", "get") == 2  # the repeat came from the cache
+    assert fake.count("resourceclaims", "get") == 1
+
+
+def test_absent_claims_are_answers_not_degradation(fake: FakeAPI, make_view: Callable[..., LiveView]) -> None:
+    fake.put(resource_claim_template("ml-b", "gpu-tmpl", requests=[exact_request("gpu", "gpu.example.com")]))
+    view = make_view()
+    assert view.get_resource_claim("ml-a", "missing") is None
+    assert view.degraded_reason("resourceclaim") is None
+    assert view.get_resource_claim_template("ml-a", "gpu-tmpl") is None  # it exists, but in ml-b
+    assert view.degraded_reason("resourceclaimtemplate") is None
+    assert fake.count("resourceclaimtemplates", "get") == 1
+
+
+def test_claim_lookups_over_budget_are_degraded(fake: FakeAPI, make_view: Callable[..., LiveView]) -> None:
+    fake.put(resource_claim("ml-a", "c", requests=[exact_request("gpu", "gpu.example.com")]),
+             resource_claim_template("ml-a", "t", requests=[exact_request("gpu", "gpu.example.com")]))
+    view = make_view(budget=0.1)
+    fake.hang("resourceclaims", "resourceclaimtemplates")
+    start = time.monotonic()
+    assert view.get_resource_claim("ml-a", "c") is None
+    assert view.get_resource_claim_template("ml-a", "t") is None
+    assert time.monotonic() - start < 5  # a hang detector, not a latency assertion
+    assert view.degraded_reason("resourceclaim") == "resourceclaim ml-a/c lookup exceeded the 100 ms budget"
+    assert view.degraded_reason("resourceclaimtemplate") == (
+        "resourceclaimtemplate ml-a/t lookup exceeded the 100 ms budget")
+    fake.heal()
+    eventually(lambda: view.get_resource_claim_template("ml-a", "t") is not None, "the template once healed")
+    assert view.degraded_reason("resourceclaimtemplate") is None
+
+
+def test_server_errors_on_claim_lookups_are_degraded(fake: FakeAPI, make_view: Callable[..., LiveView]) -> None:
+    fake.fail("resourceclaimtemplates")
+    view = make_view()
+    assert view.get_resource_claim_template("ml-a", "t") is None
+    assert "HTTP 500" in (view.degraded_reason("resourceclaimtemplate") or "")
+
+
 def test_server_errors_on_lookups_are_degraded(fake: FakeAPI, make_view: Callable[..., LiveView]) -> None:
     fake.fail("pods")
     view = make_view()
@@ -267,11 +337,15 @@ def test_kubeconfig_from_environment(fake: FakeAPI, kubeconfig: str, monkeypatch
 
 def test_required_rbac_covers_every_request(fake: FakeAPI, make_view: Callable[..., LiveView]) -> None:
     """Everything the view asks for is in REQUIRED_RBAC, and REQUIRED_RBAC never grants a write."""
-    fake.put(namespace("ml-a"), device_class("gpu.example.com"), pod("ml-a", "p"), podgroup("ml-a", "g"))
+    fake.put(namespace("ml-a"), device_class("gpu.example.com"), pod("ml-a", "p"), podgroup("ml-a", "g"),
+             resource_claim("ml-a", "c", requests=[exact_request("gpu", "gpu.example.com")]),
+             resource_claim_template("ml-a", "t", requests=[exact_request("gpu", "gpu.example.com")]))
     view = make_view()
     assert view.wait_synced(DEADLINE)
     view.get_pod("ml-a", "p")
     view.get_podgroup("ml-a", "g")
+    assert view.get_resource_claim("ml-a", "c") is not None
+    assert view.get_resource_claim_template("ml-a", "t") is not None
     view.namespace_labels("ml-other")
     granted = {(res, verb) for rule in REQUIRED_RBAC for res in rule["resources"] for verb in rule["verbs"]}
     used = {(res, verb) for res, verb, _ in fake.requests}

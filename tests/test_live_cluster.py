@@ -12,7 +12,7 @@ import time
 import pytest
 
 from tests import fakeapi
-from tests.helpers import ROOT, Server, apply_and_validate, gpu_pod, review, start_server
+from tests.helpers import ROOT, apply_and_validate, gpu_pod, review, start_server
 
 
 @pytest.fixture()
@@ -88,3 +88,42 @@ def test_unknown_owner_falls_back_and_says_so(cluster_server):
     assert resp["allowed"] is True
     patched = apply_and_validate(claim, {"response": resp})
     assert "tolerations" not in patched["spec"]["devices"]["requests"][0]["exactly"]
+
+
+def test_pod_mixing_extended_resource_and_claim_template_is_denied_via_live_lookup(cluster_server):
+    server, api = cluster_server
+    client = server.client()
+    api.put(fakeapi.namespace("mig-a"),
+            fakeapi.resource_claim_template("mig-a", "gpu-tmpl",
+                                            requests=[fakeapi.exact_request("gpu", "gpu.example.com")]))
+    pod = fakeapi.pod("mig-a", "mixed-0", requests={"example.com/gpu": 1}, claims=[("gpu", "gpu-tmpl")], node=None)
+    fakeapi.validate(pod)
+
+    def validate(obj):
+        return client.admit("/validate", review(obj, namespace="mig-a"))["response"]
+
+    # The first lookup may miss the budget (cold connection); its GET still fills the cache for the next.
+    _eventually(lambda: validate(pod)["allowed"] is False, "the template lookup to deny the Pod")
+    resp = validate(pod)
+    assert resp["status"]["message"].startswith("mixed-allocation (migrated: Deny): ")
+    assert 'claim "gpu" asks for DeviceClass gpu.example.com' in resp["status"]["message"]
+    assert [c["reason"] for c in resp["status"]["details"]["causes"]] == ["mixed-allocation"]
+    assert api.count("resourceclaimtemplates", "get") >= 1
+
+    # A template on another class is not the same hardware: allowed, and nothing was degraded.
+    api.put(fakeapi.resource_claim_template("mig-a", "nic-tmpl",
+                                            requests=[fakeapi.exact_request("nic", "nic.example.com")]))
+    nic_pod = fakeapi.pod("mig-a", "mixed-1", requests={"example.com/gpu": 1}, claims=[("nic", "nic-tmpl")],
+                          node=None)
+    _eventually(lambda: "cluster-view-degraded" not in validate(nic_pod).get("auditAnnotations", {}),
+                "the nic template lookup")
+    assert validate(nic_pod)["allowed"] is True
+
+    # A template that does not exist (yet) decides nothing: allowed, and the audit says why.
+    ghost_pod = fakeapi.pod("mig-a", "mixed-2", requests={"example.com/gpu": 1}, claims=[("gpu", "no-such-tmpl")],
+                            node=None)
+    _eventually(lambda: "not found" in validate(ghost_pod).get("auditAnnotations", {}).get(
+        "cluster-view-degraded", ""), "the absent template to be reported")
+    assert validate(ghost_pod)["allowed"] is True
+    assert ("mixed-allocation: content of claim 'gpu' unknown (ResourceClaimTemplate no-such-tmpl: not found)"
+            in validate(ghost_pod)["auditAnnotations"]["cluster-view-degraded"])

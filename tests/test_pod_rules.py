@@ -20,6 +20,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from tests import fakeapi
 from tests.helpers import K8S_VERSION, review
 from webhook.engine import mutate_then_validate
 from webhook.objects import get_path, pod_templates
@@ -384,3 +385,85 @@ def test_rules_never_modify_the_object_they_get():
         run(obj, "pilot-a", old=copy.deepcopy(obj) if obj["kind"] != "Pod" else None,
             operation="UPDATE" if obj["kind"] != "Pod" else "CREATE")
         assert obj == before
+
+
+# ---- mixed-allocation over StaticView (the claim lookups every ClusterView has) ------------------------
+
+
+def _template(ns: str, request: dict[str, Any], name: str = "gpu-template") -> dict[str, Any]:
+    obj = fakeapi.resource_claim_template(ns, name, requests=[request])
+    fakeapi.validate(obj)
+    return obj
+
+
+def _claim(ns: str, request: dict[str, Any], name: str = "shared-gpu") -> dict[str, Any]:
+    obj = fakeapi.resource_claim(ns, name, requests=[request])
+    fakeapi.validate(obj)
+    return obj
+
+
+@pytest.mark.parametrize(
+    ("namespace", "view", "merge", "action"),
+    [
+        pytest.param("mig-a", lambda ns: StaticView(resource_claim_templates=[
+            _template(ns, fakeapi.exact_request("gpu", "gpu.example.com"))]), None, "Deny", id="template-exactly"),
+        pytest.param("mig-a", lambda ns: StaticView(resource_claim_templates=[
+            _template(ns, fakeapi.first_available_request("gpu", ["nic.example.com", "gpu.example.com"]))]),
+            None, "Deny", id="template-firstAvailable"),
+        pytest.param("mig-a", lambda ns: StaticView(resource_claims=[
+            _claim(ns, fakeapi.exact_request("gpu", "gpu.example.com", 2))]),
+            {"spec": {"resourceClaims": [{"name": "gpu", "resourceClaimName": "shared-gpu"}]}}, "Deny",
+            id="resource-claim"),
+        pytest.param("pilot-a", lambda ns: StaticView(resource_claim_templates=[
+            _template(ns, fakeapi.exact_request("gpu", "gpu.example.com"))]), None, "Warn", id="pilot-warns"),
+        # The class the scheduler would pick for example.com/gpu (its extendedResourceName) is the same hardware.
+        pytest.param("mig-a", lambda ns: StaticView(
+            device_classes=[device_class("gpu-dra.example.com", "example.com/gpu")],
+            resource_claim_templates=[_template(ns, fakeapi.exact_request("gpu", "gpu-dra.example.com"))]),
+            None, "Deny", id="class-by-extendedResourceName"),
+    ],
+)
+def test_mixed_allocation_fires_for_a_claim_on_the_same_hardware(namespace, view, merge, action):
+    res = run(manifest("pod-mixed", namespace, merge), namespace, view=view(namespace))
+    assert res.findings == {ids.MIXED_ALLOCATION: action}
+    assert res.allowed is (action != "Deny")
+    (v,) = res.verdicts
+    assert 'requests example.com/gpu and claim "gpu" asks for DeviceClass' in v.finding.message
+    assert v.finding.paths == ("spec.resourceClaims",)
+    assert "cluster-view-degraded" not in res.audit
+    if action == "Deny":
+        assert res.message.startswith("mixed-allocation (migrated: Deny): ")
+
+
+def test_mixed_allocation_counts_a_legacy_name_as_the_same_hardware():
+    pod = manifest("pod-mixed", "pilot-a")
+    pod["spec"]["containers"][0]["resources"]["limits"] = {"vendor.example.com/gpu": 1}
+    view = StaticView(resource_claim_templates=[_template("pilot-a", fakeapi.exact_request("gpu", "gpu.example.com"))])
+    res = run(pod, "pilot-a", view=view)
+    assert res.findings == {ids.MIXED_ALLOCATION: "Warn", ids.LEGACY_RESOURCE_NAME: "Warn"}
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [fakeapi.exact_request("gpu", "nic.example.com"),
+     fakeapi.first_available_request("gpu", ["nic.example.com", "fpga.example.com"])],
+    ids=["exactly", "firstAvailable"],
+)
+def test_mixed_allocation_ignores_a_claim_on_another_class(request_):
+    view = StaticView(resource_claim_templates=[_template("mig-a", request_)],
+                      resource_claims=[_claim("mig-a", fakeapi.exact_request("gpu", "nic.example.com"))])
+    res = run(manifest("pod-mixed", "mig-a"), "mig-a", view=view)
+    assert res.allowed is True and res.findings == {}
+    assert "cluster-view-degraded" not in res.audit
+    claim_pod = manifest("pod-mixed", "mig-a",
+                         {"spec": {"resourceClaims": [{"name": "gpu", "resourceClaimName": "shared-gpu"}]}})
+    assert run(claim_pod, "mig-a", view=view).findings == {}
+
+
+def test_mixed_allocation_with_the_template_elsewhere_stays_silent_and_says_why():
+    """The template lives in another namespace: not this Pod's, so its class is unknown, not guessed."""
+    view = StaticView(resource_claim_templates=[_template("pilot-a", fakeapi.exact_request("gpu", "gpu.example.com"))])
+    res = run(manifest("pod-mixed", "mig-a"), "mig-a", view=view)
+    assert res.allowed is True and res.findings == {}
+    assert "mixed-allocation: content of claim 'gpu' unknown (ResourceClaimTemplate gpu-template)" in (
+        res.audit["cluster-view-degraded"])

@@ -2,10 +2,11 @@
 
 Two users: the webhook, through ``LiveView`` (a ``webhook.view.ClusterView`` backed by list+watch caches
 of Namespaces and DeviceClasses, and by briefly cached, strictly budgeted GETs of owner Pods, PodGroups
-and the ResourceClaims / ResourceClaimTemplates a Pod names), and the ``report``/``preflight`` commands, through the ``list_*`` functions. Everything comes
-back as raw JSON dicts (``_preload_content=False``): lossless, and the same shape the rules see in
-AdmissionReviews. On the request path nothing here may block longer than the lookup budget or raise:
-an answer that is not there in time is ``None``, and ``degraded_reason(kind)`` says why.
+and the ResourceClaims / ResourceClaimTemplates a Pod names), and the ``report``/``preflight`` commands,
+through the ``list_*`` functions. Everything comes back as raw JSON dicts (``_preload_content=False``):
+lossless, and the same shape the rules see in AdmissionReviews. On the request path nothing here may
+block longer than the lookup budget or raise: an answer that is not there in time is ``None``, and
+``degraded_reason(kind)`` says why.
 """
 
 from __future__ import annotations

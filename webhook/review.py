@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import re
+import reprlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,10 +78,10 @@ def parse(body: bytes) -> AdmissionRequest:
         raise EnvelopeError(f"body is a JSON {_json_type(doc)}, expected an AdmissionReview object")
     api_version, kind = doc.get("apiVersion"), doc.get("kind")
     if kind != KIND:
-        raise EnvelopeError(f"kind is {kind!r}, expected 'AdmissionReview'")
+        raise EnvelopeError(f"kind is {_show(kind)}, expected 'AdmissionReview'")
     if api_version != API_VERSION:
         hint = " (set admissionReviewVersions: [v1] in the webhook configuration)" if api_version else ""
-        raise EnvelopeError(f"apiVersion is {api_version!r}, only {API_VERSION!r} is supported{hint}")
+        raise EnvelopeError(f"apiVersion is {_show(api_version)}, only {API_VERSION!r} is supported{hint}")
     req = doc.get("request")
     if not isinstance(req, dict):
         raise EnvelopeError("request is missing or not an object" if req is None else
@@ -101,8 +102,9 @@ def parse_request(req: dict[str, Any]) -> AdmissionRequest:
     if not isinstance(group, str) or not isinstance(version, str):
         raise RequestError(uid, "request.kind.group and request.kind.version must be strings")
     operation = req.get("operation")
-    if operation not in OPERATIONS:
-        raise RequestError(uid, f"request.operation is {operation!r}, expected one of CREATE, UPDATE, DELETE, CONNECT")
+    if not isinstance(operation, str) or operation not in OPERATIONS:  # a list is unhashable: TypeError
+        raise RequestError(uid, f"request.operation is {_show(operation)}, "
+                                "expected one of CREATE, UPDATE, DELETE, CONNECT")
     obj, old = req.get("object"), req.get("oldObject")
     for name, value in (("object", obj), ("oldObject", old)):
         if value is not None and not isinstance(value, dict):
@@ -112,7 +114,8 @@ def parse_request(req: dict[str, Any]) -> AdmissionRequest:
     if obj is not None:
         obj_kind = obj.get("kind")
         if obj_kind is not None and obj_kind != gvk["kind"]:
-            raise RequestError(uid, f"request.object.kind is {obj_kind!r} but request.kind.kind is {gvk['kind']!r}")
+            raise RequestError(
+                uid, f"request.object.kind is {_show(obj_kind)} but request.kind.kind is {_show(gvk['kind'])}")
         meta = obj.get("metadata", {})
         if not isinstance(meta, dict):
             raise RequestError(uid, "request.object.metadata must be an object")
@@ -206,6 +209,16 @@ def clean_audit(audit: dict[str, str]) -> dict[str, str]:
         key = audit_key(k)
         out[key] = f"{out[key]}; {v}" if key in out else str(v)
     return out
+
+
+_SHOW = reprlib.Repr()
+_SHOW.maxstring, _SHOW.maxother, _SHOW.maxlevel, _SHOW.maxlist, _SHOW.maxdict = 80, 80, 2, 4, 4
+
+
+def _show(value: Any) -> str:
+    """A request value quoted in an error message: short and flat whatever was sent (a 1 MiB string or
+    JSON nested 1,000 deep must not become a 1 MiB message in the logs, nor a RecursionError)."""
+    return _SHOW.repr(value)
 
 
 def _json_type(value: Any) -> str:

@@ -457,7 +457,8 @@ def _resolve(obj: Any, ptr: str) -> Any:
 
 
 def _dump(value: Any) -> list[str]:
-    return yaml.safe_dump(value, sort_keys=False, default_flow_style=False, width=10_000, allow_unicode=True).splitlines()
+    text = yaml.safe_dump(value, sort_keys=False, default_flow_style=False, width=10_000, allow_unicode=True)
+    return text.splitlines()
 
 
 def _show(value: Any) -> Any:

@@ -1,0 +1,185 @@
+"""One object per rule that makes it fire under the bundled policy, and how to fix it (``dra-webhook explain``).
+
+Each example is judged as of ``at`` in ``namespace`` under ``policies/default.yaml`` (cohort pilot-teams,
+``ml-*``, is migrated from 2027-02-01, so findings there are denied). ``tests/test_explain.py`` runs every
+example through the engine and checks that its rule really fires, so an example cannot silently rot
+when a rule or the default policy changes. ``cluster`` is what the cluster view knows, for rules that
+need it (the format of a test suite's ``cluster:``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from webhook.rules import ids
+
+AT = "2027-02-15"
+NAMESPACE = "ml-vision"
+IMAGE = "registry.example.com/trainer:1.0"
+
+
+@dataclass(frozen=True)
+class Example:
+    rule: str
+    object: dict[str, Any]
+    fix: str
+    namespace: str = NAMESPACE
+    at: str = AT
+    operation: str = "CREATE"
+    cluster: dict[str, Any] | None = None
+    notes: tuple[str, ...] = field(default=())
+
+
+def _pod(name: str, limits: dict[str, str], labels: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if labels:
+        meta["labels"] = labels
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": {**spec, "containers": [{"name": "trainer", "image": IMAGE, "resources": {"limits": limits}}]},
+    }
+
+
+def _claim(name: str, exactly: dict[str, Any], kind: str = "ResourceClaim", **devices: Any) -> dict[str, Any]:
+    body = {"devices": {"requests": [{"name": "gpus", "exactly": {"deviceClassName": "gpu.example.com",
+                                                                   **exactly}}], **devices}}
+    spec = {"spec": body} if kind == "ResourceClaimTemplate" else body
+    return {"apiVersion": "resource.k8s.io/v1", "kind": kind, "metadata": {"name": name}, "spec": spec}
+
+
+EXAMPLES: dict[str, Example] = {
+    e.rule: e
+    for e in (
+        Example(
+            ids.LEGACY_RESOURCE_NAME,
+            _pod("train-0", {"vendor.example.com/gpu": "2"}),
+            "Request the mapped resource (example.com/gpu) instead of the device plugin's name: the same "
+            "hardware, now served through DRA. A team that cannot move yet gets a dated exception in the policy.",
+        ),
+        Example(
+            ids.UNMAPPED_EXTENDED_RESOURCE,
+            _pod("fpga-0", {"fpga.example.com/fpga": "1"}),
+            "Ask the platform team for a DeviceClass with spec.extendedResourceName set to the resource (and a "
+            "policy resource for it), or request the device with a ResourceClaim.",
+        ),
+        Example(
+            ids.MAX_DEVICES_PER_POD,
+            _pod("big-0", {"example.com/gpu": "9"}),
+            "Request at most maxPerPod devices per Pod (a node's worth), or split the work across Pods.",
+        ),
+        Example(
+            ids.MIXED_ALLOCATION,
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "mixed-0"},
+                "spec": {
+                    "resourceClaims": [{"name": "gpu", "resourceClaimName": "shared-gpu"}],
+                    "containers": [{"name": "trainer", "image": IMAGE,
+                                    "resources": {"limits": {"example.com/gpu": "1"}, "claims": [{"name": "gpu"}]}}],
+                },
+            },
+            "Use one path for the hardware: drop example.com/gpu from the limits and use the claim, or drop the "
+            "claim and keep the extended resource.",
+            cluster={"resourceClaims": [{
+                "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                "metadata": {"name": "shared-gpu", "namespace": NAMESPACE},
+                "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}},
+            }]},
+            notes=("fires only when the cluster view can read the claim (here: ResourceClaim shared-gpu on "
+                   "DeviceClass gpu.example.com)",),
+        ),
+        Example(
+            ids.DEVICE_CLASS_NOT_ALLOWED,
+            _claim("fpga", {"deviceClassName": "fpga.example.com"}),
+            "Request one of the DeviceClasses in claims.allowedDeviceClasses, or ask the platform team to allow "
+            "the class in the policy.",
+        ),
+        Example(
+            ids.DEVICE_COUNT_EXCEEDS,
+            _claim("sixteen", {"allocationMode": "ExactCount", "count": 16}),
+            "Request at most claims.maxDevicesPerRequest devices per request, or split the work across claims.",
+        ),
+        Example(
+            ids.ALLOCATION_MODE_ALL,
+            _claim("all-gpus", {"allocationMode": "All"}),
+            "Use allocationMode: ExactCount with the count you need; node burn-in style jobs get an exception.",
+        ),
+        Example(
+            ids.ADMIN_ACCESS_NAMESPACE,
+            _claim("monitor", {"adminAccess": True}),
+            "Drop adminAccess, or create the claim in one of claims.adminAccessNamespaces (monitoring and "
+            "operations namespaces).",
+        ),
+        Example(
+            ids.TOLERATION_TOO_BROAD,
+            _claim("tolerate-all", {"tolerations": [{"operator": "Exists"}]}),
+            "Tolerate a specific taint key, and for NoExecute set tolerationSeconds (at most "
+            "claims.maxTolerationSeconds) so device maintenance can still evict after a checkpoint window.",
+        ),
+        Example(
+            ids.NONSTANDARD_NUMA_ATTRIBUTE,
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "DeviceClass",
+                "metadata": {"name": "gpu-numa0.example.com"},
+                "spec": {"selectors": [{"cel": {"expression":
+                    'device.driver == "gpu.example.com" && device.attributes["gpu.example.com"].numa == 0'}}]},
+            },
+            'Use device.attributes["resource.kubernetes.io"].numaNode in CEL, and matchAttribute: '
+            "resource.kubernetes.io/numaNode in constraints: every DRA driver publishes that name.",
+            namespace="",
+        ),
+        Example(
+            ids.GATED_FEATURE,
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "trainer-0"},
+                "spec": {"schedulingGroup": {"podGroupName": "trainers"},
+                         "containers": [{"name": "trainer", "image": IMAGE}]},
+            },
+            "Remove the field, or enable its feature gate on the cluster first and then in the policy's "
+            "featureGates; with the gate off the API server drops the field silently.",
+        ),
+        Example(
+            ids.TRAINING_JOB_EXTENDED_RESOURCE,
+            _pod("train-0", {"example.com/gpu": "4"}, {"workload.example.com/kind": "training"}),
+            "Request the devices through a ResourceClaimTemplate carrying the policy's device tolerations (the "
+            "finding's remediation is a ready-to-apply template), so a maintenance taint gives the job time to "
+            "checkpoint instead of evicting it.",
+        ),
+        Example(
+            ids.INJECT_DEVICE_TOLERATIONS,
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceClaimTemplate",
+                "metadata": {"name": "resnet-gpus"},
+                "spec": {"metadata": {"labels": {"workload.example.com/kind": "training"}},
+                         "spec": {"devices": {"requests": [{"name": "gpus", "exactly": {
+                             "deviceClassName": "gpu.example.com", "count": 8}}]}}},
+            },
+            "Nothing to fix: the webhook adds the policy's trainingJobs.deviceTolerations. To choose your own, "
+            "set a toleration with the same key and effect; yours is kept.",
+        ),
+        Example(
+            ids.STEER_NODE_POOL,
+            _pod("infer-0", {"example.com/gpu": "1"}),
+            "Nothing to fix: the webhook adds the node affinity of the stage's pool. If it reports a conflict, "
+            "remove your own nodeSelector or affinity that rules that pool out.",
+        ),
+        Example(
+            ids.TRACK_ROLLOUT,
+            _pod("infer-1", {"example.com/gpu": "1"}),
+            "Nothing to fix: the annotations record the allocation path, stage, cohort and policy for "
+            "`dra-webhook report`.",
+        ),
+    )
+}
+
+
+def example_for(rule: str) -> Example:
+    return EXAMPLES[rule]

@@ -77,13 +77,14 @@ def create_app(
     view: ClusterView | None = None,
     cert: CertState | None = None,
     clock: Callable[[], dt.datetime] | None = None,
-    recorder: Callable[[bytes], None] | None = None,
+    recorder: Callable[[bytes, str], None] | None = None,
 ) -> Flask:
     """Build the app around a policy source, a cluster view and (when serving TLS) the certificate state."""
     app = Flask("dra-webhook")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
     view = view or OfflineView()
     now = clock or (lambda: dt.datetime.now(dt.UTC))
+    known_kinds = engine.handled_kinds()
 
     def admit(phase: str) -> Response:
         started = time.perf_counter()
@@ -97,16 +98,17 @@ def create_app(
             req = review.parse(body)
         except review.EnvelopeError as exc:
             metrics.BAD_REQUESTS.labels(str(exc.status)).inc()
-            log.warning("%s: rejected body (%d bytes): %s", endpoint, len(body), exc.message)
+            log.warning("%s: rejected body (%d bytes): %s", endpoint, len(body), exc.log_message)
             return _json({"error": exc.message, "status": exc.status}, exc.status)
         except review.RequestError as exc:
             metrics.BAD_REQUESTS.labels("400").inc()
-            log.warning("%s uid=%s: malformed request: %s", endpoint, exc.uid, exc.message)
+            log.warning("%s uid=%s: malformed request: %s", endpoint, exc.uid, exc.log_message)
             return _json(review.error_response(exc))
         if recorder is not None:
-            recorder(body)
+            recorder(body, endpoint)
         answer = _answer(req, phase)
-        metrics.REQUESTS.labels(endpoint, req.kind, req.operation, str(answer["response"]["allowed"]).lower()).inc()
+        kind = req.kind if req.kind in known_kinds else "other"  # bounded label values, whatever is posted
+        metrics.REQUESTS.labels(endpoint, kind, req.operation, str(answer["response"]["allowed"]).lower()).inc()
         metrics.DURATION.labels(endpoint).observe(time.perf_counter() - started)
         return _json(answer)
 

@@ -113,8 +113,11 @@ def evaluate(
         try:
             outcome = rule.fn(current, ctx)
         except Exception as exc:  # a broken rule must not take the request down
-            log.exception("rule %s failed on request uid=%s (%s %s/%s)", rule.id, req.uid, req.kind,
-                          namespace, req.name or "<generated>")
+            # The exception text may quote request values (a bad quantity, a secret-looking string):
+            # name the failure at ERROR, keep the traceback for DEBUG.
+            log.error("rule %s failed on request uid=%s (%s %s/%s): %s", rule.id, req.uid, req.kind,
+                      namespace, req.name or "<generated>", type(exc).__name__)
+            log.debug("rule %s traceback (uid=%s)", rule.id, req.uid, exc_info=True)
             errors.append(rule.id)
             finding = Finding(rule.id, f"rule {rule.id} could not evaluate this object ({type(exc).__name__})",
                               "report this to the platform team with the request uid " + req.uid)

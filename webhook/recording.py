@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 REDACTED = "<redacted>"
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+MIN_MAX_BYTES = 1024
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 # Annotation keys (the name after the last '/') that usually carry credentials.
 _SECRETISH = re.compile(
@@ -109,21 +110,13 @@ def record_line(body: bytes, endpoint: str | None = None, now: dt.datetime | Non
     return orjson.dumps(review) + b"\n"
 
 
-def _current_endpoint() -> str | None:
-    """The path of the flask request being answered, when called inside one (``/mutate``, ``/validate``)."""
-    try:
-        from flask import has_request_context, request
-    except ImportError:  # pragma: no cover - flask is a dependency
-        return None
-    return request.path if has_request_context() else None
-
-
 class Recorder:
     """Append-only, size-bounded JSON-lines file of answered reviews; call it with the raw request body."""
 
     def __init__(self, path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_BYTES) -> None:
-        if max_bytes < 1024:
-            raise ValueError("max_bytes must be at least 1024")
+        if max_bytes < MIN_MAX_BYTES:  # a worker must not die over a flag: use the smallest sensible bound
+            log.warning("record file limit %d bytes is too small; using %d", max_bytes, MIN_MAX_BYTES)
+            max_bytes = MIN_MAX_BYTES
         self.path = Path(path)
         self.backup = self.path.with_name(self.path.name + ".1")
         self.max_bytes = max_bytes
@@ -136,7 +129,7 @@ class Recorder:
     def __call__(self, body: bytes, endpoint: str | None = None) -> None:
         """Record one review. Never raises: the request must be answered whatever happens here."""
         try:
-            line = record_line(body, endpoint or _current_endpoint())
+            line = record_line(body, endpoint)
             if line is None:
                 return
             if len(line) > self.max_bytes:

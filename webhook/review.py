@@ -28,21 +28,30 @@ _AUDIT_KEY_BAD = re.compile(r"[^A-Za-z0-9._-]")
 
 
 class EnvelopeError(ValueError):
-    """The body is not an AdmissionReview v1: answered with HTTP ``status`` and a JSON error."""
+    """The body is not an AdmissionReview v1: answered with HTTP ``status`` and a JSON error.
 
-    def __init__(self, message: str, status: int = 400) -> None:
+    ``message`` goes to the caller and may quote what was sent; ``log_message`` never quotes request
+    values (anything in a body may be a secret, and the logs are read by more people than the caller).
+    """
+
+    def __init__(self, message: str, status: int = 400, log_message: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.status = status
+        self.log_message = log_message or message
 
 
 class RequestError(ValueError):
-    """The review has a uid but its request is malformed: answered as a denial with code 400."""
+    """The review has a uid but its request is malformed: answered as a denial with code 400.
 
-    def __init__(self, uid: str, message: str) -> None:
+    ``message`` and ``log_message`` as for EnvelopeError.
+    """
+
+    def __init__(self, uid: str, message: str, log_message: str | None = None) -> None:
         super().__init__(message)
         self.uid = uid
         self.message = message
+        self.log_message = log_message or message
 
 
 @dataclass(slots=True)
@@ -78,10 +87,12 @@ def parse(body: bytes) -> AdmissionRequest:
         raise EnvelopeError(f"body is a JSON {_json_type(doc)}, expected an AdmissionReview object")
     api_version, kind = doc.get("apiVersion"), doc.get("kind")
     if kind != KIND:
-        raise EnvelopeError(f"kind is {_show(kind)}, expected 'AdmissionReview'")
+        raise EnvelopeError(f"kind is {_show(kind)}, expected 'AdmissionReview'",
+                            log_message="kind is not 'AdmissionReview'")
     if api_version != API_VERSION:
         hint = " (set admissionReviewVersions: [v1] in the webhook configuration)" if api_version else ""
-        raise EnvelopeError(f"apiVersion is {_show(api_version)}, only {API_VERSION!r} is supported{hint}")
+        raise EnvelopeError(f"apiVersion is {_show(api_version)}, only {API_VERSION!r} is supported{hint}",
+                            log_message=f"apiVersion is not {API_VERSION!r}")
     req = doc.get("request")
     if not isinstance(req, dict):
         raise EnvelopeError("request is missing or not an object" if req is None else
@@ -104,7 +115,8 @@ def parse_request(req: dict[str, Any]) -> AdmissionRequest:
     operation = req.get("operation")
     if not isinstance(operation, str) or operation not in OPERATIONS:  # a list is unhashable: TypeError
         raise RequestError(uid, f"request.operation is {_show(operation)}, "
-                                "expected one of CREATE, UPDATE, DELETE, CONNECT")
+                                "expected one of CREATE, UPDATE, DELETE, CONNECT",
+                           log_message="request.operation is not one of CREATE, UPDATE, DELETE, CONNECT")
     obj, old = req.get("object"), req.get("oldObject")
     for name, value in (("object", obj), ("oldObject", old)):
         if value is not None and not isinstance(value, dict):
@@ -115,7 +127,8 @@ def parse_request(req: dict[str, Any]) -> AdmissionRequest:
         obj_kind = obj.get("kind")
         if obj_kind is not None and obj_kind != gvk["kind"]:
             raise RequestError(
-                uid, f"request.object.kind is {_show(obj_kind)} but request.kind.kind is {_show(gvk['kind'])}")
+                uid, f"request.object.kind is {_show(obj_kind)} but request.kind.kind is {_show(gvk['kind'])}",
+                log_message="request.object.kind differs from request.kind.kind")
         meta = obj.get("metadata", {})
         if not isinstance(meta, dict):
             raise RequestError(uid, "request.object.metadata must be an object")

@@ -200,16 +200,8 @@ class SuiteModel(_Strict):
 # ------------------------------------------------------------------------------------------------- view
 
 
-def _by_name(objs: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
-    out = {}
-    for o in objs:
-        meta = o.get("metadata") or {}
-        out[(str(meta.get("namespace") or ""), str(meta.get("name") or ""))] = dict(o)
-    return out
-
-
 class SuiteView(StaticView):
-    """The cluster a suite describes: a StaticView that also answers claim and template lookups."""
+    """The cluster a suite describes (namespaces' labels, DeviceClasses, Pods, PodGroups, claims, templates)."""
 
     def __init__(self, cluster: Cluster) -> None:
         super().__init__(
@@ -217,15 +209,9 @@ class SuiteView(StaticView):
             device_classes=cluster.deviceClasses,
             pods=cluster.pods,
             podgroups=cluster.podGroups,
+            resource_claims=cluster.resourceClaims,
+            resource_claim_templates=cluster.resourceClaimTemplates,
         )
-        self._claims = _by_name(cluster.resourceClaims)
-        self._templates = _by_name(cluster.resourceClaimTemplates)
-
-    def get_resource_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return self._claims.get((namespace, name))
-
-    def get_resource_claim_template(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return self._templates.get((namespace, name))
 
     def status(self) -> dict[str, Any]:
         return {"mode": "suite"}
@@ -316,30 +302,20 @@ def _model_fields(loc: tuple[Any, ...]) -> list[str]:
     """Keys allowed in the mapping at ``loc`` (for "did you mean")."""
     import typing
 
+    from webhook.policy.loader import _unwrap
+
     tp: Any = SuiteModel
     for part in loc:
+        tp = _unwrap(tp)
         if isinstance(tp, type) and issubclass(tp, BaseModel):
             if part not in tp.model_fields:
                 return []
             tp = tp.model_fields[part].annotation
-        elif typing.get_origin(tp) is list:
-            tp = typing.get_args(tp)[0]
+        elif typing.get_origin(tp) in (list, dict):
+            tp = typing.get_args(tp)[-1]
         else:
-            args = [a for a in typing.get_args(tp) if a is not type(None)]
-            if len(args) != 1:
-                return []
-            tp = args[0]
-            if isinstance(tp, type) and issubclass(tp, BaseModel) and part in tp.model_fields:
-                tp = tp.model_fields[part].annotation
-            elif typing.get_origin(tp) is list and isinstance(part, int):
-                tp = typing.get_args(tp)[0]
-            else:
-                return []
-        while typing.get_origin(tp) in (typing.Union, __import__("types").UnionType):
-            args = [a for a in typing.get_args(tp) if a is not type(None)]
-            if len(args) != 1:
-                return []
-            tp = args[0]
+            return []
+    tp = _unwrap(tp)
     return list(tp.model_fields) if isinstance(tp, type) and issubclass(tp, BaseModel) else []
 
 

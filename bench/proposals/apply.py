@@ -1,11 +1,14 @@
 """Monkeypatch the proposals into the running process (for before/after figures only).
 
-``install()`` makes the mutating rules copy objects with ``fastdiff.clone`` and the engine diff with
-``fastdiff.make_patch``. It changes nothing on disk; the owners of those files adopt the changes.
+``install()`` makes the mutating rules copy objects with ``fastdiff.clone``, the engine diff with
+``fastdiff.make_patch``, and drops the per-request INFO decision line for *allowed* requests (as if it
+were logged at DEBUG; denials and warnings still log at INFO). It changes nothing on disk; the owners
+of those files adopt the changes.
 """
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -33,4 +36,16 @@ def install() -> list[str]:
 
     engine.jsonpatch = SimpleNamespace(make_patch=lambda a, b: _Patch(fastdiff.make_patch(a, b)))
     patched.append("webhook.engine.jsonpatch.make_patch")
+    logging.getLogger("webhook.app").addFilter(_AllowedDecisionsAtDebug())
+    patched.append("webhook.app decision log: allowed requests at DEBUG")
     return patched
+
+
+class _AllowedDecisionsAtDebug(logging.Filter):
+    """Drop app._observe's INFO line when the decision was allowed (its 7th argument)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno != logging.INFO or "allowed=%s" not in str(record.msg):
+            return True
+        args = record.args if isinstance(record.args, tuple) else ()
+        return not (len(args) > 6 and args[6] is True)

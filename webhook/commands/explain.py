@@ -33,9 +33,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "explain",
         help="explain a rule: what it checks, its action per stage, an example and the fix",
-        description="Print what RULE checks (its docstring), the kinds, phases and operations it runs on, its "
-        "action in each stage under the policy (with rule overrides and exceptions), an example object "
-        "that makes it fire with the finding the engine reports for it, and how to fix it. Without RULE, "
+        description="Print what RULE checks (its docstring), the kinds, phases and operations it runs on, its\n"
+        "action in each stage under the policy (with rule overrides and exceptions), an example object\n"
+        "that makes it fire with the finding the engine reports for it, and how to fix it. Without RULE,\n"
         "list every rule.",
         epilog="examples:\n  dra-webhook explain legacy-resource-name\n"
         "  dra-webhook explain toleration-too-broad --policy policies/\n"

@@ -34,8 +34,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "lint",
         help="check a policy directory or file (exit 1 on any error; warnings are printed)",
-        description="Load a MigrationPolicy directory (all *.yaml/*.yml directly in it) or file exactly as "
-        "the server does and print every error as file:line: key.path: message, then every warning as "
+        description="Load a MigrationPolicy directory (all *.yaml/*.yml directly in it) or file exactly as\n"
+        "the server does and print every error as file:line: key.path: message, then every warning as\n"
         "file:line: warning: key.path: message.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,

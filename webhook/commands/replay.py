@@ -38,9 +38,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "replay",
         help="re-evaluate recorded traffic under a new policy and show what changes (exit 1 if newly denied)",
-        description="Re-evaluate AdmissionReviews recorded by `dra-webhook serve --record FILE` under a baseline "
-        "and a new policy, offline, and print what the change would change: newly denied, newly allowed, "
-        "new warnings and different patches, grouped by rule and namespace with counts.",
+        description="Re-evaluate AdmissionReviews recorded by `dra-webhook serve --record FILE` under a baseline\n"
+        "and a new policy, offline, and print what the change would change: newly denied, newly allowed,\n"
+        "new warnings and different patches, grouped by rule and namespace with counts. Each object is\n"
+        "judged once (its /mutate record through mutate + validate; the matching /validate record is skipped).",
         epilog="example:\n"
         "  dra-webhook serve --record /var/log/dra-webhook/reviews.jsonl ...\n"
         "  dra-webhook replay --policy policies/ --baseline deployed-policy/ reviews.jsonl.1 reviews.jsonl\n\n"

@@ -22,8 +22,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "schema",
         help="print the JSON Schema of MigrationPolicy (for editors and CI)",
-        description="Print the JSON Schema (draft 2020-12) of a MigrationPolicy document, generated from the "
-        "webhook's own policy model, with a description for every key. The repository ships it as "
+        description="Print the JSON Schema (draft 2020-12) of a MigrationPolicy document, generated from the\n"
+        "webhook's own policy model, with a description for every key. The repository ships it as\n"
         "policies/migrationpolicy.schema.json; policy files point editors at it with a first line like\n"
         "  # yaml-language-server: $schema=./migrationpolicy.schema.json",
         epilog="example: dra-webhook schema > policies/migrationpolicy.schema.json",

@@ -38,6 +38,8 @@ suite format (YAML, one MigrationPolicyTest per file; paths relative to the suit
       unchanged: true                           # no patch
       idempotent: true                          # mutating the result again: empty patch
 
+A case may set its own namespace, operation, at and cluster; oldObject gives the old object of an UPDATE.
+
 exit status: 0 all cases pass, 1 a case fails, 2 a suite is broken
 """
 
@@ -46,10 +48,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "test",
         help="run policy test suites (exit 1 on a failure, 2 on a broken suite)",
-        description="Run MigrationPolicyTest suites found in the given files and directories (recursively) "
-        "through the webhook's engine, offline: mutate, then validate the patched object, at the suite's "
-        "fixed date. Prints a pass/fail table, a diff of expected vs actual for each failure, and the rule "
-        "ids the suites cover.",
+        description="Run MigrationPolicyTest suites found in the given files and directories (recursively)\n"
+        "through the webhook's engine, offline: mutate, then validate the patched object, at the suite's\n"
+        "fixed date. Prints a pass/fail table, a diff of expected vs actual for each failure, and how many\n"
+        "rule ids the suites show firing.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

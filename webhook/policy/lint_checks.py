@@ -17,7 +17,6 @@ from webhook.policy.compiled import CompiledPolicy
 
 Loc = tuple[str | int, ...]
 EXPIRY_NOTICE_DAYS = 14
-_GLOB_SPECIALS = frozenset("*?[")
 
 
 def warnings(
@@ -62,19 +61,15 @@ def _exceptions(policy: CompiledPolicy, today: dt.date) -> list[tuple[Loc, str]]
     return out
 
 
-def _only_stars(pattern: str) -> bool:
-    """A glob whose only wildcard is ``*`` (no ``?`` or ``[...]``)."""
-    return "?" not in pattern and "[" not in pattern
-
-
 def covers(earlier: str, later: str) -> bool:
     """Whether glob ``earlier`` certainly matches every name glob ``later`` can match.
 
-    Decided by matching ``earlier`` against the text of ``later``, which is only sound when neither has
-    ``?`` or ``[...]``: then each literal run of ``earlier`` lies inside a literal run of ``later``, and
-    whatever ``later``'s ``*`` expand to is absorbed by ``earlier``'s ``*``. Anything else: not covered.
+    Decided by matching ``earlier`` against the text of ``later``. That is sound when ``earlier`` has no
+    wildcard but ``*`` and ``later`` no ``[...]``: each literal run of ``earlier`` (which holds no ``*`` or
+    ``?``) then lies inside a literal run of ``later``, and whatever ``later``'s ``*`` and ``?`` expand to
+    is absorbed by ``earlier``'s ``*``. Anything else is treated as not covered.
     """
-    if not (_only_stars(earlier) and _only_stars(later)):
+    if "?" in earlier or "[" in earlier or "[" in later:
         return False
     return fnmatch.fnmatchcase(later, earlier)
 

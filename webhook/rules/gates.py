@@ -692,7 +692,12 @@ def remediation(gate: Gate, version: str) -> str:
 
 @rule(GATED_FEATURE, kinds=RULE_KINDS, phases=("mutate", "validate"), operations=("CREATE", "UPDATE"))
 def gated_feature(obj: dict[str, Any], ctx: Context) -> Outcome:
-    """Fields of gates the policy has off; both phases, as validating webhooks see them already dropped."""
+    """An object uses a field whose feature gate the cluster has off (per the policy's ``featureGates``).
+
+    The API server drops such fields silently, so the author's manifest would not do what it says
+    (e.g. a shared PodGroup claim silently becomes a per-Pod claim). The check runs in the mutating
+    phase too, because validating webhooks only ever see the object with the field already gone.
+    """
     rows = _BY_KIND.get((ctx.group, ctx.kind))
     if not rows:
         return NO_OUTCOME

@@ -137,7 +137,11 @@ def _resource_paths(ref: PodTemplateRef, containers: list[ContainerRef]) -> tupl
 
 @pod_rule(ids.LEGACY_RESOURCE_NAME)
 def legacy_resource_name(obj: dict[str, Any], ctx: Context) -> Outcome:
-    """A device-plugin name in a cohort that is moving (pilot) or has moved (migrated) to DRA."""
+    """A Pod or pod template requests a device-plugin name (``legacyNames``) in a pilot or migrated cohort.
+
+    Those names are served only by the device plugin, which the cohort is leaving; the finding names
+    the policy resource that means the same hardware and is served by DRA. Legacy stage: no finding.
+    """
     if ctx.stage == "legacy":
         return Outcome()
     findings = []
@@ -210,7 +214,12 @@ def unmapped_extended_resource(obj: dict[str, Any], ctx: Context) -> Outcome:
 
 @pod_rule(ids.MAX_DEVICES_PER_POD)
 def max_devices_per_pod(obj: dict[str, Any], ctx: Context) -> Outcome:
-    """Effective count per policy resource (legacy and implicit names of the same hardware added up)."""
+    """A Pod would use more devices of a policy resource than its ``maxPerPod``.
+
+    Counted as the scheduler does: limits imply requests, and the effective count is the larger of the
+    biggest init container and all regular containers plus sidecars; legacy and implicit
+    (``deviceclass.resource.kubernetes.io/<class>``) names of the same hardware are added up.
+    """
     policy = ctx.policy
 
     def group(name: str) -> str | None:
@@ -534,7 +543,11 @@ def _drop_required(spec: dict[str, Any]) -> None:
 
 @pod_rule(ids.STEER_NODE_POOL, phases=("mutate",), mutating=True)
 def steer_node_pool(obj: dict[str, Any], ctx: Context) -> Outcome:
-    """Required node affinity to the stage's pool, ANDed into every nodeSelectorTerm, never duplicated.
+    """GPU Pods run where their path is served: pilot/migrated on the ``dra`` pool, legacy on ``devicePlugin``.
+
+    During the pilot, a node must not offer the same resource both through a device plugin and DRA, so
+    the pool decides the path. The webhook adds a required node affinity, ANDed into every
+    nodeSelectorTerm and never duplicated.
 
     Pods that ask for no policy resource are left alone; a Pod whose own nodeSelector or affinity rules
     the pool out gets a finding instead of a silent rewrite.

@@ -79,6 +79,12 @@ def _claim_outcome(obj: dict[str, Any], ctx: Context) -> Outcome:
 @rule(ids.TRACK_ROLLOUT, claim_objects.CLAIM_KINDS, ("mutate",), ("CREATE",), mutating=True)
 @pod_rule(ids.TRACK_ROLLOUT, phases=("mutate",), mutating=True)
 def track_rollout(obj: dict[str, Any], ctx: Context) -> Outcome:
+    """Annotate device-using objects with their path, stage, cohort and policy, so the rollout can be tracked.
+
+    ``<prefix>/path`` is ``device-plugin``, ``dra-extended-resource``, ``dra-claim`` or ``mixed``;
+    written on Pods, workload controllers and their pod templates, and claims. ``dra-webhook report``
+    compares it with the path the Pod actually got. Idempotent: a second pass is an empty patch.
+    """
     if ctx.kind in claim_objects.CLAIM_KINDS:
         return _claim_outcome(obj, ctx)
     mutated = copy.deepcopy(obj)

@@ -198,9 +198,6 @@ def test_chunked_body_under_the_limit_is_admitted(live_server: Server, client: C
     assert resp["uid"] == doc["request"]["uid"] and resp["allowed"] is False
 
 
-@pytest.mark.xfail(strict=True, reason="engine.evaluate logs a failing rule with log.exception, whose message "
-                   "quotes request values (objects.parse_quantity: \"'<value>' is not a quantity\"); fix in "
-                   "engine/objects, then drop this mark")
 def test_rule_failures_do_not_log_request_values(live_server: Server, client: Client):
     before = len(live_server.output())
     pod = gpu_pod(namespace="mig-a")

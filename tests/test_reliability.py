@@ -332,6 +332,15 @@ def _replaced(workers: set[int], victim: int) -> set[int] | None:
     return workers if len(workers) == 2 and victim not in workers else None
 
 
+def _accept_queue(port: int) -> int:
+    """Connections waiting in the kernel's accept queue of the listening socket (Linux /proc/net/tcp)."""
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+            return int(fields[4].split(":")[1], 16)
+    raise AssertionError(f"no listening socket on port {port}")
+
+
 def _slow_request(server: Server, body: bytes) -> ssl.SSLSocket:
     """Open a connection and send the headers and half the body: a request the worker is now reading."""
     ctx = ssl.create_default_context(cafile=str(server.ca))
@@ -365,7 +374,9 @@ def test_sigterm_during_load_completes_in_flight_and_exits(tmp_path: Path):
         with Load(server, legacy_pod_review, threads=4, stop_on_connect_failure=True) as load_:
             load_.wait_for(20)
             slow = [_slow_request(server, b) for b in bodies]
-            time.sleep(0.5)  # let the workers' threads pick the half-sent requests up (setup, not an assertion)
+            # in flight = accepted by a worker (a worker drains the connections it holds after SIGTERM)
+            wait_until(lambda: _accept_queue(server.port) == 0, "the workers to accept the slow requests")
+            time.sleep(0.2)
             signalled = time.monotonic()
             server.proc.send_signal(signal.SIGTERM)
             time.sleep(0.3)

@@ -9,6 +9,7 @@ of those files adopt the changes.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -19,14 +20,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fastdiff  # noqa: E402
 
 
-def install() -> list[str]:
+def install(which: str | None = None) -> list[str]:
+    """Install the proposals named in ``which`` (default ``$BENCH_PROPOSALS`` or all: clone,diff,log)."""
     from webhook import engine
     from webhook.rules import pods, tolerations, tracking
 
-    patched = []
+    wanted = set((which or os.environ.get("BENCH_PROPOSALS") or "clone,diff,log").split(","))
+    patched: list[str] = []
+    if "clone" not in wanted:
+        pods = tracking = tolerations = None  # type: ignore[assignment]
     fast_copy = SimpleNamespace(deepcopy=fastdiff.clone, copy=__import__("copy").copy)
     for module in (pods, tracking, tolerations):
-        if getattr(module, "copy", None) is not None:
+        if module is not None and getattr(module, "copy", None) is not None:
             module.copy = fast_copy
             patched.append(f"{module.__name__}.copy.deepcopy")
 
@@ -34,10 +39,12 @@ def install() -> list[str]:
         def __init__(self, ops: list[dict[str, Any]]) -> None:
             self.patch = ops
 
-    engine.jsonpatch = SimpleNamespace(make_patch=lambda a, b: _Patch(fastdiff.make_patch(a, b)))
-    patched.append("webhook.engine.jsonpatch.make_patch")
-    logging.getLogger("webhook.app").addFilter(_AllowedDecisionsAtDebug())
-    patched.append("webhook.app decision log: allowed requests at DEBUG")
+    if "diff" in wanted:
+        engine.jsonpatch = SimpleNamespace(make_patch=lambda a, b: _Patch(fastdiff.make_patch(a, b)))
+        patched.append("webhook.engine.jsonpatch.make_patch")
+    if "log" in wanted:
+        logging.getLogger("webhook.app").addFilter(_AllowedDecisionsAtDebug())
+        patched.append("webhook.app decision log: allowed requests at DEBUG")
     return patched
 
 

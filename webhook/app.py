@@ -19,6 +19,7 @@ from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from webhook import engine, metrics, review
 from webhook.policy.compiled import CompiledPolicy
+from webhook.policy.model import Action
 from webhook.view import ClusterView, OfflineView
 
 log = logging.getLogger(__name__)
@@ -153,8 +154,12 @@ def create_app(
             path = annotations.get(policy.key("path"))
             if path:
                 metrics.WORKLOADS.labels(path, decision.stage, decision.cohort or "none").inc()
-        if decision.verdicts or decision.patch:
-            log.info(
+        # Denials and warnings are news at INFO; routine patches and audit-only findings go to DEBUG (the
+        # log handler's lock is measurable at a few thousand requests a second, see bench/results.md).
+        loud = any(v.action in (Action.Deny, Action.Warn) for v in decision.verdicts)
+        if loud or ((decision.verdicts or decision.patch) and log.isEnabledFor(logging.DEBUG)):
+            log.log(
+                logging.INFO if loud else logging.DEBUG,
                 "%s uid=%s %s %s %s/%s allowed=%s findings=%s patch_ops=%d%s",
                 phase, req.uid, req.operation, req.kind, req.namespace, req.name or "<generated>",
                 decision.allowed, ",".join(f"{v.rule}:{v.action.value}" for v in decision.verdicts) or "-",

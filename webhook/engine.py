@@ -14,8 +14,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-import jsonpatch
-
+from webhook.patch import make_patch
 from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.model import Action
 from webhook.review import AdmissionRequest, parse_request
@@ -100,7 +99,8 @@ def evaluate(
     if not selected:
         return Decision(allowed=True)
 
-    namespace = req.namespace or (obj.get("metadata") or {}).get("namespace") or ""
+    meta_ns = (obj.get("metadata") or {}).get("namespace")
+    namespace = req.namespace or (meta_ns if isinstance(meta_ns, str) else "")
     ctx = _context(req, policy, view, phase, now, namespace)
     verdicts: list[Verdict] = []
     audit: dict[str, str] = {}
@@ -134,7 +134,7 @@ def evaluate(
     decision.rules_run = tuple(r.id for r in selected)
     decision.audit.update(audit)
     if current is not obj and decision.allowed:
-        ops = jsonpatch.make_patch(obj, current).patch
+        ops = make_patch(obj, current)
         if ops:
             decision.patch = ops
             decision.mutated = current

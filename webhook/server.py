@@ -62,14 +62,10 @@ def build_app(opts: ServeOptions) -> Any:
     def on_result(result: str, error: Any) -> None:
         metrics.RELOADS.labels(result).inc()
 
-    store = PolicyStore(opts.policy, on_result=on_result)
+    # A worker replaced while the files are broken starts from the master's last good policy instead of
+    # failing every validation.
     seed = _PROCESS.get("policy")
-    if store.current is None and seed is not None and seed.current is not None:
-        # The files are broken right now, but the master loaded a good policy before forking this worker
-        # (a worker replaced after a crash must not start with no policy and fail every validation).
-        with store._lock:  # keeps store.error: /readyz and the metric still say the files are broken
-            store._current = seed.current
-        log.warning("policy files are broken; this worker starts with the last good policy %s", seed.current.identity)
+    store = PolicyStore(opts.policy, on_result=on_result, last_good=seed.current if seed else None)
     store.start(interval=opts.reload_interval)
     view = None
     if not opts.offline:

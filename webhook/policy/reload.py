@@ -54,10 +54,12 @@ class PolicyStore:
     """The current policy, reloaded when its files change; readers never see a half-loaded one.
 
     ``on_result("success" | "error", error)`` is called after every load attempt (for the reload metric
-    and readiness). A failed initial load leaves ``current`` None: the server still starts, not ready.
+    and readiness). A failed initial load leaves ``current`` as ``last_good`` (None: the server still
+    starts, not ready); ``error`` says what is broken either way.
     """
 
-    def __init__(self, path: str | Path, on_result: OnResult | None = None) -> None:
+    def __init__(self, path: str | Path, on_result: OnResult | None = None,
+                 last_good: CompiledPolicy | None = None) -> None:
         self.path = Path(path)
         self._on_result = on_result
         self._lock = threading.Lock()  # guards _current/_error together
@@ -68,6 +70,11 @@ class PolicyStore:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.check()
+        if self._current is None and last_good is not None:
+            # e.g. a gunicorn worker replaced while the files are broken: keep serving what the master had.
+            with self._lock:
+                self._current = last_good
+            log.warning("policy files are broken; starting from the last good policy %s", last_good.identity)
 
     @property
     def current(self) -> CompiledPolicy | None:

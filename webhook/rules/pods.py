@@ -7,7 +7,6 @@ paths are kubectl-style field paths into the object as received.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +31,7 @@ from webhook.objects import (
     pod_templates,
     requested_names,
 )
+from webhook.patch import clone
 from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.model import Resource
 from webhook.rules import ids
@@ -475,7 +475,7 @@ def _steer(
     old_terms = old_terms if isinstance(old_terms, list) else []
     terms: list[dict[str, Any]] = []
     for term in old_terms:
-        term = copy.deepcopy(term) if isinstance(term, dict) else {}
+        term = clone(term) if isinstance(term, dict) else {}
         if previous:
             exprs = [e for e in term.get("matchExpressions") or []
                      if not any(_is_exact(e, k, v) for k, v in previous.items())]
@@ -566,8 +566,8 @@ def steer_node_pool(obj: dict[str, Any], ctx: Context) -> Outcome:
         prev_name = annotations_of(ref.metadata(obj)).get(marker)
         prev_pool = getattr(pools, prev_name, None) if prev_name in ("dra", "devicePlugin") else None
         previous = prev_pool.nodeSelector if prev_pool is not None and prev_name != want else None
-        work = copy.deepcopy(ref.template(obj)) if ref.path else {
-            "metadata": copy.deepcopy(obj.get("metadata") or {}), "spec": copy.deepcopy(obj["spec"])}
+        work = clone(ref.template(obj)) if ref.path else {
+            "metadata": clone(obj.get("metadata") or {}), "spec": clone(obj["spec"])}
         changed, conflict = _steer(work, pool.nodeSelector, want, marker, previous)
         if conflict:
             wanted = ", ".join(f"{k}={v}" for k, v in pool.nodeSelector.items())
@@ -583,7 +583,7 @@ def steer_node_pool(obj: dict[str, Any], ctx: Context) -> Outcome:
         if not changed:
             continue
         if mutated is None:
-            mutated = copy.deepcopy(obj)
+            mutated = clone(obj)
         if ref.path:
             parent = get_path(mutated, ref.path[:-1])
             parent[ref.path[-1]] = work

@@ -15,7 +15,6 @@ explicit ResourceClaimTemplate instead. Only CREATE is handled: claim and templa
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from webhook.claim_objects import (
@@ -28,6 +27,7 @@ from webhook.claim_objects import (
     template_owner,
     toleration_identity,
 )
+from webhook.patch import clone
 from webhook.rules import ids
 from webhook.rules.base import NO_OUTCOME, Context, Finding, Outcome, rule
 from webhook.rules.claims import judged
@@ -152,7 +152,7 @@ def inject_device_tolerations(obj: dict[str, Any], ctx: Context) -> Outcome:
         return NO_OUTCOME
     if not is_training_job_claim(obj, ctx):
         return NO_OUTCOME
-    mutated = copy.deepcopy(obj)
+    mutated = clone(obj)
     findings: list[Finding] = []
     carried = added = 0
     for slot in iter_requests(mutated, ctx.kind):

@@ -21,12 +21,12 @@ Choices:
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable
 from typing import Any
 
 from webhook import claim_objects
 from webhook.objects import annotations_of, pod_templates
+from webhook.patch import clone
 from webhook.rules import ids
 from webhook.rules.base import Context, Outcome, rule
 from webhook.rules.pods import rollout_path, usage
@@ -70,7 +70,7 @@ def _claim_outcome(obj: dict[str, Any], ctx: Context) -> Outcome:
     if claim_objects.is_scheduler_claim(obj, ctx.user):
         return Outcome()
     values = tracking_values(ctx, "dra-claim")
-    mutated = copy.deepcopy(obj)
+    mutated = clone(obj)
     if not _set_annotations(mutated, values, values):
         return Outcome()
     return Outcome(mutated=mutated)
@@ -87,7 +87,7 @@ def track_rollout(obj: dict[str, Any], ctx: Context) -> Outcome:
     """
     if ctx.kind in claim_objects.CLAIM_KINDS:
         return _claim_outcome(obj, ctx)
-    mutated = copy.deepcopy(obj)
+    mutated = clone(obj)
     changed = False
     paths: list[str] = []
     for ref in pod_templates(obj, ctx.kind):

@@ -252,8 +252,6 @@ def run(args: argparse.Namespace) -> int:
     serve_argv = [PY, "-m", "webhook", "serve", "--policy", str(policy), "--cert-dir", str(work / "certs"),
                   "--bind", "127.0.0.1:{port}", "--workers", str(args.workers), "--threads", str(args.threads),
                   "--offline"]
-    if args.proposed:
-        serve_argv[1:3] = [str(HERE / "proposals" / "launch.py")]
     floor_argv = [PY, str(HERE / "floor.py"), "--cert-dir", str(work / "certs"), "--bind", "127.0.0.1:{port}",
                   "--workers", str(args.workers), "--threads", str(args.threads)]
     procs: list[Proc] = []
@@ -324,8 +322,6 @@ def run(args: argparse.Namespace) -> int:
 
     log("micro-benchmark (in-process)")
     micro_argv = [PY, str(HERE / "micro.py"), "--json", "--policy", str(policy), "--only", *names]
-    if args.proposed:
-        micro_argv.append("--proposed")
     micro = json.loads(subprocess.run(micro_argv, capture_output=True, text=True, check=True, cwd=ROOT).stdout)
 
     report = render(args, names, sizes, answers, closed, fixed, micro, ready_times, load_start, load_end, policy)
@@ -349,7 +345,7 @@ def render(args: argparse.Namespace, names: list[str], sizes: dict[str, int], an
     w(f"Run of {time.strftime('%Y-%m-%d %H:%M %Z')} on {os.cpu_count()} cores ({cpu_model()}), "
       f"Linux {platform.release()}, load average {load_start[0]:.2f} before / {load_end[0]:.2f} after.")
     w("")
-    w(f"- Code: {git_describe()}{' with bench/proposals applied (monkeypatched)' if args.proposed else ''}; "
+    w(f"- Code: {git_describe()}; "
       f"policy `{policy.relative_to(ROOT) if policy.is_relative_to(ROOT) else policy}` "
       f"({load(policy).identity}).")
     w(f"- Python {platform.python_version()}, gunicorn {pip_version('gunicorn')}, flask {pip_version('flask')}, "
@@ -468,8 +464,6 @@ def main() -> int:
     ap.add_argument("--ready-runs", type=int, default=3)
     ap.add_argument("--reviews", nargs="+", default=list(reviews.ORDER), choices=list(reviews.ORDER))
     ap.add_argument("--quick", action="store_true", help="2 s cells, one start: a smoke run (results to stdout)")
-    ap.add_argument("--proposed", action="store_true",
-                    help="serve and micro-benchmark with bench/proposals/ monkeypatched in (before/after figures)")
     ap.add_argument("--output", default=str(RESULTS), help="results file, '-' for stdout (default bench/results.md)")
     args = ap.parse_args()
     if args.quick:

@@ -68,13 +68,7 @@ def main() -> int:
     ap.add_argument("--policy", type=Path, default=ROOT / "policies" / "default.yaml")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--only", nargs="*", default=list(reviews.ORDER), choices=list(reviews.ORDER))
-    ap.add_argument("--proposed", action="store_true", help="monkeypatch bench/proposals in first")
     args = ap.parse_args()
-    if args.proposed:
-        sys.path.insert(0, str(HERE / "proposals"))
-        from apply import install
-
-        install()
     rows = run(args.policy, tuple(args.only))
     if args.json:
         print(json.dumps(rows))

@@ -50,7 +50,7 @@ RELOADS = Counter(
 CERT_EXPIRY = Gauge(
     "dra_webhook_certificate_expiry_timestamp_seconds",
     "notAfter of the serving certificate currently loaded, as a Unix timestamp.",
-    multiprocess_mode="max",
+    multiprocess_mode="livemostrecent",  # the certificate a live process loaded last
 )
 BAD_REQUESTS = Counter(
     "dra_webhook_bad_requests_total",

@@ -193,7 +193,11 @@ def error_response(exc: RequestError) -> dict[str, Any]:
 
 
 def limit_warnings(warnings: list[str]) -> list[str]:
-    """Each warning at most 256 chars, all together at most 4096, as the API server keeps them."""
+    """Each warning at most 256 chars, all together at most 4096, as the API server keeps them.
+
+    When they do not all fit, the last one kept says how many were left out (the API server would drop
+    them silently).
+    """
     out: list[str] = []
     total = 0
     for i, w in enumerate(warnings):
@@ -201,9 +205,14 @@ def limit_warnings(warnings: list[str]) -> list[str]:
         if len(w) > WARNING_MAX:
             w = w[: WARNING_MAX - 1] + "…"
         if total + len(w) > WARNINGS_TOTAL_MAX:
-            note = f"{len(warnings) - i} more warning(s) omitted; see the webhook's audit annotations"
-            if total + len(note) <= WARNINGS_TOTAL_MAX:
-                out.append(note)
+            omitted = len(warnings) - i
+            while True:
+                note = f"{omitted} more warning(s) omitted; `dra-webhook check` lists them all"
+                if total + len(note) <= WARNINGS_TOTAL_MAX or not out:
+                    break
+                total -= len(out.pop())
+                omitted += 1
+            out.append(note)
             break
         out.append(w)
         total += len(w)

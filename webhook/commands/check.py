@@ -169,7 +169,7 @@ def _result(item: Item, mutate: Any, validate: Any) -> dict[str, Any]:
         "cohort": mutate.cohort or validate.cohort,
         "message": "; ".join(m for m in (mutate.message, validate.message) if m),
         "findings": findings,
-        "warnings": review.limit_warnings(mutate.warnings + validate.warnings),
+        "warnings": mutate.warnings + validate.warnings,  # all of them, unlike the API server
         "patch": mutate.patch,
         "auditAnnotations": {**mutate.audit, **validate.audit},
     }

@@ -55,3 +55,25 @@ def test_clone_is_deep_and_survives_non_json():
     for _ in range(300):  # deeper than orjson serialises: falls back to copy.deepcopy
         deep = [deep]
     assert clone(deep) == deep
+
+
+def test_mutating_rules_never_touch_the_object_received():
+    """Copy-on-write in the rules: the request's object is byte-for-byte the same after evaluation."""
+    import datetime as dt
+    import json
+    from pathlib import Path
+
+    from webhook.engine import evaluate
+    from webhook.policy.loader import load
+    from webhook.review import parse_request
+
+    policy = load(Path(__file__).resolve().parent.parent / "policies" / "default.yaml")
+    reviews = sorted((Path(__file__).resolve().parent.parent / "bench" / "reviews").glob("*.json"))
+    assert reviews
+    for path in reviews:
+        req = parse_request(json.loads(path.read_text())["request"])
+        before = exact(req.object)
+        decision = evaluate(req, policy, None, "mutate", dt.datetime(2026, 12, 10, tzinfo=dt.UTC))
+        assert exact(req.object) == before, path.name
+        if decision.patch:
+            assert exact(jsonpatch.apply_patch(req.object, decision.patch)) == exact(decision.mutated)

@@ -25,6 +25,22 @@ def clone(obj: Any) -> Any:
         return copy.deepcopy(obj)
 
 
+def private_path(root: dict[str, Any], path: tuple[str | int, ...]) -> Any:
+    """Copy-on-write: shallow-copy every container along ``path`` below ``root`` (already a private copy)
+    and return the one at the end, which the caller may then change without touching the original.
+
+    Unchanged subtrees stay shared with the object received, so a mutation costs what it changes, not
+    the size of the object (a 1 MiB Pod), and ``make_patch`` skips them by identity.
+    """
+    node: Any = root
+    for step in path:
+        child = node[step]
+        child = dict(child) if isinstance(child, dict) else list(child)
+        node[step] = child
+        node = child
+    return node
+
+
 def make_patch(src: Any, dst: Any) -> list[dict[str, Any]]:
     """RFC 6902 operations that turn ``src`` into ``dst``; paths are taken from ``src`` so they apply."""
     ops: list[dict[str, Any]] = []

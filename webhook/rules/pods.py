@@ -31,7 +31,7 @@ from webhook.objects import (
     pod_templates,
     requested_names,
 )
-from webhook.patch import clone
+from webhook.patch import clone, private_path
 from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.model import Resource
 from webhook.rules import ids
@@ -583,9 +583,9 @@ def steer_node_pool(obj: dict[str, Any], ctx: Context) -> Outcome:
         if not changed:
             continue
         if mutated is None:
-            mutated = clone(obj)
+            mutated = dict(obj)  # copy-on-write: only the containers above the template are new
         if ref.path:
-            parent = get_path(mutated, ref.path[:-1])
+            parent = private_path(mutated, ref.path[:-1])
             parent[ref.path[-1]] = work
         else:
             mutated["spec"] = work["spec"]

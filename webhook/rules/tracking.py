@@ -26,7 +26,7 @@ from typing import Any
 
 from webhook import claim_objects
 from webhook.objects import annotations_of, pod_templates
-from webhook.patch import clone
+from webhook.patch import private_path
 from webhook.rules import ids
 from webhook.rules.base import Context, Outcome, rule
 from webhook.rules.pods import rollout_path, usage
@@ -47,22 +47,27 @@ def tracking_values(ctx: Context, path: str) -> dict[str, str]:
 
 
 def _set_annotations(holder: dict[str, Any], desired: dict[str, str], keys: Iterable[str]) -> bool:
-    """Make ``keys`` of ``holder.metadata.annotations`` equal ``desired`` (absent where not desired)."""
+    """Make ``keys`` of ``holder.metadata.annotations`` equal ``desired`` (absent where not desired).
+
+    ``holder`` must be a private copy; its metadata and annotations are replaced by new maps (never
+    changed in place), so they may still be shared with the object received.
+    """
     meta = holder.get("metadata") if isinstance(holder.get("metadata"), dict) else {}
     ann = annotations_of(meta)
     if all(ann.get(k) == desired.get(k) for k in keys):
         return False
-    meta = holder.setdefault("metadata", {})
-    if not isinstance(meta.get("annotations"), dict):
-        meta["annotations"] = {}
-    ann = meta["annotations"]
+    ann = dict(meta["annotations"]) if isinstance(meta.get("annotations"), dict) else {}
     for k in keys:
         if k in desired:
             ann[k] = desired[k]
         else:
             ann.pop(k, None)
-    if not ann:
-        meta.pop("annotations")
+    meta = dict(meta)
+    if ann:
+        meta["annotations"] = ann
+    else:
+        meta.pop("annotations", None)
+    holder["metadata"] = meta
     return True
 
 
@@ -70,7 +75,7 @@ def _claim_outcome(obj: dict[str, Any], ctx: Context) -> Outcome:
     if claim_objects.is_scheduler_claim(obj, ctx.user):
         return Outcome()
     values = tracking_values(ctx, "dra-claim")
-    mutated = clone(obj)
+    mutated = dict(obj)
     if not _set_annotations(mutated, values, values):
         return Outcome()
     return Outcome(mutated=mutated)
@@ -87,7 +92,7 @@ def track_rollout(obj: dict[str, Any], ctx: Context) -> Outcome:
     """
     if ctx.kind in claim_objects.CLAIM_KINDS:
         return _claim_outcome(obj, ctx)
-    mutated = clone(obj)
+    mutated = dict(obj)  # copy-on-write: only the metadata maps written below are new
     changed = False
     paths: list[str] = []
     for ref in pod_templates(obj, ctx.kind):
@@ -102,10 +107,7 @@ def track_rollout(obj: dict[str, Any], ctx: Context) -> Outcome:
         if ctx.operation == "UPDATE" and template_unchanged(obj, ctx.old_object, ref, values):
             old = annotations_of(ref.metadata(ctx.old_object or {}))
             desired = {k: old[k] for k in values if k in old}
-        template = mutated
-        for step in ref.path:
-            template = template[step]
-        changed |= _set_annotations(template, desired, values)
+        changed |= _set_annotations(private_path(mutated, ref.path), desired, values)
     if paths:
         overall = paths[0] if len(set(paths)) == 1 else "mixed"
         values = tracking_values(ctx, overall)

@@ -40,12 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"webhook.commands.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"webhook.commands.{name}":
-                continue  # not built yet
-            raise
+        module = importlib.import_module(f"webhook.commands.{name}")
         module.add_parser(sub)
         sub.choices[name].set_defaults(_run=module.run)
     return parser

@@ -185,8 +185,7 @@ def _print_text(r: dict[str, Any]) -> None:
             print(f"        exception: {f['exception']}")
         for line in (f["remediation"] or "").strip().splitlines():
             print(f"        {line}")
-    for w in r["warnings"]:
-        print(f"  warning: {w}")
+    # Every warning is a Warn finding listed above; `-o json` has them as the API server would send them.
     if r["patch"]:
         print("  patch:")
         for op in r["patch"]:

@@ -7,8 +7,6 @@ result is checked against the Kubernetes 1.37 schemas (kubernetes-validate, stri
 from __future__ import annotations
 
 import copy
-import datetime as dt
-from pathlib import Path
 from typing import Any
 
 import jsonpatch
@@ -18,16 +16,16 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.test_claim_rules import load
+from tests.test_claim_rules import make_ctx as claim_ctx
 from webhook.claim_objects import iter_requests
 from webhook.policy.compiled import CompiledPolicy, compile_policy
 from webhook.policy.model import MigrationPolicy
 from webhook.rules import ids
 from webhook.rules.base import Context, Outcome, RuleFn
 from webhook.rules.tolerations import inject_device_tolerations, toleration_too_broad
-from webhook.view import ClusterView, OfflineView, StaticView
+from webhook.view import OfflineView, StaticView
 
-DATA = Path(__file__).parent / "data" / "claims"
-NOW = dt.datetime(2026, 12, 15, 12, 0, tzinfo=dt.UTC)
 KEY = "dra-migration.io/tolerations-injected"
 MAINT = {
     "key": "example.com/maintenance",
@@ -36,10 +34,6 @@ MAINT = {
     "tolerationSeconds": 3600,
 }
 DEGRADED = {"key": "example.com/degraded", "operator": "Exists", "effect": "NoSchedule"}
-
-
-def load(name: str) -> dict[str, Any]:
-    return yaml.safe_load((DATA / name).read_text())
 
 
 def make_policy(**spec_overrides: Any) -> CompiledPolicy:
@@ -52,29 +46,8 @@ POLICY = make_policy()
 TRAINING_POD = load("pod-training.yaml")
 
 
-def make_ctx(
-    kind: str,
-    *,
-    policy: CompiledPolicy = POLICY,
-    operation: str = "CREATE",
-    phase: str = "mutate",
-    namespace: str = "ml-a",
-    view: ClusterView | None = None,
-) -> Context:
-    cohort = policy.cohort_for(namespace, None)
-    return Context(
-        policy=policy,
-        kind=kind,
-        group="resource.k8s.io",
-        version="v1",
-        operation=operation,
-        namespace=namespace,
-        phase=phase,  # type: ignore[arg-type]
-        now=NOW,
-        cohort=cohort,
-        stage=policy.stage_for(cohort, NOW),
-        view=view or OfflineView(),
-    )
+def make_ctx(kind: str, *, policy: CompiledPolicy = POLICY, phase: str = "mutate", **kwargs: Any) -> Context:
+    return claim_ctx(kind, policy=policy, phase=phase, **kwargs)
 
 
 def run(fn: RuleFn, obj: dict[str, Any], ctx: Context | None = None, **ctx_args: Any) -> Outcome:

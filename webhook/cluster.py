@@ -491,24 +491,22 @@ class LiveView:
         return obj
 
     def get_podgroup(self, namespace: str, name: str) -> dict[str, Any] | None:
-        self._ensure_started()
-        self._reason("podgroup", None)
-        obj = self._lookup("podgroup", ("podgroup", namespace, name), lambda: self._get(
-            client.SchedulingV1beta1Api(self._api).read_namespaced_pod_group, name, namespace))
-        return None if obj is _UNKNOWN else obj
+        return self._get_named("podgroup", namespace, name,
+                               lambda: client.SchedulingV1beta1Api(self._api).read_namespaced_pod_group)
 
     def get_resource_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
-        self._ensure_started()
-        self._reason("resourceclaim", None)
-        obj = self._lookup("resourceclaim", ("resourceclaim", namespace, name), lambda: self._get(
-            client.ResourceV1Api(self._api).read_namespaced_resource_claim, name, namespace))
-        return None if obj is _UNKNOWN else obj
+        return self._get_named("resourceclaim", namespace, name,
+                               lambda: client.ResourceV1Api(self._api).read_namespaced_resource_claim)
 
     def get_resource_claim_template(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self._get_named("resourceclaimtemplate", namespace, name,
+                               lambda: client.ResourceV1Api(self._api).read_namespaced_resource_claim_template)
+
+    def _get_named(self, kind: str, namespace: str, name: str, reader: Callable[[], Any]) -> dict[str, Any] | None:
+        """A budgeted, cached GET by name; None when absent or unknown (``degraded_reason(kind)`` says which)."""
         self._ensure_started()
-        self._reason("resourceclaimtemplate", None)
-        obj = self._lookup("resourceclaimtemplate", ("resourceclaimtemplate", namespace, name), lambda: self._get(
-            client.ResourceV1Api(self._api).read_namespaced_resource_claim_template, name, namespace))
+        self._reason(kind, None)
+        obj = self._lookup(kind, (kind, namespace, name), lambda: self._get(reader(), name, namespace))
         return None if obj is _UNKNOWN else obj
 
     def status(self) -> dict[str, Any]:

@@ -46,11 +46,11 @@ import difflib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import jsonpointer
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from webhook.policy.model import Action
 from webhook.rules.ids import RULE_IDS
@@ -154,6 +154,15 @@ class Cluster(_Strict):
     resourceClaimTemplates: list[dict[str, Any]] = Field(default_factory=list)
 
 
+
+def _valid_at(v: str | None) -> str | None:
+    if v is not None:
+        parse_time(v)  # raises ValueError with a message the suite error shows
+    return v
+
+
+AtTime = Annotated[str | None, AfterValidator(_valid_at)]
+
 class Case(_Strict):
     name: str = Field(min_length=1)
     resource: dict[str, Any] | None = None
@@ -162,16 +171,9 @@ class Case(_Strict):
     oldObject: dict[str, Any] | None = None
     namespace: str | None = None
     operation: Operation | None = None
-    at: str | None = None
+    at: AtTime = None
     cluster: Cluster | None = None
     expect: Expect
-
-    @field_validator("at")
-    @classmethod
-    def _at(cls, v: str | None) -> str | None:
-        if v is not None:
-            parse_time(v)
-        return v
 
 
 class SuiteMeta(_Strict):
@@ -183,18 +185,11 @@ class SuiteModel(_Strict):
     kind: Literal["MigrationPolicyTest"]
     metadata: SuiteMeta
     policy: str = Field(min_length=1)
-    at: str | None = None
+    at: AtTime = None
     namespace: str | None = None
     operation: Operation = "CREATE"
     cluster: Cluster | None = None
     cases: list[Case] = Field(min_length=1)
-
-    @field_validator("at")
-    @classmethod
-    def _at(cls, v: str | None) -> str | None:
-        if v is not None:
-            parse_time(v)
-        return v
 
 
 # ------------------------------------------------------------------------------------------------- view

@@ -13,6 +13,7 @@ import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from webhook.policy.model import (
@@ -142,12 +143,12 @@ class CompiledPolicy:
     def spec(self):  # noqa: ANN201 - the pydantic spec, for rules that need raw settings
         return self.source.spec
 
-    @property
+    @cached_property
     def uses_namespace_labels(self) -> bool:
         """Whether any cohort selects namespaces by label (else no label lookup is needed)."""
         return any(c.selector is not None for c in self.cohorts)
 
-    @property
+    @cached_property
     def identity(self) -> str:
         """``<name>@<first 12 hex of sha256>``: what the `policy` annotation records."""
         return f"{self.name}@{self.sha256[:12]}"

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from tests.e2e import binaries, procs
+from tests.e2e import binaries, objects, procs
 from tests.e2e.controlplane import ControlPlane
 from tests.e2e.install import Webhook, install
 from tests.e2e.kube import Kube
@@ -150,6 +150,8 @@ def _start(tmp: Path) -> Cluster:
         cluster = Cluster(cp, webhook, configs, tmp)
         cluster.create_namespace(PROBE_NAMESPACE)
         cluster.wait_webhook_active()
+        for obj in objects.gpu_driver_objects():
+            cluster.kube.create(obj)
         return cluster
     except BaseException:
         _dump_logs(cp, tmp)

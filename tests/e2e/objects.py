@@ -35,7 +35,7 @@ def template_of(p: dict[str, Any]) -> dict[str, Any]:
 GPU_DRIVER = "gpu.example.com"
 GPU_CLASS = "gpu.example.com"
 GPU_NODE = "e2e-dra-1"
-GPU_DEVICES = 24
+GPU_DEVICES = 32
 
 
 def device_class(name: str, driver: str, extended_resource: str | None = None) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from kubernetes import client
 #: kind -> (plural, namespaced). Enough for what the suite creates; extend as needed.
 RESOURCES: dict[str, tuple[str, bool]] = {
     "Namespace": ("namespaces", False), "Node": ("nodes", False), "Pod": ("pods", True),
-    "ServiceAccount": ("serviceaccounts", True), "ConfigMap": ("configmaps", True),
+    "ServiceAccount": ("serviceaccounts", True), "ConfigMap": ("configmaps", True), "Event": ("events", True),
     "Deployment": ("deployments", True), "ReplicaSet": ("replicasets", True),
     "StatefulSet": ("statefulsets", True), "DaemonSet": ("daemonsets", True),
     "Job": ("jobs", True), "CronJob": ("cronjobs", True),

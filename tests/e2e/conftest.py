@@ -90,6 +90,7 @@ class Cluster:
     webhook_configs: list[dict[str, Any]]
     workdir: Path
     kube: Kube = field(init=False)
+    reported_forbidden: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.api = self.cp.api()
@@ -175,6 +176,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     c = _start(tmp_path_factory.mktemp("e2e"))
     try:
         yield c
+        # 403s after the last test that used `kube` (or in a run where none did) still fail the suite.
+        late = [f for f in dict.fromkeys(c.forbidden()) if f not in c.reported_forbidden]
+        assert not late, "the webhook's ServiceAccount was refused (403):\n" + "\n".join(late)
     finally:
         c.webhook.close()
         c.cp.stop()
@@ -194,9 +198,10 @@ def _controllers_needed(request: pytest.FixtureRequest) -> None:
 
 @pytest.fixture()
 def kube(cluster: Cluster) -> Iterator[Kube]:
-    before = set(cluster.forbidden())
     yield cluster.kube
-    new = [f for f in cluster.forbidden() if f not in before]
+    # Everything not reported yet, including what happened during the session's set-up.
+    new = [f for f in dict.fromkeys(cluster.forbidden()) if f not in cluster.reported_forbidden]
+    cluster.reported_forbidden.update(new)
     assert not new, ("the webhook's ServiceAccount was refused (403): the shipped RBAC in deploy/base/rbac.yaml "
                      "misses a permission the cluster view uses:\n" + "\n".join(new))
 

@@ -117,6 +117,9 @@ class Webhook:
         argv = [sys.executable, "-m", "webhook", "serve", "--policy", str(self.policy_dir),
                 "--cert-dir", str(self.cert_dir), "--bind", f"fd://{self.listener.fileno()}",
                 "--workers", "1", "--threads", "8", "--graceful-timeout", "2",
+                # Owner-Pod lookups (training-job claims) must not fall back to "unknown" because a loaded
+                # 2-core CI machine answered a GET in 250 ms: the budget's own behaviour is unit-tested.
+                "--lookup-budget", "1.5",
                 "--kubeconfig", str(self.kubeconfig)]
         self.proc = procs.Proc("dra-webhook", argv, self.log, env=env, pass_fds=[self.listener.fileno()], cwd=ROOT)
         eventually(self._synced, "dra-webhook serve ready with its cluster view synced", 60, alive=self.dead)

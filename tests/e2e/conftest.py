@@ -103,7 +103,7 @@ class Cluster:
 
     def forbidden(self) -> list[str]:
         """403s the webhook's ServiceAccount got (audit log) or logged (its own log)."""
-        logged = [line for line in self.webhook.output().splitlines() if re.search(r"\b403\b", line)]
+        logged = [line for line in self.webhook.output().splitlines() if re.search(r"HTTP 403\b", line)]
         return self.cp.forbidden_for_webhook() + logged
 
     def wait_webhook_active(self, timeout: float = 30) -> str:
@@ -199,6 +199,8 @@ def _controllers_needed(request: pytest.FixtureRequest) -> None:
 @pytest.fixture()
 def kube(cluster: Cluster) -> Iterator[Kube]:
     yield cluster.kube
+    dead = cluster.cp.dead_component()
+    assert not dead, f"a control-plane component died during this test: {dead}"
     # Everything not reported yet, including what happened during the session's set-up.
     new = [f for f in dict.fromkeys(cluster.forbidden()) if f not in cluster.reported_forbidden]
     cluster.reported_forbidden.update(new)

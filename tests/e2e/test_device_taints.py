@@ -114,8 +114,9 @@ def maintenance(cluster):
     finally:
         kube.delete("resource.k8s.io/v1beta2", "DeviceTaintRule", RULE["metadata"]["name"])
         kube.delete("v1", "Namespace", ns, grace=None)
-        for obj in reversed(cluster_objects):
-            kube.delete(obj["apiVersion"], obj["kind"], obj["metadata"]["name"])
+        # The class and the slice of this module's own driver stay: deleting the slice right after the rule
+        # can reach kube-scheduler v1.36.2 before the rule's deletion does, and it panics on a ResourceSlice
+        # event while a DeviceTaintRule exists (see test_outage.KNOWN_SCHEDULER_PANIC).
         cluster.webhook.use_policy(DEFAULT_POLICY.read_text())
 
 

@@ -34,9 +34,24 @@ DURING_OUTAGE = {
     "ResourceClaimTemplate": BLOCKED,   # resources.validate: Fail
     "DeviceClass": BLOCKED,             # resources.validate: Fail (cluster-scoped: namespaceSelector n/a)
     "ResourceSlice": CREATED,           # resourceslices.validate: Ignore, resources.mutate: Ignore
+    # Not matched at all on 1.36: the rules list devicetaintrules only at v1, which 1.36 does not serve
+    # (v1beta2 / v1alpha3), and matchPolicy Equivalent has no v1 to convert to. Fail would block it.
+    "DeviceTaintRule v1beta2": CREATED,
     # Claims other components create, for Pods that were themselves admitted:
     "scheduler's extended-resource claim": BLOCKED,  # resources.validate: Fail (user system:kube-scheduler)
     "resourceclaim controller's claim": BLOCKED,     # resources.validate: Fail (the controller's account)
+}
+
+
+# KNOWN_SCHEDULER_PANIC: kube-scheduler v1.36.2 (this build) panics and exits on a ResourceSlice event
+# while a DeviceTaintRule exists ("interface {} is *v1beta2.DeviceTaintRule, not *v1alpha3.DeviceTaintRule",
+# k8s.io/dynamic-resource-allocation/resourceslice/tracker/tracker.go syncSlice: its Tracker is typed for
+# v1alpha3 rules). Seen with this suite; so no ResourceSlice is created, changed or deleted while a rule exists.
+# Selects a driver nothing uses, so creating it evicts nothing.
+TAINT_RULE = {
+    "apiVersion": "resource.k8s.io/v1beta2", "kind": "DeviceTaintRule", "metadata": {"name": "e2e-outage"},
+    "spec": {"deviceSelector": {"driver": "outage.example.com"},
+             "taint": {"key": "example.com/maintenance", "effect": "NoExecute"}},
 }
 
 
@@ -54,12 +69,13 @@ def _bound(kube, ns: str, name: str) -> bool:
     return bool(kube.get("v1", "Pod", name, ns)["spec"].get("nodeName"))
 
 
-def _failure_event(kube, ns: str, name: str) -> str | None:
+def _failure_event(kube, ns: str, name: str) -> str:
     """The scheduler's or the controller's own report (an Event) that creating a claim hit the webhook."""
-    for event in kube.list("v1", "Event", ns):
-        if event["involvedObject"].get("name") == name and "failed calling webhook" in event.get("message", ""):
+    mine = [e for e in kube.list("v1", "Event", ns) if e["involvedObject"].get("name") == name]
+    for event in mine:
+        if "failed calling webhook" in event.get("message", ""):
             return event["message"]
-    return None
+    raise AssertionError(f"events of {name}: {[(e.get('reason'), e.get('message')) for e in mine]}")
 
 
 def test_shipped_failure_policies_during_an_outage_and_recovery(cluster, kube, namespace):
@@ -84,10 +100,13 @@ def test_shipped_failure_policies_during_an_outage_and_recovery(cluster, kube, n
         eventually(lambda: _failure_event(kube, ns, "templated"), "the resourceclaim controller's claim refused", 30)
         observed["resourceclaim controller's claim"] = (
             BLOCKED if not kube.list("resource.k8s.io/v1", "ResourceClaim", ns) else CREATED)
+        # Last, after every ResourceSlice change of this test (see KNOWN_SCHEDULER_PANIC).
+        observed["DeviceTaintRule v1beta2"] = _attempt(kube, TAINT_RULE)
     finally:
         cluster.webhook.start()
         cluster.wait_webhook_active()
-        kube.delete("resource.k8s.io/v1", "ResourceSlice", "e2e-outage")
+        # The empty slice e2e-outage stays (see KNOWN_SCHEDULER_PANIC): no slice event while the rule may exist.
+        kube.delete("resource.k8s.io/v1beta2", "DeviceTaintRule", TAINT_RULE["metadata"]["name"])
         kube.delete("resource.k8s.io/v1", "DeviceClass", "outage.example.com")
     assert observed == DURING_OUTAGE
 

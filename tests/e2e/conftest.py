@@ -75,6 +75,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     elif isinstance(found, binaries.Binaries) and not found.has_controllers:
         _SELECTED.append("e2e: KUBEBUILDER_ASSETS has no kube-scheduler/kube-controller-manager: tests marked "
                          "`controllers` are skipped")
+        # At collection time, so module-scoped scenario fixtures are not even set up.
+        skip = pytest.mark.skip(reason="needs kube-scheduler and kube-controller-manager, which KUBEBUILDER_ASSETS "
+                                "does not carry (unset it to use the project's shared/k8s binaries)")
+        for item in mine:
+            if item.get_closest_marker("controllers") is not None:
+                item.add_marker(skip)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
@@ -185,15 +191,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         procs.stop_all()
         if previous in (signal.SIG_DFL, None):
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
-@pytest.fixture(autouse=True)
-def _controllers_needed(request: pytest.FixtureRequest) -> None:
-    if request.node.get_closest_marker("controllers") is not None:
-        found = _binaries()
-        if isinstance(found, binaries.Binaries) and not found.has_controllers:
-            pytest.skip("needs kube-scheduler and kube-controller-manager, which KUBEBUILDER_ASSETS does not carry "
-                        "(unset it to use the project's shared/k8s binaries)")
 
 
 @pytest.fixture()

@@ -98,16 +98,15 @@ def summary(doc: str) -> str:
     return " ".join(doc.split("\n\n")[0].split())
 
 
-_POD_FAMILY = ("Pod", "Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob")
-
-
 def kinds_text(kinds: tuple[str, ...]) -> str:
-    """``Pod + pod templates`` for the Pod family, the rest by name."""
+    """``Pod + pod templates`` for the Pod family (``objects.POD_KINDS``), the rest by name."""
+    from webhook.objects import POD_KINDS
+
     rest = list(kinds)
     parts = []
     if "Pod" in rest and "Deployment" in rest:
         parts.append("Pod + pod templates")
-        rest = [k for k in rest if k not in _POD_FAMILY and k not in ("JobSet", "PyTorchJob")]
+        rest = [k for k in rest if k not in POD_KINDS]
     return ", ".join(parts + rest)
 
 

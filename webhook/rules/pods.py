@@ -28,7 +28,6 @@ from webhook.objects import (
     object_name,
     pod_claims,
     pod_labels,
-    pod_templates,
     requested_names,
 )
 from webhook.patch import clone, private_path
@@ -36,7 +35,7 @@ from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.model import Resource
 from webhook.rules import ids
 from webhook.rules.base import Context, Finding, Outcome
-from webhook.rules.workloads import pod_rule
+from webhook.rules.workloads import AFFINITY, examined_templates, pod_rule, template_writes
 
 MESSAGE_MAX = 199
 NODE_POOL_ANNOTATION = "node-pool"
@@ -145,7 +144,7 @@ def legacy_resource_name(obj: dict[str, Any], ctx: Context) -> Outcome:
     if ctx.stage == "legacy":
         return Outcome()
     findings = []
-    for ref in pod_templates(obj, ctx.kind):
+    for ref in examined_templates(obj, ctx):
         for name, containers in requested_names(ref.spec(obj)).items():
             res = ctx.policy.legacy.get(name)
             if res is None:
@@ -177,7 +176,7 @@ def unmapped_extended_resource(obj: dict[str, Any], ctx: Context) -> Outcome:
     known: Mapping[str, str] | None = None
     classes: Mapping[str, Any] | None = None
     looked_up = False
-    for ref in pod_templates(obj, ctx.kind):
+    for ref in examined_templates(obj, ctx):
         for name, containers in requested_names(ref.spec(obj)).items():
             if hardware(policy, name) is not None:
                 continue
@@ -227,7 +226,7 @@ def max_devices_per_pod(obj: dict[str, Any], ctx: Context) -> Outcome:
         return res.name if res is not None and res.maxPerPod else None
 
     findings = []
-    for ref in pod_templates(obj, ctx.kind):
+    for ref in examined_templates(obj, ctx):
         spec = ref.spec(obj)
         for res_name, count in extended_requests(spec, group).items():
             res = policy.resources[res_name]
@@ -291,7 +290,7 @@ def mixed_allocation(obj: dict[str, Any], ctx: Context) -> Outcome:
     policy = ctx.policy
     ext: Mapping[str, str] | None = None  # looked up once, only when a Pod mixes
     findings = []
-    for ref in pod_templates(obj, ctx.kind):
+    for ref in examined_templates(obj, ctx):
         spec = ref.spec(obj)
         u = usage(spec, policy)
         if not (u.gpu and u.claims):
@@ -384,9 +383,9 @@ def training_job_extended_resource(obj: dict[str, Any], ctx: Context) -> Outcome
         return Outcome()
     policy = ctx.policy
     findings = []
-    for ref in pod_templates(obj, ctx.kind):
+    for ref in examined_templates(obj, ctx):
         deadlines = active_deadlines(obj, ref)
-        if not policy.is_training_job(pod_labels(obj, ctx.kind, ref), max(deadlines) if deadlines else None):
+        if not policy.is_training_job(pod_labels(obj, ctx.kind, ref, ctx.group), max(deadlines) if deadlines else None):
             continue
         spec = ref.spec(obj)
         by_res: dict[str, list[tuple[ContainerRef, int]]] = {}
@@ -556,8 +555,10 @@ def steer_node_pool(obj: dict[str, Any], ctx: Context) -> Outcome:
     pools = policy.spec.nodePools
     marker = policy.key(NODE_POOL_ANNOTATION)
     mutated: dict[str, Any] | None = None
-    findings = []
-    for ref in pod_templates(obj, ctx.kind):
+    findings: list[Finding] = []
+    if AFFINITY not in template_writes(obj, ctx):
+        return Outcome(findings)  # e.g. a started Job: its template is immutable
+    for ref in examined_templates(obj, ctx):
         want = target_pool(usage(ref.spec(obj), policy), ctx.stage)
         pool = getattr(pools, want) if want else None
         if pool is None:

@@ -61,9 +61,10 @@ EXAMPLES: dict[str, Example] = {
         ),
         Example(
             ids.UNMAPPED_EXTENDED_RESOURCE,
-            _pod("fpga-0", {"fpga.example.com/fpga": "1"}),
-            "Ask the platform team for a DeviceClass with spec.extendedResourceName set to the resource (and a "
-            "policy resource for it), or request the device with a ResourceClaim.",
+            _pod("mig-0", {"vendor.example.com/mig-1g.10gb": "1"}),
+            "The policy retires this name (spec.retiredResourceNames): request a policy resource or use a "
+            "ResourceClaim, or ask the platform team for a DeviceClass with spec.extendedResourceName set to it. "
+            "Names the policy does not retire (amd.com/gpu, google.com/tpu...) are outside the migration.",
         ),
         Example(
             ids.MAX_DEVICES_PER_POD,

@@ -163,11 +163,14 @@ def legacy_resource_name(obj: dict[str, Any], ctx: Context) -> Outcome:
 
 @pod_rule(ids.UNMAPPED_EXTENDED_RESOURCE)
 def unmapped_extended_resource(obj: dict[str, Any], ctx: Context) -> Outcome:
-    """In a migrated cohort a vendor resource nobody serves through DRA leaves the Pod Pending forever.
+    """In a migrated cohort a Pod requests a retired name (``retiredResourceNames``) that no DeviceClass maps.
 
-    Mapped means: a policy resource or legacy name (those have their own rules), a DeviceClass whose
-    ``extendedResourceName`` is the name, or for ``deviceclass.resource.kubernetes.io/<class>`` an
-    existing (or policy) class. Without cluster data only the policy counts, and the decision says so.
+    Names outside the policy's ``resources`` are outside the migration (``amd.com/gpu``, ``google.com/tpu``,
+    HAMi's ``nvidia.com/gpucores``): nodes may advertise them through their own device plugins, so they are
+    judged only when the policy lists them as retired. A retired name is fine once a DeviceClass maps it
+    (``extendedResourceName``). ``deviceclass.resource.kubernetes.io/<class>`` is served only by DRA, so
+    such a name whose class does not exist cannot be scheduled anywhere. Without cluster data only the
+    policy counts, and the decision says so.
     """
     if ctx.stage != "migrated":
         return Outcome()
@@ -178,32 +181,36 @@ def unmapped_extended_resource(obj: dict[str, Any], ctx: Context) -> Outcome:
     looked_up = False
     for ref in examined_templates(obj, ctx):
         for name, containers in requested_names(ref.spec(obj)).items():
-            if hardware(policy, name) is not None:
-                continue
+            implicit = name[len(DEVICECLASS_PREFIX) :] if name.startswith(DEVICECLASS_PREFIX) else None
+            pattern = policy.retires(name) if implicit is None else None
+            if hardware(policy, name) is not None or (implicit is None and pattern is None):
+                continue  # a policy resource (own rules), or a name outside the migration
             if not looked_up:
                 known, classes, looked_up = ctx.view.extended_resource_classes(), ctx.view.device_classes(), True
-            implicit = name[len(DEVICECLASS_PREFIX) :] if name.startswith(DEVICECLASS_PREFIX) else None
-            if known is not None and name in known:
+            if (known is not None and name in known) or (implicit is not None and classes is not None
+                                                          and implicit in classes):
                 continue
-            if implicit is not None and classes is not None and implicit in classes:
-                continue
-            offline = known is None
+            offline = known is None if implicit is None else classes is None
             if offline:
                 ctx.degraded.append(
                     f"{ids.UNMAPPED_EXTENDED_RESOURCE}: DeviceClasses unknown, only the policy's resources count"
                 )
-            mapper = "no policy resource maps (DeviceClasses unknown)" if offline else (
-                "no policy resource or DeviceClass maps")
             if implicit is not None:
-                what = f"{name}, but DeviceClass {implicit} is not known"
+                state = "is not known (DeviceClasses unknown)" if offline else "does not exist"
+                what = (f"{name}, but DeviceClass {implicit} {state}; only DRA serves this name, "
+                        "so no node can run the Pod")
                 fix = f"create DeviceClass {implicit}, or request an existing class"
             else:
-                what = f"{name}, which {mapper}"
-                fix = f"create a DeviceClass with extendedResourceName {name}, or use a ResourceClaim"
+                mapper = "no policy resource maps (DeviceClasses unknown)" if offline else (
+                    "no DeviceClass maps")
+                what = (f"{name}, which the policy retires in migrated cohorts (retiredResourceNames {pattern}) "
+                        f"and {mapper}")
+                fix = (f"request a policy resource ({', '.join(sorted(policy.resources)) or 'none'}) or use a "
+                       f"ResourceClaim; or create a DeviceClass with extendedResourceName {name}")
             findings.append(
                 Finding(
                     ids.UNMAPPED_EXTENDED_RESOURCE,
-                    _clip(f"{ref.where()}{_who(containers)} {what}: the Pod would stay Pending"),
+                    _clip(f"{ref.where()}{_who(containers)} {what}"),
                     fix,
                     _resource_paths(ref, containers),
                 )

@@ -87,7 +87,15 @@ def device_count_exceeds(obj: dict[str, Any], ctx: Context) -> Outcome:
 
 @rule(ids.ALLOCATION_MODE_ALL, _CLAIM_KINDS, operations=("CREATE",))
 def allocation_mode_all(obj: dict[str, Any], ctx: Context) -> Outcome:
-    """``allocationMode: All`` takes every matching device on a node; refused unless the policy allows it."""
+    """``allocationMode: All`` takes every matching device on a node; refused unless the policy allows it.
+
+    A request with ``adminAccess: true`` takes nothing from anyone: admin-access claims "ignore all
+    ordinary claims to the device with respect to access modes and any resource allocations" and are
+    ignored by them (kubernetes/kubernetes ``staging/src/k8s.io/api/resource/v1/types.go``,
+    ``ExactDeviceRequest.AdminAccess``, 1.34+ GA). Monitoring agents such as the GPU operator's DCGM
+    exporter claim every GPU that way, so it is not refused here; ``admin-access-namespace`` still
+    decides where such claims may live.
+    """
     if ctx.policy.spec.claims.allowAllocationModeAll or not judged(obj, ctx):
         return NO_OUTCOME
     findings = [
@@ -98,7 +106,7 @@ def allocation_mode_all(obj: dict[str, Any], ctx: Context) -> Outcome:
             (f"{slot.path}.allocationMode",),
         )
         for slot in iter_requests(obj, ctx.kind)
-        if slot.body.get("allocationMode") == "All"
+        if slot.body.get("allocationMode") == "All" and slot.body.get("adminAccess") is not True
     ]
     return Outcome(findings) if findings else NO_OUTCOME
 

@@ -187,3 +187,41 @@ def _numa_findings(selectors: list[tuple[str, str]], constraints: list[tuple[str
                 )
             )
     return Outcome(findings) if findings else NO_OUTCOME
+
+
+@rule(ids.DEVICE_CLASS_TAKEOVER, ("DeviceClass",), operations=("CREATE", "UPDATE"))
+def device_class_takeover(obj: dict[str, Any], ctx: Context) -> Outcome:
+    """A DeviceClass claims the ``extendedResourceName`` of a policy resource (or a legacy name) it does not serve.
+
+    Only one class serves an extended resource: "If two device classes have the same name, then the class
+    created later is picked ... If two classes are created at the same time, then the name of the class
+    lexicographically sorted first is picked" (kubernetes/kubernetes v1.36
+    ``staging/src/k8s.io/api/resource/v1/types.go``, ``DeviceClassSpec.ExtendedResourceName``; the
+    scheduler's ``pkg/scheduler/framework/plugins/dynamicresources/extended/cache.go``
+    ``ExtendedResourceCache.OnDeviceClassEvent`` maps the name to the class of the latest event). A new
+    class such as the NVIDIA DRA driver's MIG demo class (``extendedResourceName: nvidia.com/gpu``)
+    silently hands every Pod asking for the policy resource devices of another kind. On UPDATE only a
+    newly set name is reported.
+    """
+    if ctx.group != "resource.k8s.io":
+        return NO_OUTCOME
+    ern = (obj.get("spec") or {}).get("extendedResourceName")
+    if not isinstance(ern, str) or not ern:
+        return NO_OUTCOME
+    if ctx.operation == "UPDATE" and ((ctx.old_object or {}).get("spec") or {}).get("extendedResourceName") == ern:
+        return NO_OUTCOME
+    policy = ctx.policy
+    res = policy.resources.get(ern) or policy.legacy.get(ern)
+    name = str((obj.get("metadata") or {}).get("name") or "")
+    if res is None or name == res.deviceClassName:
+        return NO_OUTCOME
+    what = (f"policy resource {ern}, served by DeviceClass {res.deviceClassName}" if ern == res.name
+            else f"{ern}, the device-plugin name of policy resource {res.name}")
+    return Outcome([Finding(
+        ids.DEVICE_CLASS_TAKEOVER,
+        f"DeviceClass {name} sets extendedResourceName {ern} ({what}): Kubernetes serves the name with one "
+        "class only, the newest, so this class takes it over",
+        f"remove spec.extendedResourceName from {name} (Pods can still request "
+        f"deviceclass.resource.kubernetes.io/{name}), or change the policy to serve {ern} with {name}",
+        ("spec.extendedResourceName",),
+    )])

@@ -135,6 +135,21 @@ EXAMPLES: dict[str, Example] = {
             namespace="",
         ),
         Example(
+            ids.DEVICE_CLASS_TAKEOVER,
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "DeviceClass",
+                "metadata": {"name": "mig-1g.gpu.example.com"},
+                "spec": {"selectors": [{"cel": {"expression": 'device.driver == "gpu.example.com" && '
+                                                'device.attributes["gpu.example.com"].type == "mig"'}}],
+                         "extendedResourceName": "example.com/gpu"},
+            },
+            "Drop spec.extendedResourceName from the new class (Pods can request it as "
+            "deviceclass.resource.kubernetes.io/<class>), or give it a name of its own, e.g. example.com/mig-1g: "
+            "one extended resource is served by exactly one DeviceClass, the newest.",
+            namespace="",
+        ),
+        Example(
             ids.GATED_FEATURE,
             {
                 "apiVersion": "v1",

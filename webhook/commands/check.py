@@ -130,6 +130,9 @@ def run(args: argparse.Namespace) -> int:
     view = input_view([i.request for i in items])
     results = []
     for item in items:
+        if item.request.group == "" and item.request.kind == "Namespace":
+            results.append(_unexamined(item, "used as the cluster view (namespace labels) for the other objects"))
+            continue
         if not examined(item.request.group, item.request.kind):
             results.append(_unexamined(item))
             continue
@@ -309,12 +312,12 @@ def _item(doc: dict[str, Any], source: str, namespace: str | None, operation: st
     return Item(source, req, note)
 
 
-def _unexamined(item: Item) -> dict[str, Any]:
+def _unexamined(item: Item, view_use: str = "") -> dict[str, Any]:
     req = item.request
     gk = f"{req.group}/{req.kind}" if req.group else req.kind
     return {
-        "source": item.source, "object": _describe(item), "allowed": True, "examined": False,
-        "stage": "", "cohort": "", "message": f"not examined: the webhook has no rules for {gk}",
+        "source": item.source, "object": _describe(item), "allowed": True, "examined": bool(view_use),
+        "stage": "", "cohort": "", "message": view_use or f"not examined: the webhook has no rules for {gk}",
         "findings": [], "warnings": [], "patch": [], "auditAnnotations": {},
     }
 
@@ -356,10 +359,14 @@ def _result(item: Item, mutate: Any, validate: Any) -> dict[str, Any]:
 
 def _print_text(r: dict[str, Any]) -> None:
     verdict = "DENIED" if not r["allowed"] else "ALLOWED" if r["examined"] else "NOT EXAMINED"
+    if r["examined"] and not r["stage"] and r["message"] and not r["findings"] and r["allowed"]:
+        verdict = "CLUSTER VIEW"
     where = f" [stage {r['stage']}{', cohort ' + r['cohort'] if r['cohort'] else ''}]" if r["stage"] else ""
     print(f"\n{r['object']} ({r['source']}): {verdict}{where}")
     if not r["examined"]:
         print(f"  {r['message']}; its pod templates and fields are not checked")
+    elif verdict == "CLUSTER VIEW":
+        print(f"  {r['message']}")
     for f in r["findings"]:
         print(f"  {f['action']:<5} {f['rule']}: {f['message']}")
         if f.get("exception"):

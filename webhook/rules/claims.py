@@ -215,12 +215,15 @@ def device_class_takeover(obj: dict[str, Any], ctx: Context) -> Outcome:
     name = str((obj.get("metadata") or {}).get("name") or "")
     if res is None or name == res.deviceClassName:
         return NO_OUTCOME
-    what = (f"policy resource {ern}, served by DeviceClass {res.deviceClassName}" if ern == res.name
-            else f"{ern}, the device-plugin name of policy resource {res.name}")
+    if ern == res.name:
+        message = (f"DeviceClass {name} takes over {ern} from DeviceClass {res.deviceClassName}: Kubernetes "
+                   "serves an extended resource with its newest class only")
+    else:
+        message = (f"DeviceClass {name} takes over {ern}, the device-plugin name of {res.name}: DRA would "
+                   "serve it with this class")
     return Outcome([Finding(
         ids.DEVICE_CLASS_TAKEOVER,
-        f"DeviceClass {name} sets extendedResourceName {ern} ({what}): Kubernetes serves the name with one "
-        "class only, the newest, so this class takes it over",
+        message,
         f"remove spec.extendedResourceName from {name} (Pods can still request "
         f"deviceclass.resource.kubernetes.io/{name}), or change the policy to serve {ern} with {name}",
         ("spec.extendedResourceName",),

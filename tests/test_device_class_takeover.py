@@ -8,9 +8,11 @@ control plane shows it in tests/e2e/test_workloads_takeover.py.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from tests.test_claim_rules import run
+from webhook.policy.model import Action
 from webhook.rules import claims, ids
 from webhook.view import extended_resource_map
 
@@ -53,3 +55,17 @@ def test_the_newest_class_wins_the_name_and_ties_go_to_the_first_name():
     assert extended_resource_map([old, new])["example.com/gpu"] == "mig.gpu.example.com"
     tie = device_class("a-mig.gpu.example.com", "example.com/gpu", "2026-01-01T00:00:00Z")
     assert extended_resource_map([old, tie])["example.com/gpu"] == "a-mig.gpu.example.com"
+
+
+def test_cluster_scoped_objects_carry_no_stage():
+    """Issue 14 item 8: a DeviceClass belongs to no cohort; its findings are not labelled with a stage."""
+    from tests.helpers import review
+    from tests.test_claim_rules import POLICY
+    from webhook.engine import evaluate
+
+    policy = dataclasses.replace(POLICY, rule_actions={ids.DEVICE_CLASS_TAKEOVER: Action.Warn})
+    req = review(device_class("mig.gpu.example.com", "example.com/gpu"), namespace="")["request"]
+    decision = evaluate(req, policy, phase="validate")
+    assert decision.stage == "" and decision.cohort == ""
+    (warning,) = decision.warnings
+    assert warning.startswith("device-class-takeover (cluster-scoped): DeviceClass mig.gpu.example.com takes over")

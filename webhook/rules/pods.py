@@ -202,9 +202,8 @@ def unmapped_extended_resource(obj: dict[str, Any], ctx: Context) -> Outcome:
                 fix = f"create DeviceClass {implicit}, or request an existing class"
             else:
                 mapper = "no policy resource maps (DeviceClasses unknown)" if offline else (
-                    "no DeviceClass maps")
-                what = (f"{name}, which the policy retires in migrated cohorts (retiredResourceNames {pattern}) "
-                        f"and {mapper}")
+                    "no policy resource or DeviceClass maps")
+                what = f"{name}, which the policy retires (retiredResourceNames {pattern}) and {mapper}"
                 fix = (f"request a policy resource ({', '.join(sorted(policy.resources)) or 'none'}) or use a "
                        f"ResourceClaim; or create a DeviceClass with extendedResourceName {name}")
             findings.append(

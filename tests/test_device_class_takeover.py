@@ -69,3 +69,16 @@ def test_cluster_scoped_objects_carry_no_stage():
     assert decision.stage == "" and decision.cohort == ""
     (warning,) = decision.warnings
     assert warning.startswith("device-class-takeover (cluster-scoped): DeviceClass mig.gpu.example.com takes over")
+
+
+def test_report_says_which_class_took_the_resource_over():
+    """In the cluster, `dra-webhook report` checks the live DeviceClasses the same way."""
+    from tests.test_claim_rules import POLICY
+    from webhook.report import check_resources
+
+    own = device_class("gpu.example.com", "example.com/gpu", "2026-01-01T00:00:00Z")
+    taker = device_class("mig.gpu.example.com", "example.com/gpu", "2026-06-01T00:00:00Z")
+    (ok,) = check_resources(POLICY, [own])
+    assert ok.ok
+    (taken,) = check_resources(POLICY, [own, taker])
+    assert not taken.ok and "served by DeviceClass mig.gpu.example.com (created later)" in taken.message

@@ -467,3 +467,45 @@ def test_mixed_allocation_with_the_template_elsewhere_stays_silent_and_says_why(
     assert res.allowed is True and res.findings == {}
     assert "mixed-allocation: content of claim 'gpu' unknown (ResourceClaimTemplate gpu-template)" in (
         res.audit["cluster-view-degraded"])
+
+
+# ---- issue 14 item 2: the implicit name deviceclass.resource.kubernetes.io/<class> is DRA-only ----------
+
+
+def _usage(*names: str):
+    from webhook.rules.pods import usage
+
+    return usage({"containers": [{"name": "c", "resources": {"limits": {n: "1" for n in names}}}]}, POLICY)
+
+
+@pytest.mark.parametrize("stage", ["legacy", "pilot", "migrated"])
+def test_implicit_class_name_is_never_the_device_plugin_path(stage: str) -> None:
+    """No device plugin can advertise a ``kubernetes.io`` name, so the implicit name is served by DRA only,
+    in every stage: path ``dra-extended-resource`` and the ``dra`` pool, never ``devicePlugin``."""
+    from webhook.rules.pods import rollout_path, target_pool
+
+    u = _usage("deviceclass.resource.kubernetes.io/gpu.example.com")
+    assert u.dra_only
+    assert rollout_path(u, stage) == "dra-extended-resource"
+    assert target_pool(u, stage) == "dra"
+
+
+def test_implicit_name_beside_a_device_plugin_name_is_mixed_in_legacy() -> None:
+    """In the legacy stage the mapped name is served by the device plugin and the implicit one by DRA."""
+    from webhook.rules.pods import rollout_path, target_pool
+
+    u = _usage("example.com/gpu", "deviceclass.resource.kubernetes.io/fpga.example.com")
+    assert rollout_path(u, "legacy") == "mixed"
+    assert target_pool(u, "legacy") == "dra"
+    legacy = _usage("vendor.example.com/gpu", "deviceclass.resource.kubernetes.io/gpu.example.com")
+    assert rollout_path(legacy, "pilot") == "mixed"
+    assert target_pool(legacy, "pilot") == "dra"
+
+
+def test_mapped_name_in_legacy_stays_on_the_device_plugin_pool() -> None:
+    from webhook.rules.pods import rollout_path, target_pool
+
+    u = _usage("example.com/gpu")
+    assert not u.dra_only
+    assert rollout_path(u, "legacy") == "device-plugin"
+    assert target_pool(u, "legacy") == "devicePlugin"

@@ -70,6 +70,13 @@ class Usage:
         return bool(self.er or self.legacy)
 
     @property
+    def dra_only(self) -> bool:
+        """A class's implicit name (``deviceclass.resource.kubernetes.io/<class>``) is requested: only DRA serves
+        it, whatever the stage, since no device plugin can advertise a ``kubernetes.io`` name (issue 14 item 2;
+        upstream pkg/scheduler/framework/plugins/dynamicresources/extended maps it to the class)."""
+        return any(n.startswith(DEVICECLASS_PREFIX) for n in self.er)
+
+    @property
     def uses_devices(self) -> bool:
         return self.gpu or bool(self.claims)
 
@@ -92,10 +99,14 @@ def rollout_path(u: Usage, stage: str) -> str | None:
     """design.md §5 ``path``: how the Pod gets its devices; None when it uses none under the policy."""
     if u.gpu and u.claims:
         return "mixed"
+    if u.legacy and u.dra_only:
+        return "mixed"
     if u.legacy:
         return "device-plugin"
     if u.er:
-        return "device-plugin" if stage == "legacy" else "dra-extended-resource"
+        if stage != "legacy" or all(n.startswith(DEVICECLASS_PREFIX) for n in u.er):
+            return "dra-extended-resource"
+        return "mixed" if u.dra_only else "device-plugin"
     if u.claims:
         return "dra-claim"
     return None
@@ -106,6 +117,8 @@ def target_pool(u: Usage, stage: str) -> str | None:
     (e.g. a namespace excepted from ``legacy-resource-name``), else ``dra``; None for non-GPU Pods."""
     if not u.gpu:
         return None
+    if u.dra_only:  # issue 14 item 2: never the device-plugin pool for a DRA-only name
+        return "dra"
     if stage == "legacy" or rollout_path(u, stage) == "device-plugin":
         return "devicePlugin"
     return "dra"

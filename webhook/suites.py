@@ -2,7 +2,7 @@
 
 A platform team changes a policy in a pull request; the suites next to it say, per object, the expected
 decision, the rules that fire (with their actions), warnings, and the patched fields. They run offline,
-through ``engine.mutate_then_validate`` exactly as ``check`` does, with a fixed clock (``at``) so a
+through ``admission.admit`` exactly as ``check`` and the server do, with a fixed clock (``at``) so a
 schedule date passing does not turn a green suite red. Like ``kyverno test`` and ``gator verify``, but
 with the webhook's own engine and policy files.
 
@@ -382,6 +382,7 @@ class _Actual:
     message: str
     patched: dict[str, Any]
     patch: list[dict[str, Any]]
+    answers: list[Any] = field(default_factory=list)  # the webhook's AdmissionResponses (mutate, validate)
 
 
 def _strongest(verdicts: Iterable[Any]) -> dict[str, Action]:
@@ -398,29 +399,31 @@ def without_rule(policy: Any, rule: str) -> Any:
 
 
 def evaluate(request: Any, policy: Any, view: Any, now: dt.datetime) -> _Actual:
-    from webhook.engine import mutate_then_validate
+    from webhook.admission import admit
 
-    mutate, validate = mutate_then_validate(request, policy, view, now)
+    mutate, validate = admit(request, policy, view, now)
+    answers = [mutate, *([validate] if validate is not None else [])]
     return _Actual(
-        allowed=mutate.allowed and validate.allowed,
-        rules=_strongest([*mutate.verdicts, *validate.verdicts]),
-        warnings=[*mutate.warnings, *validate.warnings],
-        message="; ".join(m for m in (mutate.message, validate.message) if m),
+        allowed=all(a.allowed for a in answers),
+        rules=_strongest(v for a in answers for v in a.verdicts),
+        warnings=[w for a in answers for w in a.warnings],
+        message="; ".join(a.message for a in answers if a.message),
         patched=mutate.mutated if mutate.mutated is not None else (request.object or {}),
         patch=mutate.patch,
+        answers=answers,
     )
 
 
 def _mutated(request: Any, policy: Any, view: Any, now: dt.datetime) -> dict[str, Any] | None:
-    from webhook.engine import evaluate as engine_evaluate
+    from webhook.admission import handle
 
-    return engine_evaluate(request, policy, view, "mutate", now).mutated
+    return handle(request, "mutate", policy, view, now).mutated
 
 
 def _mutate_patch(request: Any, policy: Any, view: Any, now: dt.datetime) -> list[dict[str, Any]]:
-    from webhook.engine import evaluate as engine_evaluate
+    from webhook.admission import handle
 
-    return engine_evaluate(request, policy, view, "mutate", now).patch
+    return handle(request, "mutate", policy, view, now).patch
 
 
 def _resolve(obj: Any, ptr: str) -> Any:

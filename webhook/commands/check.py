@@ -56,7 +56,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from webhook.engine import mutate_then_validate
+    from webhook.admission import admit
     from webhook.policy.loader import PolicyError, load
 
     try:
@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
 
     results = []
     for item in items:
-        mutate, validate = mutate_then_validate(item.request, policy, None, now)
+        mutate, validate = admit(item.request, policy, None, now or dt.datetime.now(dt.UTC))
         results.append(_result(item, mutate, validate))
     if args.output == "json":
         sys.stdout.write(orjson.dumps({"policy": policy.identity, "results": results},
@@ -151,12 +151,14 @@ def _item(doc: dict[str, Any], source: str, namespace: str | None, operation: st
 
 
 def _result(item: Item, mutate: Any, validate: Any) -> dict[str, Any]:
+    """``mutate`` and ``validate`` are the webhook's answers (``validate`` None: the mutation was denied)."""
     req = item.request
     meta = (req.object or {}).get("metadata") or {}
     name = meta.get("name") or meta.get("generateName") or "<unnamed>"
+    answers = [("mutate", mutate), *([("validate", validate)] if validate is not None else [])]
     findings = []
-    for phase, decision in (("mutate", mutate), ("validate", validate)):
-        for v in decision.verdicts:
+    for phase, answer in answers:
+        for v in answer.verdicts:
             f = v.finding
             findings.append({"phase": phase, "rule": f.rule, "action": v.action.value, "message": f.message,
                              "remediation": f.remediation, "paths": list(f.paths),
@@ -164,14 +166,16 @@ def _result(item: Item, mutate: Any, validate: Any) -> dict[str, Any]:
     return {
         "source": item.source,
         "object": f"{req.kind} {req.namespace + '/' if req.namespace else ''}{name}",
-        "allowed": mutate.allowed and validate.allowed,
-        "stage": mutate.stage or validate.stage,
-        "cohort": mutate.cohort or validate.cohort,
-        "message": "; ".join(m for m in (mutate.message, validate.message) if m),
+        "allowed": all(a.allowed for _, a in answers),
+        "stage": next((a.stage for _, a in answers if a.stage), ""),
+        "cohort": next((a.cohort for _, a in answers if a.cohort), ""),
+        "message": "; ".join(a.message for _, a in answers if a.message),
         "findings": findings,
-        "warnings": mutate.warnings + validate.warnings,  # all of them, unlike the API server
+        "warnings": [w for _, a in answers for w in a.warnings],  # all of them, unlike the API server
         "patch": mutate.patch,
-        "auditAnnotations": {**mutate.audit, **validate.audit},
+        "auditAnnotations": {k: v for _, a in answers for k, v in a.audit.items()},
+        # The AdmissionReview responses the webhook sends, byte for byte what `serve` answers.
+        "responses": {phase: a.review() for phase, a in answers},
     }
 
 

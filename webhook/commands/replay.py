@@ -69,6 +69,7 @@ class Judgement:
     denied_by: dict[str, str]  # rule -> first message
     warned: dict[tuple[str, str], str]  # (rule, message) -> rule
     patched: dict[str, Any] | None  # the object after mutation (identity-neutral), None: no patch
+    answers: list[Any] = field(default_factory=list)  # the webhook's AdmissionResponses, in order
 
 
 @dataclass
@@ -90,25 +91,20 @@ def _neutral(node: Any, identity: str) -> Any:
 
 
 def judge(req: Any, policy: Any, chain: bool, now: dt.datetime) -> Judgement:
-    from webhook.engine import evaluate, mutate_then_validate
+    from webhook.admission import admit, handle
 
-    if chain:
-        mutate, validate = mutate_then_validate(req, policy, None, now)
-        verdicts = [*mutate.verdicts, *validate.verdicts]
-        allowed = mutate.allowed and validate.allowed
-        mutated = mutate.mutated
-    else:
-        decision = evaluate(req, policy, None, "validate", now)
-        verdicts, allowed, mutated = decision.verdicts, decision.allowed, None
+    answers = list(admit(req, policy, None, now)) if chain else [handle(req, "validate", policy, None, now)]
+    given = [a for a in answers if a is not None]
     denied: dict[str, str] = {}
     warned: dict[tuple[str, str], str] = {}
-    for v in verdicts:
+    for v in (v for a in given for v in a.verdicts):
         if v.action.value == "Deny":
             denied.setdefault(v.rule, v.finding.message)
         elif v.action.value == "Warn":
             warned[(v.rule, v.finding.message)] = v.rule
+    mutated = given[0].mutated if chain else None
     patched = _neutral(mutated, policy.identity) if mutated is not None else None
-    return Judgement(allowed, denied, warned, patched)
+    return Judgement(all(a.allowed for a in given), denied, warned, patched, given)
 
 
 def _patch_rules(req: Any, base: Any, new: Any, now: dt.datetime, diff: Any) -> list[str]:

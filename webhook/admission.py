@@ -23,6 +23,7 @@ from webhook.engine import Decision, Verdict
 from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.model import Action
 from webhook.review import API_VERSION, KIND, AdmissionRequest, RequestError, clean_audit, limit_warnings
+from webhook.rules.ids import RULE_ERROR
 from webhook.view import ClusterView, OfflineView
 
 log = logging.getLogger(__name__)
@@ -149,14 +150,16 @@ def answer(uid: str, phase: str, decision: Decision, policy: CompiledPolicy) -> 
     stage = decision.stage
     for v in decision.verdicts:
         f = v.finding
+        error = f"{RULE_ERROR}, " if v.failed else ""
         if v.action is Action.Deny:
-            denials.append(f"{f.rule} ({stage}: Deny): {f.message}{_fix(f.remediation)}")
+            denials.append(f"{f.rule} ({stage}: {error}Deny): {f.message}{_fix(f.remediation)}")
             cause = {"reason": f.rule, "message": f.remediation or f.message, "field": f.paths[0] if f.paths else ""}
             causes.append({k: val for k, val in cause.items() if val})
         elif v.action is Action.Warn:
-            warnings.append(f"{f.rule} ({stage}): {f.message}{_fix(f.remediation)}")
+            warnings.append(f"{f.rule} ({stage}{': ' + RULE_ERROR if v.failed else ''}): {f.message}"
+                            f"{_fix(f.remediation)}")
         elif v.action is Action.Audit:
-            _append(audit, f.rule, f.message)
+            _append(audit, f"{RULE_ERROR}-{f.rule}" if v.failed else f.rule, f.message)
         elif v.excepted:
             _append(audit, f"excepted-{f.rule}", f"{f.message} [exception: {v.excepted}]")
     audit.update(decision.notes)  # rules' own notes, and why the cluster view could not help

@@ -123,7 +123,10 @@ def create_app(
     def _observe(req: review.AdmissionRequest, answer: admission.AdmissionResponse, policy: CompiledPolicy,
                  phase: str) -> None:
         for v in answer.verdicts:
-            metrics.FINDINGS.labels(v.rule, v.action.value).inc()
+            if v.failed:
+                metrics.RULE_ERRORS.labels(v.rule).inc()
+            else:
+                metrics.FINDINGS.labels(v.rule, v.action.value).inc()
         if phase == "mutate" and answer.mutated is not None and req.operation == "CREATE":
             annotations = (answer.mutated.get("metadata") or {}).get("annotations") or {}
             path = annotations.get(policy.key("path"))

@@ -3,7 +3,8 @@
 The engine is where policy meets rules (Kyverno-style): rules report findings; the engine applies the
 policy's action per finding (stage default, rule override, exceptions), chains the mutated copies of
 mutating rules and diffs the final object against the one received, so the patch always applies.
-A rule that raises never escapes: it becomes a finding of that rule, answered per its action.
+A rule that raises never escapes: it becomes a verdict of that rule with status ``rule-error``, whose action
+the policy's ``enforcement.ruleErrors`` picks (capped by the rule's own action; exceptions apply).
 The answer sent back (message, warnings, auditAnnotations) is built from the decision in ``admission``.
 """
 
@@ -20,7 +21,7 @@ from webhook.policy.model import Action
 from webhook.review import AdmissionRequest, parse_request
 from webhook.rules import load_all
 from webhook.rules.base import REGISTRY, Context, Finding, Rule
-from webhook.rules.ids import TRACK_ROLLOUT
+from webhook.rules.ids import RULE_ERROR, TRACK_ROLLOUT
 from webhook.view import ClusterView, OfflineView
 
 log = logging.getLogger(__name__)
@@ -33,7 +34,12 @@ class Verdict:
     finding: Finding
     action: Action
     excepted: str = ""
-    failed: bool = False  # the rule raised: the finding says so, not what the object is
+    failed: bool = False  # status rule-error: the rule raised; the finding says so, not what the object is
+
+    @property
+    def status(self) -> str:
+        """``rule-error`` for a rule that raised, else ``finding`` (the rule judged the object)."""
+        return RULE_ERROR if self.failed else "finding"
 
     @property
     def rule(self) -> str:
@@ -108,9 +114,7 @@ def evaluate(
             log.error("rule %s failed on request uid=%s (%s %s/%s): %s", rule.id, req.uid, req.kind,
                       namespace, req.name or "<generated>", type(exc).__name__)
             log.debug("rule %s traceback (uid=%s)", rule.id, req.uid, exc_info=True)
-            finding = Finding(rule.id, f"rule {rule.id} could not evaluate this object ({type(exc).__name__})",
-                              "report this to the platform team with the request uid " + req.uid)
-            verdicts.append(Verdict(finding, base, failed=True))
+            verdicts.append(_failure(rule.id, type(exc).__name__, base, policy, namespace, now, req.uid))
             continue
         for finding in outcome.findings:
             verdicts.append(_verdict(finding, base, policy, namespace, now))
@@ -180,6 +184,25 @@ def _verdict(finding: Finding, base: Action, policy: CompiledPolicy, namespace: 
     if finding.advisory and action is Action.Deny:
         action = Action.Warn
     return Verdict(finding, action)
+
+
+_STRENGTH = {Action.Off: 0, Action.Audit: 1, Action.Warn: 2, Action.Deny: 3}
+
+
+def _failure(rule_id: str, error: str, base: Action, policy: CompiledPolicy, namespace: str, now: dt.datetime,
+             uid: str) -> Verdict:
+    """A rule that raised: status rule-error, under the rule's id, subject to the rule's exceptions.
+
+    Its action is the policy's ``ruleErrors`` (default Warn), never stronger than the rule's own action in
+    this stage: a broken rule must not block a namespace where the rule itself would only have warned.
+    """
+    finding = Finding(rule_id, f"rule {rule_id} could not evaluate this object ({error})",
+                      "report this to the platform team with the request uid " + uid)
+    exc = policy.exception_for(rule_id, namespace, now)
+    if exc is not None:
+        return Verdict(finding, Action.Off, excepted=exc.reason, failed=True)
+    action = min(policy.rule_error_action, base, key=_STRENGTH.__getitem__)
+    return Verdict(finding, action, failed=True)
 
 
 def _mutation_enabled(policy: CompiledPolicy, rule_id: str, namespace: str, now: dt.datetime) -> bool:

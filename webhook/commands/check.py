@@ -162,7 +162,8 @@ def _result(item: Item, mutate: Any, validate: Any) -> dict[str, Any]:
             f = v.finding
             findings.append({"phase": phase, "rule": f.rule, "action": v.action.value, "message": f.message,
                              "remediation": f.remediation, "paths": list(f.paths),
-                             **({"exception": v.excepted} if v.excepted else {})})
+                             **({"exception": v.excepted} if v.excepted else {}),
+                             **({"status": "rule-error"} if v.failed else {})})
     return {
         "source": item.source,
         "object": f"{req.kind} {req.namespace + '/' if req.namespace else ''}{name}",

@@ -153,7 +153,7 @@ def _context(
             # Only worth saying when a selector cohort could have matched before the one we found.
             limit = cohort.index if cohort else len(policy.cohorts)
             if any(c.selector is not None for c in policy.cohorts[:limit]):
-                reason = getattr(view, "degraded_reason", lambda kind: None)("namespace")
+                reason = view.degraded_reason("namespace")
                 degraded.append(f"labels of namespace {namespace} unknown ({reason or 'no data'}); "
                                 "cohorts matched by name only")
     return Context(

@@ -18,6 +18,9 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from webhook.jsonish import as_dict as _dict
+from webhook.jsonish import as_list as _list
+
 Path = tuple[str | int, ...]
 
 WORKLOAD_KINDS: frozenset[str] = frozenset(
@@ -34,14 +37,6 @@ _CONTROLLER_LABELS: dict[str, str] = {
     "JobSet": "jobset.sigs.k8s.io/jobset-name",
     "PyTorchJob": "training.kubeflow.org/job-name",
 }
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
 
 
 def get_path(obj: Any, path: Path) -> Any:

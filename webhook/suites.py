@@ -297,11 +297,11 @@ def _model_fields(loc: tuple[Any, ...]) -> list[str]:
     """Keys allowed in the mapping at ``loc`` (for "did you mean")."""
     import typing
 
-    from webhook.policy.loader import _unwrap
+    from webhook.policy.loader import unwrap_optional
 
     tp: Any = SuiteModel
     for part in loc:
-        tp = _unwrap(tp)
+        tp = unwrap_optional(tp)
         if isinstance(tp, type) and issubclass(tp, BaseModel):
             if part not in tp.model_fields:
                 return []
@@ -310,12 +310,12 @@ def _model_fields(loc: tuple[Any, ...]) -> list[str]:
             tp = typing.get_args(tp)[-1]
         else:
             return []
-    tp = _unwrap(tp)
+    tp = unwrap_optional(tp)
     return list(tp.model_fields) if isinstance(tp, type) and issubclass(tp, BaseModel) else []
 
 
 def _problem_of(err: dict[str, Any], doc: Any) -> Broken:
-    from webhook.policy.loader import _path, _refine
+    from webhook.policy.loader import loc_path, refine_loc
 
     loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and "[" in p))  # union member tags
     kind, msg = err["type"], err["msg"]
@@ -329,12 +329,12 @@ def _problem_of(err: dict[str, Any], doc: Any) -> Broken:
         text = f"required key {str(loc[-1])!r} is missing"
     elif kind in ("value_error", "assertion_error"):
         text = msg.removeprefix("Value error, ")
-        loc = _refine(loc, text, doc.data)
+        loc = refine_loc(loc, text, doc.data)
     elif kind == "literal_error" or kind == "enum":
         text = f"{err.get('input')!r}: {msg[:1].lower() + msg[1:]}"
     else:
         text = f"{msg[:1].lower() + msg[1:]}, got {err.get('input')!r}"
-    path = _path(loc)
+    path = loc_path(loc)
     return Broken(doc.file, doc.line_of(loc), f"{path}: {text}" if path else text)
 
 
@@ -342,19 +342,19 @@ def _problem_of(err: dict[str, Any], doc: Any) -> Broken:
 class Suite:
     file: Path
     model: SuiteModel
-    lines: Any  # loader._Doc: line_of(loc)
+    lines: Any  # loader.Document: line_of(loc)
 
 
 def parse_suite(path: Path) -> tuple[Suite | None, list[Broken]]:
     """Read one suite; every problem has its file and line."""
-    from webhook.policy.loader import _parse
+    from webhook.policy.loader import parse_documents
 
     name = str(path)
     try:
         raw = path.read_bytes()
     except OSError as exc:
         return None, [Broken(name, 0, f"cannot read: {exc.strerror or exc}")]
-    docs, problems = _parse(name, raw)
+    docs, problems = parse_documents(name, raw)
     broken = [Broken(p.file, p.line, f"{p.path}: {p.message}" if p.path else p.message) for p in problems]
     if broken:
         return None, broken
@@ -486,7 +486,7 @@ def compare(
     return list(exp), diff
 
 
-def _subject(req: Any) -> str:
+def subject_of(req: Any) -> str:
     meta = (req.object or req.old_object or {}).get("metadata") or {}
     name = meta.get("name") or req.name or meta.get("generateName") or "<unnamed>"
     return f"{req.kind} {req.namespace + '/' if req.namespace else ''}{name}"
@@ -514,7 +514,7 @@ class _Runner:
         return self.policies[path], []
 
     def run(self, suite: Suite, report: Report) -> None:
-        from webhook.commands.check import InputError, _item, read_items
+        from webhook.inputs import InputError, item_from, read_items
 
         policy, broken = self.policy(suite)
         if broken:
@@ -538,7 +538,7 @@ class _Runner:
                         "cases", i, "resources", j - (case.resource is not None))
                     where = f"{suite.file}:{suite.lines.line_of(loc)}"
                     try:
-                        items.append(_item(obj, where, namespace, operation))
+                        items.append(item_from(obj, where, namespace, operation))
                     except InputError as exc:
                         raise _CaseError(suite.lines.line_of(loc), str(exc).removeprefix(where + ": ")) from None
                 for k, rel in enumerate(case.files):
@@ -586,7 +586,7 @@ class _Runner:
             {r for r, a in (case.expect.rules or {}).items() if a is not Action.Off}
             | set(case.expect.mutatedBy)
         )
-        return Result(str(suite.file), line, case.name, _subject(req), item.source, not failed, diff,
+        return Result(str(suite.file), line, case.name, subject_of(req), item.source, not failed, diff,
                       covers if not failed else frozenset())
 
 

@@ -127,12 +127,12 @@ def fire(rule: str, policy: Any) -> Fired:
     import jsonpatch
 
     from webhook.admission import admit, handle
-    from webhook.commands.check import _item
+    from webhook.inputs import item_from
     from webhook.rules.examples import example_for
     from webhook.suites import Cluster, SuiteView, parse_time, without_rule
 
     ex = example_for(rule)
-    item = _item(ex.object, f"example {rule}", ex.namespace or None, ex.operation)
+    item = item_from(ex.object, f"example {rule}", ex.namespace or None, ex.operation)
     if not ex.namespace:
         item.request.namespace = ""
     view = SuiteView(Cluster.model_validate(ex.cluster)) if ex.cluster is not None else None

@@ -180,7 +180,7 @@ def _key(req: Any) -> tuple[str, ...]:
 def replay(files: list[str], base_policy: Any, new_policy: Any, now: dt.datetime) -> Replay:
     from webhook import review
     from webhook.recording import read_records
-    from webhook.suites import _subject
+    from webhook.suites import subject_of
 
     out = Replay()
     pending: Counter[tuple[str, ...]] = Counter()
@@ -206,7 +206,7 @@ def replay(files: list[str], base_policy: Any, new_policy: Any, now: dt.datetime
             if endpoint == "/mutate":
                 pending[key] += 1
             out.objects += 1
-            out.changes += compare(req, _subject(req), base_policy, new_policy, chain, now)
+            out.changes += compare(req, subject_of(req), base_policy, new_policy, chain, now)
     return out
 
 
@@ -281,7 +281,7 @@ def _json(result: Replay, base: Any, new: Any) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from webhook.commands.check import InputError, _parse_at
+    from webhook.inputs import InputError, parse_at
     from webhook.policy.loader import PolicyError, load
 
     base_src = args.baseline or default_policy()
@@ -294,7 +294,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
     base, new = policies
     try:
-        now = _parse_at(args.at) or dt.datetime.now(dt.UTC)
+        now = parse_at(args.at) or dt.datetime.now(dt.UTC)
     except InputError as exc:
         print(f"input error: {exc}", file=sys.stderr)
         return 2

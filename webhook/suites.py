@@ -43,7 +43,7 @@ import copy
 import dataclasses
 import datetime as dt
 import difflib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -439,47 +439,109 @@ def _show(value: Any) -> Any:
     return "<absent>" if value is _ABSENT else value
 
 
+@dataclass(frozen=True)
+class _Seen:
+    """What a case produced: the engine's result, which rules changed the patch, the second mutate pass."""
+
+    actual: _Actual
+    mutated_by: Mapping[str, bool]
+    second_patch: list[dict[str, Any]] | None
+
+
+Mismatch = tuple[Any, Any] | None  # (expected, actual) to show in the diff, or None when it holds
+
+
+def _check_allowed(expect: Expect, seen: _Seen) -> Mismatch:
+    if expect.allowed is None or expect.allowed == seen.actual.allowed:
+        return None
+    return expect.allowed, seen.actual.allowed
+
+
+def _check_rules(expect: Expect, seen: _Seen) -> Mismatch:
+    if expect.rules is None:
+        return None
+    have = seen.actual.rules
+    actions_ok = all(a is None or have.get(r) == a for r, a in expect.rules.items())
+    if set(expect.rules) == set(have) and actions_ok:
+        return None
+    want = {r: (a.value if a is not None else have[r].value if r in have else "any")
+            for r, a in sorted(expect.rules.items())}
+    return want, {r: a.value for r, a in sorted(have.items())}
+
+
+def _check_warnings(expect: Expect, seen: _Seen) -> Mismatch:
+    if expect.warnings is None:
+        return None
+    have = seen.actual.warnings
+    missing = [w for w in expect.warnings if not any(w in h for h in have)]
+    if not missing and (expect.warnings or not have):
+        return None
+    return list(expect.warnings), list(have)
+
+
+def _check_message(expect: Expect, seen: _Seen) -> Mismatch:
+    if expect.message is None or expect.message in seen.actual.message:
+        return None
+    return expect.message, seen.actual.message
+
+
+def _check_patched(expect: Expect, seen: _Seen) -> Mismatch:
+    patched = seen.actual.patched
+    bad = {p: v for p, v in expect.patched.items() if _resolve(patched, p) != v}
+    return (bad, {p: _show(_resolve(patched, p)) for p in bad}) if bad else None
+
+
+def _check_absent(expect: Expect, seen: _Seen) -> Mismatch:
+    patched = seen.actual.patched
+    present = [p for p in expect.absent if _resolve(patched, p) is not _ABSENT]
+    return (present, {p: _resolve(patched, p) for p in present}) if present else None
+
+
+def _check_mutated_by(expect: Expect, seen: _Seen) -> Mismatch:
+    if all(seen.mutated_by.get(r) for r in expect.mutatedBy):
+        return None
+    return list(expect.mutatedBy), [r for r in expect.mutatedBy if seen.mutated_by.get(r)]
+
+
+def _check_unchanged(expect: Expect, seen: _Seen) -> Mismatch:
+    patch = seen.actual.patch
+    if expect.unchanged is None or expect.unchanged == (not patch):
+        return None
+    return expect.unchanged, {"unchanged": not patch, "patch": patch}
+
+
+def _check_idempotent(expect: Expect, seen: _Seen) -> Mismatch:
+    second = seen.second_patch
+    if expect.idempotent is None or expect.idempotent == (not second):
+        return None
+    return expect.idempotent, {"idempotent": not second, "second patch": second}
+
+
+# Every ``expect`` key with its check, in the order failures are shown.
+_CHECKS: tuple[tuple[str, Callable[[Expect, _Seen], Mismatch]], ...] = (
+    ("allowed", _check_allowed),
+    ("rules", _check_rules),
+    ("warnings", _check_warnings),
+    ("message", _check_message),
+    ("patched", _check_patched),
+    ("absent", _check_absent),
+    ("mutatedBy", _check_mutated_by),
+    ("unchanged", _check_unchanged),
+    ("idempotent", _check_idempotent),
+)
+
+
 def compare(
     expect: Expect, actual: _Actual, mutated_by: Mapping[str, bool], second_patch: list[dict[str, Any]] | None = None
 ) -> tuple[list[str], list[str]]:
     """(failed keys, unified diff lines of expected vs actual for those keys)."""
+    seen = _Seen(actual, mutated_by, second_patch)
     exp: dict[str, Any] = {}
     got: dict[str, Any] = {}
-
-    def mismatch(key: str, want: Any, have: Any) -> None:
-        exp[key], got[key] = want, have
-
-    if expect.allowed is not None and expect.allowed != actual.allowed:
-        mismatch("allowed", expect.allowed, actual.allowed)
-    if expect.rules is not None:
-        want_ids, have_ids = set(expect.rules), set(actual.rules)
-        actions_ok = all(a is None or actual.rules.get(r) == a for r, a in expect.rules.items())
-        if want_ids != have_ids or not actions_ok:
-            mismatch(
-                "rules",
-                {r: (a.value if a is not None else actual.rules[r].value if r in actual.rules else "any")
-                 for r, a in sorted(expect.rules.items())},
-                {r: a.value for r, a in sorted(actual.rules.items())},
-            )
-    if expect.warnings is not None:
-        missing = [w for w in expect.warnings if not any(w in have for have in actual.warnings)]
-        if missing or (not expect.warnings and actual.warnings):
-            mismatch("warnings", list(expect.warnings), list(actual.warnings))
-    if expect.message is not None and expect.message not in actual.message:
-        mismatch("message", expect.message, actual.message)
-    bad_ptrs = {p: v for p, v in expect.patched.items() if _resolve(actual.patched, p) != v}
-    if bad_ptrs:
-        mismatch("patched", bad_ptrs, {p: _show(_resolve(actual.patched, p)) for p in bad_ptrs})
-    present = [p for p in expect.absent if _resolve(actual.patched, p) is not _ABSENT]
-    if present:
-        mismatch("absent", present, {p: _resolve(actual.patched, p) for p in present})
-    not_by = [r for r in expect.mutatedBy if not mutated_by.get(r)]
-    if not_by:
-        mismatch("mutatedBy", list(expect.mutatedBy), [r for r in expect.mutatedBy if mutated_by.get(r)])
-    if expect.unchanged is not None and expect.unchanged != (not actual.patch):
-        mismatch("unchanged", expect.unchanged, {"unchanged": not actual.patch, "patch": actual.patch})
-    if expect.idempotent is not None and expect.idempotent != (not second_patch):
-        mismatch("idempotent", expect.idempotent, {"idempotent": not second_patch, "second patch": second_patch})
+    for key, check in _CHECKS:
+        found = check(expect, seen)
+        if found is not None:
+            exp[key], got[key] = found
     if not exp:
         return [], []
     diff = list(difflib.unified_diff(_dump(exp), _dump(got), "expected", "actual", lineterm="", n=3))
@@ -514,7 +576,7 @@ class _Runner:
         return self.policies[path], []
 
     def run(self, suite: Suite, report: Report) -> None:
-        from webhook.inputs import InputError, item_from, read_items
+        from webhook.inputs import InputError
 
         policy, broken = self.policy(suite)
         if broken:
@@ -530,23 +592,8 @@ class _Runner:
             namespace = case.namespace or m.namespace
             at = case.at or m.at
             now = parse_time(at) if at else dt.datetime.now(dt.UTC)
-            items = []
             try:
-                inline = ([case.resource] if case.resource is not None else []) + list(case.resources)
-                for j, obj in enumerate(inline):
-                    loc = ("cases", i, "resource") if case.resource is not None and j == 0 else (
-                        "cases", i, "resources", j - (case.resource is not None))
-                    where = f"{suite.file}:{suite.lines.line_of(loc)}"
-                    try:
-                        items.append(item_from(obj, where, namespace, operation))
-                    except InputError as exc:
-                        raise _CaseError(suite.lines.line_of(loc), str(exc).removeprefix(where + ": ")) from None
-                for k, rel in enumerate(case.files):
-                    target = suite.file.parent / rel
-                    if not target.is_file():
-                        raise _CaseError(suite.lines.line_of(("cases", i, "files", k)), f"file {rel} not found "
-                                         f"(paths are relative to the suite: {target})")
-                    items += read_items(str(target), namespace, operation)
+                items = _case_items(suite, i, case, namespace, operation)
             except InputError as exc:
                 report.broken.append(Broken(str(suite.file), line, f"cases[{i}] ({case.name}): {exc}"))
                 continue
@@ -588,6 +635,29 @@ class _Runner:
         )
         return Result(str(suite.file), line, case.name, subject_of(req), item.source, not failed, diff,
                       covers if not failed else frozenset())
+
+
+def _case_items(suite: Suite, i: int, case: Case, namespace: str | None, operation: str) -> list[Any]:
+    """The requests of case ``i``: its inline resources, then its files. Raises InputError or _CaseError."""
+    from webhook.inputs import InputError, item_from, read_items
+
+    items = []
+    inline = ([case.resource] if case.resource is not None else []) + list(case.resources)
+    for j, obj in enumerate(inline):
+        loc = ("cases", i, "resource") if case.resource is not None and j == 0 else (
+            "cases", i, "resources", j - (case.resource is not None))
+        where = f"{suite.file}:{suite.lines.line_of(loc)}"
+        try:
+            items.append(item_from(obj, where, namespace, operation))
+        except InputError as exc:
+            raise _CaseError(suite.lines.line_of(loc), str(exc).removeprefix(where + ": ")) from None
+    for k, rel in enumerate(case.files):
+        target = suite.file.parent / rel
+        if not target.is_file():
+            raise _CaseError(suite.lines.line_of(("cases", i, "files", k)), f"file {rel} not found "
+                             f"(paths are relative to the suite: {target})")
+        items += read_items(str(target), namespace, operation)
+    return items
 
 
 class _CaseError(Exception):

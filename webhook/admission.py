@@ -147,7 +147,7 @@ def answer(uid: str, phase: str, decision: Decision, policy: CompiledPolicy) -> 
     causes: list[dict[str, str]] = []
     warnings: list[str] = []
     audit: dict[str, str] = {}
-    stage = decision.stage
+    stage = decision.stage or "cluster-scoped"  # the label in messages; a cluster-scoped object has no stage
     for v in decision.verdicts:
         f = v.finding
         error = f"{RULE_ERROR}, " if v.failed else ""
@@ -166,8 +166,8 @@ def answer(uid: str, phase: str, decision: Decision, policy: CompiledPolicy) -> 
     patch = decision.patch if phase == "mutate" else []
     if decision.verdicts or patch:
         audit.setdefault("policy", policy.identity)
-        if stage:
-            audit.setdefault("stage", stage)
+        if decision.stage:
+            audit.setdefault("stage", decision.stage)
     return AdmissionResponse(uid, decision.allowed, message="; ".join(denials), causes=causes, patch=patch,
                              warnings=warnings, audit=audit, decision=decision)
 

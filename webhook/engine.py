@@ -126,7 +126,9 @@ def evaluate(
         allowed=not any(v.action is Action.Deny for v in verdicts),
         verdicts=verdicts,
         notes=notes,
-        stage=ctx.stage,
+        # Cluster-scoped objects (DeviceClasses, slices, taint rules) belong to no cohort: their findings take
+        # the default stage's action, but they carry no stage of their own (issue 14 item 8).
+        stage=ctx.stage if ctx.namespace else "",
         cohort=ctx.cohort.name if ctx.cohort else "",
     )
     if current is not obj and decision.allowed:

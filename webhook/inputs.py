@@ -19,7 +19,14 @@ import yaml
 from webhook import review
 
 NAMESPACED_DEFAULT = "default"
-CLUSTER_SCOPED = frozenset({"DeviceClass", "ResourceSlice", "DeviceTaintRule", "Namespace", "Node"})
+CLUSTER_SCOPED = frozenset({
+    "DeviceClass", "ResourceSlice", "DeviceTaintRule", "Namespace", "Node", "PersistentVolume", "StorageClass",
+    "PriorityClass", "RuntimeClass", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
+    "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding", "ClusterTrainingRuntime", "ClusterQueue", "ResourceFlavor",
+    "Cohort", "Queue",
+})
+"""Kinds without a namespace (no cohort, hence no stage); any other kind is treated as namespaced."""
 
 
 class InputError(ValueError):
@@ -28,8 +35,9 @@ class InputError(ValueError):
 
 @dataclass
 class Item:
-    source: str  # file[:document]
+    source: str  # file[#document][[list index]]
     request: review.AdmissionRequest
+    note: str = ""  # e.g. the manifest's own namespace won over -n
 
 
 def parse_at(value: str | None) -> dt.datetime | None:
@@ -43,33 +51,69 @@ def parse_at(value: str | None) -> dt.datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
 
 
-def read_items(path: str, namespace: str | None, operation: str) -> list[Item]:
-    """Objects from a file: AdmissionReviews as they are, manifests wrapped in a synthetic request."""
+def meta_of(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+def read_items(path: str, namespace: str | None, operation: str, errors: list[str] | None = None) -> list[Item]:
+    """Objects from a file: AdmissionReviews as they are, manifests wrapped in a synthetic request.
+
+    With ``errors`` given, a bad document is recorded there and the others are still read; without it
+    the first problem raises InputError.
+    """
+    sink: list[str] = [] if errors is None else errors
+    before = len(sink)
+    items = _read(path, namespace, operation, sink)
+    if errors is None and len(sink) > before:
+        raise InputError(sink[before])
+    return items
+
+
+def _read(path: str, namespace: str | None, operation: str, errors: list[str]) -> list[Item]:
     try:
         text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read: {exc}") from None
+        errors.append(f"{path}: cannot read: {exc}")
+        return []
     try:
         docs = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark else ""
-        raise InputError(f"{path}{where}: not valid YAML or JSON: {getattr(exc, 'problem', exc)}") from None
+        errors.append(f"{path}{where}: not valid YAML or JSON: {getattr(exc, 'problem', exc)}")
+        return []
     items = []
     for i, doc in enumerate(docs):
         source = path if len(docs) == 1 else f"{path}#{i + 1}"
-        for j, obj in enumerate(_expand(doc, source)):
-            items.append(item_from(obj, f"{source}[{j}]" if doc.get("kind", "").endswith("List") else source,
-                               namespace, operation))
+        try:
+            objs = _expand(doc, source)
+            listed = len(objs) != 1 or objs[0] is not doc
+            for j, obj in enumerate(objs):
+                items.append(item_from(obj, f"{source}[{j}]" if listed else source, namespace, operation))
+        except InputError as exc:
+            errors.append(str(exc))
     return items
 
 
 def _expand(doc: Any, source: str) -> list[dict[str, Any]]:
     if not isinstance(doc, dict):
         raise InputError(f"{source}: expected a Kubernetes object (a mapping), got {type(doc).__name__}")
-    if doc.get("kind") == "List" or (str(doc.get("kind", "")).endswith("List") and "items" in doc):
-        return [o for o in doc.get("items") or [] if isinstance(o, dict)]
+    kind = doc.get("kind")
+    if not isinstance(kind, str) or not kind:
+        raise InputError(f"{source}: document has no kind (a string such as Pod or Deployment); got {kind!r}")
+    if kind == "List" or (kind.endswith("List") and "items" in doc):
+        items = doc.get("items") or []
+        if not isinstance(items, list):
+            raise InputError(f"{source}: {kind}.items is not a list")
+        return [_check_kind(o, f"{source}[{j}]") for j, o in enumerate(items)]
     return [doc]
+
+
+def _check_kind(obj: Any, source: str) -> dict[str, Any]:
+    if not isinstance(obj, dict) or not isinstance(obj.get("kind"), str) or not obj.get("kind"):
+        raise InputError(f"{source}: list item is not an object with a kind")
+    return obj
 
 
 def item_from(doc: dict[str, Any], source: str, namespace: str | None, operation: str) -> Item:
@@ -82,14 +126,23 @@ def item_from(doc: dict[str, Any], source: str, namespace: str | None, operation
             raise InputError(f"{source}: {exc.message}") from None
         return Item(source, req)
     api_version, kind = doc.get("apiVersion"), doc.get("kind")
-    if not isinstance(api_version, str) or not isinstance(kind, str) or not kind:
+    if not isinstance(api_version, str) or not api_version or not isinstance(kind, str) or not kind:
         raise InputError(f"{source}: object has no apiVersion/kind")
     group, _, version = api_version.rpartition("/")
-    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
-    ns = "" if kind in CLUSTER_SCOPED else (meta.get("namespace") or namespace or NAMESPACED_DEFAULT)
+    meta = meta_of(doc)
+    own = meta.get("namespace")
+    note = ""
+    if kind in CLUSTER_SCOPED:
+        ns = ""
+    elif isinstance(own, str) and own:
+        ns = own
+        if namespace and namespace != own:
+            note = f"{source}: {kind} {meta.get('name', '')} is checked in its own namespace {own}, not -n {namespace}"
+    else:
+        ns = namespace or NAMESPACED_DEFAULT
     req = review.AdmissionRequest(
         uid=str(uuid.uuid4()), group=group, version=version, kind=kind, operation=operation,
-        namespace=ns, name=meta.get("name", ""), object=doc,
+        namespace=ns, name=str(meta.get("name", "")), object=doc,
         old_object=doc if operation == "UPDATE" else None, dry_run=True,
     )
-    return Item(source, req)
+    return Item(source, req, note)

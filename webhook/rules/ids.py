@@ -15,6 +15,7 @@ TRAINING_JOB_EXTENDED_RESOURCE = "training-job-extended-resource"
 INJECT_DEVICE_TOLERATIONS = "inject-device-tolerations"
 STEER_NODE_POOL = "steer-node-pool"
 TRACK_ROLLOUT = "track-rollout"
+DEVICE_CLASS_TAKEOVER = "device-class-takeover"
 # Not a rule: the status of a rule that raised instead of judging the object (Kyverno's RuleStatusError).
 # It is reported under the failing rule's id; policy.spec.enforcement.ruleErrors picks its action.
 RULE_ERROR = "rule-error"
@@ -35,4 +36,5 @@ RULE_IDS: tuple[str, ...] = (
     INJECT_DEVICE_TOLERATIONS,
     STEER_NODE_POOL,
     TRACK_ROLLOUT,
+    DEVICE_CLASS_TAKEOVER,
 )

@@ -17,8 +17,9 @@ import pytest
 import yaml
 
 from tests.helpers import review
+from webhook.admission import AdmissionResponse, handle
+from webhook.admission import admit as admit_chain
 from webhook.claim_objects import iter_requests, nonstandard_numa_in_cel
-from webhook.engine import Decision, evaluate, mutate_then_validate
 from webhook.policy.compiled import CompiledPolicy, compile_policy
 from webhook.policy.model import MigrationPolicy
 from webhook.review import parse_request
@@ -365,8 +366,9 @@ def admit(
     view: ClusterView | None = None,
     now: dt.datetime = MIGRATED,
     user: str = "alice",
-) -> Decision:
-    return evaluate(review(obj, operation=operation, old=old, user=user)["request"], POLICY, view, phase, now)
+) -> AdmissionResponse:
+    request = parse_request(review(obj, operation=operation, old=old, user=user)["request"])
+    return handle(request, phase, POLICY, view, now)
 
 
 def test_engine_mutates_training_claim_once_and_validation_passes() -> None:
@@ -390,8 +392,8 @@ def test_engine_denies_bad_claim_in_migrated_stage_with_field_paths() -> None:
     sub.update(deviceClassName="vendor-gpu.example.com", allocationMode="All")
     del sub["count"]
     sub["tolerations"] = [{"operator": "Exists"}]
-    mutate, validate = mutate_then_validate(parse_request(review(obj)["request"]), POLICY, None, MIGRATED)
-    assert mutate.allowed
+    mutate, validate = admit_chain(parse_request(review(obj)["request"]), POLICY, None, MIGRATED)
+    assert mutate.allowed and validate is not None
     assert not validate.allowed
     assert sorted(validate.denied_rules) == [
         ids.ALLOCATION_MODE_ALL,

@@ -30,6 +30,7 @@ from webhook.cluster import REQUIRED_RBAC, ClusterError, LiveView, connect
 from webhook.view import ClusterView
 
 DEADLINE = 10.0
+LOOKUP_BUDGET = 5.0
 
 
 def eventually(check: Callable[[], bool], what: str) -> None:
@@ -58,6 +59,9 @@ def make_view(kubeconfig: str) -> Iterator[Callable[..., LiveView]]:
 
     def make(**kwargs: object) -> LiveView:
         kwargs.setdefault("backoff", (0.05, 0.2))
+        # An explicit budget, never the 0.2 s production default: a lookup that must answer gets seconds
+        # (a loaded machine stalls threads that long); the tests about budgets pass their own small one.
+        kwargs.setdefault("budget", LOOKUP_BUDGET)
         view = LiveView.from_kubeconfig(kubeconfig, **kwargs)
         views.append(view)
         return view

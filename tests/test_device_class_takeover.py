@@ -9,6 +9,7 @@ control plane shows it in tests/e2e/test_workloads_takeover.py.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 from typing import Any
 
 from tests.test_claim_rules import run
@@ -61,11 +62,12 @@ def test_cluster_scoped_objects_carry_no_stage():
     """Issue 14 item 8: a DeviceClass belongs to no cohort; its findings are not labelled with a stage."""
     from tests.helpers import review
     from tests.test_claim_rules import POLICY
-    from webhook.engine import evaluate
+    from webhook.admission import handle
+    from webhook.review import parse_request
 
     policy = dataclasses.replace(POLICY, rule_actions={ids.DEVICE_CLASS_TAKEOVER: Action.Warn})
-    req = review(device_class("mig.gpu.example.com", "example.com/gpu"), namespace="")["request"]
-    decision = evaluate(req, policy, phase="validate")
+    req = parse_request(review(device_class("mig.gpu.example.com", "example.com/gpu"), namespace="")["request"])
+    decision = handle(req, "validate", policy, None, dt.datetime.now(dt.UTC))
     assert decision.stage == "" and decision.cohort == ""
     (warning,) = decision.warnings
     assert warning.startswith("device-class-takeover (cluster-scoped): DeviceClass mig.gpu.example.com takes over")

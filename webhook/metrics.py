@@ -37,6 +37,11 @@ FINDINGS = Counter(
     "Rule findings, by rule id and the action the policy gave them.",
     ["rule", "action"],
 )
+RULE_ERRORS = Counter(
+    "dra_webhook_rule_errors_total",
+    "Rules that failed to evaluate an object (status rule-error), by rule id; the log names the request uid.",
+    ["rule"],
+)
 WORKLOADS = Counter(
     "dra_webhook_workloads_total",
     "Objects admitted with rollout-tracking annotations, by path, stage and cohort.",

@@ -18,18 +18,13 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from webhook.jsonish import as_dict as _dict
+from webhook.jsonish import as_list as _list
+
 Path = tuple[str | int, ...]
 
 DEVICECLASS_PREFIX = "deviceclass.resource.kubernetes.io/"
 """Implicit extended-resource name of every DeviceClass: ``deviceclass.resource.kubernetes.io/<class>``."""
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
 
 
 def get_path(obj: Any, path: Path) -> Any:

@@ -14,42 +14,20 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import sys
-import uuid
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
-import yaml
 
 from webhook import review
 from webhook.defaults import default_policy
+from webhook.inputs import NAMESPACED_DEFAULT, InputError, Item, meta_of, parse_at, read_items
 from webhook.view import ClusterView, OfflineView, StaticView
 
-NAMESPACED_DEFAULT = "default"
-CLUSTER_SCOPED = frozenset({
-    "DeviceClass", "ResourceSlice", "DeviceTaintRule", "Namespace", "Node", "PersistentVolume", "StorageClass",
-    "PriorityClass", "RuntimeClass", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
-    "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "ValidatingAdmissionPolicy",
-    "ValidatingAdmissionPolicyBinding", "ClusterTrainingRuntime", "ClusterQueue", "ResourceFlavor",
-    "Cohort", "Queue",
-})
-"""Kinds without a namespace (no cohort, hence no stage); any other kind is treated as namespaced."""
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 EXIT_UNEXAMINED = 3
 OTHER_GROUPS = frozenset({"resource.k8s.io", "scheduling.k8s.io"})
 """Groups of the non-workload kinds the webhook judges (claims, DeviceClasses, slices, PodGroups...)."""
-
-
-class InputError(ValueError):
-    """A file that is not a manifest or AdmissionReview: reported with its name, exit 2."""
-
-
-@dataclass
-class Item:
-    source: str  # file[#document][[list index]]
-    request: review.AdmissionRequest
-    note: str = ""  # e.g. the manifest's own namespace won over -n
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -96,7 +74,7 @@ def _version() -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from webhook.engine import mutate_then_validate
+    from webhook.admission import admit
     from webhook.policy.loader import PolicyError, load
 
     try:
@@ -109,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         print("input error: no input: give FILE arguments or -f FILE ('-' for stdin)", file=sys.stderr)
         return 2
     try:
-        now = _parse_at(args.at)
+        now = parse_at(args.at) or dt.datetime.now(dt.UTC)
     except InputError as exc:
         print(f"input error: {exc}", file=sys.stderr)
         return 2
@@ -136,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
         if not examined(item.request.group, item.request.kind):
             results.append(_unexamined(item))
             continue
-        mutate, validate = mutate_then_validate(item.request, policy, view, now)
+        mutate, validate = admit(item.request, policy, view, now)
         results.append(_result(item, mutate, validate))
     if args.output == "json":
         sys.stdout.write(orjson.dumps({"policy": policy.identity, "results": results},
@@ -152,16 +130,6 @@ def run(args: argparse.Namespace) -> int:
     if args.fail_on_unexamined and any(not r["examined"] for r in results):
         return EXIT_UNEXAMINED
     return 0
-
-
-def _parse_at(value: str | None) -> dt.datetime | None:
-    if not value:
-        return None
-    try:
-        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise InputError(f"--at {value!r} is not a date (YYYY-MM-DD) or ISO time") from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
 
 
 def _expand_paths(paths: list[str], recursive: bool, errors: list[str]) -> list[str]:
@@ -209,107 +177,10 @@ def input_view(requests: list[review.AdmissionRequest]) -> ClusterView:
         return OfflineView()
     namespaces = None
     if "Namespace" in by_kind:
-        namespaces = {str(_meta(n).get("name")): dict(_meta(n).get("labels") or {}) for n in by_kind["Namespace"]}
+        namespaces = {str(meta_of(n).get("name")): dict(meta_of(n).get("labels") or {}) for n in by_kind["Namespace"]}
     return StaticView(namespaces=namespaces, device_classes=by_kind.get("DeviceClass"),
                       resource_claims=by_kind.get("ResourceClaim"),
                       resource_claim_templates=by_kind.get("ResourceClaimTemplate"))
-
-
-def _meta(obj: dict[str, Any]) -> dict[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, dict) else {}
-
-
-def read_items(path: str, namespace: str | None, operation: str, errors: list[str] | None = None) -> list[Item]:
-    """Objects from a file: AdmissionReviews as they are, manifests wrapped in a synthetic request.
-
-    With ``errors`` given, a bad document is recorded there and the others are still read; without it
-    the first problem raises InputError.
-    """
-    sink: list[str] = [] if errors is None else errors
-    before = len(sink)
-    items = _read(path, namespace, operation, sink)
-    if errors is None and len(sink) > before:
-        raise InputError(sink[before])
-    return items
-
-
-def _read(path: str, namespace: str | None, operation: str, errors: list[str]) -> list[Item]:
-    try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        errors.append(f"{path}: cannot read: {exc}")
-        return []
-    try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark else ""
-        errors.append(f"{path}{where}: not valid YAML or JSON: {getattr(exc, 'problem', exc)}")
-        return []
-    items = []
-    for i, doc in enumerate(docs):
-        source = path if len(docs) == 1 else f"{path}#{i + 1}"
-        try:
-            objs = _expand(doc, source)
-            listed = len(objs) != 1 or objs[0] is not doc
-            for j, obj in enumerate(objs):
-                items.append(_item(obj, f"{source}[{j}]" if listed else source, namespace, operation))
-        except InputError as exc:
-            errors.append(str(exc))
-    return items
-
-
-def _expand(doc: Any, source: str) -> list[dict[str, Any]]:
-    if not isinstance(doc, dict):
-        raise InputError(f"{source}: expected a Kubernetes object (a mapping), got {type(doc).__name__}")
-    kind = doc.get("kind")
-    if not isinstance(kind, str) or not kind:
-        raise InputError(f"{source}: document has no kind (a string such as Pod or Deployment); got {kind!r}")
-    if kind == "List" or (kind.endswith("List") and "items" in doc):
-        items = doc.get("items") or []
-        if not isinstance(items, list):
-            raise InputError(f"{source}: {kind}.items is not a list")
-        return [_check_kind(o, f"{source}[{j}]") for j, o in enumerate(items)]
-    return [doc]
-
-
-def _check_kind(obj: Any, source: str) -> dict[str, Any]:
-    if not isinstance(obj, dict) or not isinstance(obj.get("kind"), str) or not obj.get("kind"):
-        raise InputError(f"{source}: list item is not an object with a kind")
-    return obj
-
-
-def _item(doc: dict[str, Any], source: str, namespace: str | None, operation: str) -> Item:
-    if doc.get("kind") == "AdmissionReview":
-        try:
-            req = review.parse(orjson.dumps(doc))
-        except review.EnvelopeError as exc:
-            raise InputError(f"{source}: {exc.message}") from None
-        except review.RequestError as exc:
-            raise InputError(f"{source}: {exc.message}") from None
-        return Item(source, req)
-    api_version, kind = doc.get("apiVersion"), doc.get("kind")
-    if not isinstance(api_version, str) or not api_version or not isinstance(kind, str) or not kind:
-        raise InputError(f"{source}: object has no apiVersion/kind")
-    group, _, version = api_version.rpartition("/")
-    meta = _meta(doc)
-    own = meta.get("namespace")
-    note = ""
-    if kind in CLUSTER_SCOPED:
-        ns = ""
-    elif isinstance(own, str) and own:
-        ns = own
-        if namespace and namespace != own:
-            note = f"{source}: {kind} {meta.get('name', '')} is checked in its own namespace {own}, not -n {namespace}"
-    else:
-        ns = namespace or NAMESPACED_DEFAULT
-    req = review.AdmissionRequest(
-        uid=str(uuid.uuid4()), group=group, version=version, kind=kind, operation=operation,
-        namespace=ns, name=str(meta.get("name", "")), object=doc,
-        old_object=doc if operation == "UPDATE" else None, dry_run=True,
-    )
-    return Item(source, req, note)
 
 
 def _unexamined(item: Item, view_use: str = "") -> dict[str, Any]:
@@ -330,30 +201,33 @@ def _describe(item: Item) -> str:
 
 
 def _result(item: Item, mutate: Any, validate: Any) -> dict[str, Any]:
-    req = item.request
+    """``mutate`` and ``validate`` are the webhook's answers (``validate`` None: the mutation was denied)."""
+    answers = [("mutate", mutate), *([("validate", validate)] if validate is not None else [])]
     # Rules that run in both phases (gated-feature) report the same finding twice: list it once.
     findings: dict[tuple[str, str, tuple[str, ...]], dict[str, Any]] = {}
-    for phase, decision in (("mutate", mutate), ("validate", validate)):
-        for v in decision.verdicts:
+    for phase, answer in answers:
+        for v in answer.verdicts:
             f = v.finding
             findings.setdefault((f.rule, f.message, f.paths), {
                 "phase": phase, "rule": f.rule, "action": v.action.value, "message": f.message,
                 "remediation": f.remediation, "paths": list(f.paths),
-                **({"exception": v.excepted} if v.excepted else {})})
-    allowed = mutate.allowed and validate.allowed
-    namespaced = bool(req.namespace)  # cluster-scoped objects belong to no cohort, so they have no stage
+                **({"exception": v.excepted} if v.excepted else {}),
+                **({"status": "rule-error"} if v.failed else {})})
+    allowed = all(a.allowed for _, a in answers)
     return {
         "source": item.source,
         "object": _describe(item),
         "allowed": allowed,
         "examined": True,
-        "stage": (mutate.stage or validate.stage) if namespaced else "",
-        "cohort": (mutate.cohort or validate.cohort) if namespaced else "",
-        "message": "; ".join(m for m in (mutate.message, validate.message) if m),
+        "stage": next((a.stage for _, a in answers if a.stage), ""),  # cluster-scoped objects have none
+        "cohort": next((a.cohort for _, a in answers if a.cohort), ""),
+        "message": "; ".join(a.message for _, a in answers if a.message),
         "findings": list(findings.values()),
-        "warnings": list(dict.fromkeys(mutate.warnings + validate.warnings)),  # all, unlike the API server
+        "warnings": list(dict.fromkeys(w for _, a in answers for w in a.warnings)),  # all, unlike the API server
         "patch": mutate.patch if allowed else [],  # the API server applies no patch to a denied object
-        "auditAnnotations": {**mutate.audit, **validate.audit},
+        "auditAnnotations": {k: v for _, a in answers for k, v in a.audit.items()},
+        # The AdmissionReview responses the webhook sends, byte for byte what `serve` answers.
+        "responses": {phase: a.review() for phase, a in answers},
     }
 
 

@@ -125,28 +125,29 @@ def fire(rule: str, policy: Any) -> Fired:
     """Run the rule's example through the engine (mutate, then validate) and keep what is this rule's."""
     import jsonpatch
 
-    from webhook.commands.check import _item
-    from webhook.engine import evaluate, mutate_then_validate
+    from webhook.admission import admit, handle
+    from webhook.inputs import item_from
     from webhook.rules.examples import example_for
     from webhook.suites import Cluster, SuiteView, parse_time, without_rule
 
     ex = example_for(rule)
-    item = _item(ex.object, f"example {rule}", ex.namespace or None, ex.operation)
+    item = item_from(ex.object, f"example {rule}", ex.namespace or None, ex.operation)
     if not ex.namespace:
         item.request.namespace = ""
     view = SuiteView(Cluster.model_validate(ex.cluster)) if ex.cluster is not None else None
     now = parse_time(ex.at)
-    mutate, validate = mutate_then_validate(item.request, policy, view, now)
-    mine = [v for v in [*mutate.verdicts, *validate.verdicts] if v.rule == rule]
+    mutate, validate = admit(item.request, policy, view, now)
+    answers = [mutate, *([validate] if validate is not None else [])]
+    mine = [v for a in answers for v in a.verdicts if v.rule == rule]
     findings = [(v.action.value, v.finding.message, v.finding.remediation) for v in mine]
     findings = list(dict.fromkeys(findings))  # gated-feature reports in both phases
     patch: list[dict[str, Any]] = []
     if rule_info(rule).mutating:
-        without = evaluate(item.request, without_rule(policy, rule), view, "mutate", now).mutated or ex.object
+        without = handle(item.request, "mutate", without_rule(policy, rule), view, now).mutated or ex.object
         full = mutate.mutated or ex.object
         patch = jsonpatch.make_patch(without, full).patch
     advisory = bool(mine) and all(v.finding.advisory for v in mine)
-    return Fired(findings, patch, mutate.allowed and validate.allowed, advisory)
+    return Fired(findings, patch, all(a.allowed for a in answers), advisory)
 
 
 # ------------------------------------------------------------------------------------------------ text

@@ -14,7 +14,6 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from webhook import cluster
 from webhook.defaults import default_policy
 from webhook.report import build_report, render_text
 
@@ -63,6 +62,8 @@ def load_policy(path: str | None) -> CompiledPolicy | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from webhook import cluster  # the kubernetes client: only for commands that talk to a cluster
+
     policy = load_policy(args.policy)
     if policy is None:
         return 2

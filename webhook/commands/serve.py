@@ -30,7 +30,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="directory with tls.crt and tls.key (a mounted Secret works; default: certs)")
     p.add_argument("--dev-certs", action="store_true",
                    help="generate a dev CA and serving certificate into --cert-dir first if tls.crt is missing")
-    p.add_argument("--bind", default="0.0.0.0:8443", help="HOST:PORT to listen on (default 0.0.0.0:8443)")
+    p.add_argument("--bind", default="0.0.0.0:8443",
+                   help="HOST:PORT to listen on (default 0.0.0.0:8443), or fd://N to serve on an inherited "
+                   "listening socket (socket hand-over, as the tests do)")
     p.add_argument("--workers", type=int, default=2, help="gunicorn worker processes (default 2)")
     p.add_argument("--threads", type=int, default=8, help="threads per worker (default 8)")
     p.add_argument("--keepalive", type=int, default=90,

@@ -133,6 +133,7 @@ class CompiledPolicy:
     exceptions: tuple[CompiledException, ...] = ()
     stage_actions: Mapping[str, Action] = field(default_factory=dict)
     rule_actions: Mapping[str, Action] = field(default_factory=dict)
+    rule_error_action: Action = Action.Warn  # spec.enforcement.ruleErrors
     allowed_classes: frozenset[str] | None = None
     admin_namespaces: re.Pattern[str] | None = None
     retired: re.Pattern[str] | None = None  # spec.retiredResourceNames, compiled
@@ -269,6 +270,7 @@ def compile_policy(policy: MigrationPolicy, raw: bytes, files: tuple[str, ...] =
             "migrated": spec.enforcement.migrated,
         },
         rule_actions=dict(spec.enforcement.rules),
+        rule_error_action=spec.enforcement.ruleErrors,
         allowed_classes=(
             frozenset(spec.claims.allowedDeviceClasses) if spec.claims.allowedDeviceClasses is not None else None
         ),

@@ -219,6 +219,12 @@ class Enforcement(Strict):
     rules: dict[str, Action] = Field(
         default_factory=dict, description="Per-rule overrides of the stage default (rule id: action), in every stage."
     )
+    ruleErrors: Literal[Action.Deny, Action.Warn, Action.Audit] = Field(
+        default=Action.Warn,
+        description="Action when a rule fails to evaluate an object (status rule-error), never stronger than the "
+        "rule's own action in the stage; exceptions apply. Warn (default): the object is admitted and the user "
+        "sees the failure; Deny fails closed.",
+    )
 
     @field_validator("rules")
     @classmethod

@@ -16,7 +16,8 @@ INJECT_DEVICE_TOLERATIONS = "inject-device-tolerations"
 STEER_NODE_POOL = "steer-node-pool"
 TRACK_ROLLOUT = "track-rollout"
 DEVICE_CLASS_TAKEOVER = "device-class-takeover"
-# Not a policy rule: reported when a rule itself raised.
+# Not a rule: the status of a rule that raised instead of judging the object (Kyverno's RuleStatusError).
+# It is reported under the failing rule's id; policy.spec.enforcement.ruleErrors picks its action.
 RULE_ERROR = "rule-error"
 
 RULE_IDS: tuple[str, ...] = (

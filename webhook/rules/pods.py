@@ -285,10 +285,9 @@ def _claim_classes(ctx: Context, entry: Mapping[str, Any]) -> tuple[set[str] | N
     fn = getattr(ctx.view, lookup, None)
     found = fn(ctx.namespace, str(name)) if callable(fn) else None
     if not isinstance(found, dict):
-        reason = getattr(ctx.view, "degraded_reason", None)
-        why = reason(kind.lower()) if callable(reason) else None
-        if why is None and callable(reason):
-            why = "not found"  # a live view answered: the object does not exist (yet)
+        why = ctx.view.degraded_reason(kind.lower())
+        if why is None:
+            why = "not found"  # the view answered: the object does not exist (yet)
         return None, f"{kind} {name}" + (f": {why}" if why else "")
     return {
         str(slot.body["deviceClassName"])

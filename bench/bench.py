@@ -39,6 +39,7 @@ ROOT = HERE.parent
 sys.path[:0] = [str(ROOT), str(HERE)]
 
 import reviews  # noqa: E402
+import slow  # noqa: E402
 
 PY = sys.executable
 RESULTS = HERE / "results.md"
@@ -48,6 +49,7 @@ TARGET_RATIO = 0.70
 TARGET_P99_MS = 5.0
 TARGET_EVAL_US = 100.0
 TARGET_READY_S = 2.0
+TARGET_ATTACK_P99 = 2.0  # p99 under 200 slow connections at most this times p99 without
 
 
 def log(msg: str) -> None:
@@ -149,8 +151,8 @@ def combine(runs: list[dict[str, Any]]) -> dict[str, Any]:
     secs = sum(r["requests"] / r["rps"] for r in runs if r["rps"])
     out = {"rps": sum(r["requests"] for r in runs) / secs if secs else 0.0,
            "requests": sum(r["requests"] for r in runs), "errors": sum(r["errors"] for r in runs)}
-    for q in ("p50", "p90", "p99"):
-        out[q] = statistics.fmean(r[q] for r in runs)
+    for q in ("p50", "p90", "p99"):  # rounds without a single answer have no latency
+        out[q] = statistics.fmean([r[q] for r in runs if r["requests"]] or [float("nan")])
     return out
 
 
@@ -163,8 +165,9 @@ def hey(url: str, body_file: Path, rate: int, duration: float, workers: int) -> 
         capture_output=True, text=True, check=True,
     ).stdout
     rows = list(csv.DictReader(io.StringIO(out)))
-    if not rows:
-        raise RuntimeError("hey returned no rows")
+    if not rows:  # not one answer (hey lists answered requests only): every request it sent failed
+        nan = float("nan")
+        return {"rps": 0.0, "p50": nan, "p90": nan, "p99": nan, "requests": 0, "errors": round(rate * duration)}
     lat = sorted(float(r["response-time"]) * 1000 for r in rows)
     span = max(float(r["offset"]) + float(r["response-time"]) for r in rows)
     bad = sum(1 for r in rows if r["status-code"] != "200")
@@ -315,6 +318,7 @@ def run(args: argparse.Namespace) -> int:
                 fixed[(name, target.name)] = r
                 log(f"hey {name} {rate}/s {target.name}: {r['rps']:.0f} req/s p50 {r['p50']:.1f} "
                     f"p99 {r['p99']:.1f} ms errors {r['errors']}")
+        attack = attack_cell(args, bench, webhook, floor_argv, files[names[0]], procs) if args.attack_rounds else {}
         load_end = os.getloadavg()
     finally:
         for p in procs:
@@ -325,6 +329,7 @@ def run(args: argparse.Namespace) -> int:
     micro = json.loads(subprocess.run(micro_argv, capture_output=True, text=True, check=True, cwd=ROOT).stdout)
 
     report = render(args, names, sizes, answers, closed, fixed, micro, ready_times, load_start, load_end, policy)
+    report += render_attack(args, names[0], attack)
     if args.output == "-":
         print(report)
     else:
@@ -332,6 +337,66 @@ def run(args: argparse.Namespace) -> int:
         log(f"wrote {args.output}")
     shutil.rmtree(work, ignore_errors=True)
     return 0
+
+
+def attack_cell(args: argparse.Namespace, bench: Bench, webhook: Proc, floor_argv: list[str], body: Path,
+                procs: list[Proc]) -> dict[tuple[str, str], dict[str, Any]]:
+    """hey at a fixed rate without and with 200 slow connections, alternating, on the webhook and on the
+    floor served by stock gthread (the worker the webhook used before issue 15)."""
+    stock = bench.start("stock-gthread", [*floor_argv, "--worker-class", "gthread"])
+    procs.append(stock)
+    bench.wait_ready(stock)
+    runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for target in (webhook, stock):
+        for _ in range(args.attack_rounds):
+            for attacked in (False, True):
+                key = (target.name, "attack" if attacked else "quiet")
+                if attacked:
+                    with slow.Attacker(target.port, bench.ca, args.attack_connections) as attacker:
+                        r = hey(target.url(args.endpoint), body, args.attack_rate, args.rate_duration,
+                                args.rate_workers)
+                        r["held"], r["closed"] = attacker.open_now(), attacker.closed_by_server
+                else:
+                    r = hey(target.url(args.endpoint), body, args.attack_rate, args.rate_duration, args.rate_workers)
+                runs.setdefault(key, []).append(r)
+                log(f"hey {args.attack_rate}/s {key}: {r['rps']:.0f} req/s p50 {r['p50']:.1f} p99 {r['p99']:.1f} ms "
+                    f"errors {r['errors']}" + (f", {r['held']} slow conns held, {r['closed']} closed by the server"
+                                               if attacked else ""))
+    stock.stop()
+    out = {}
+    for key, rs in runs.items():
+        out[key] = combine(rs)
+        if key[1] == "attack":
+            out[key]["closed"] = sum(r["closed"] for r in rs)
+    return out
+
+
+def render_attack(args: argparse.Namespace, name: str, attack: dict[tuple[str, str], dict[str, Any]]) -> str:
+    if not attack:
+        return ""
+    out = ["", "", f"### Slow clients (issue 15): hey -q {args.attack_rate} req/s ({reviews.TITLES[name]}, "
+           f"{args.rate_workers} keep-alive workers), without and with {args.attack_connections} slow connections, "
+           f"{args.attack_rounds} alternating rounds of {args.rate_duration:g} s", "",
+           "Slow connections: half send headers then one body byte per second, half stop mid TLS handshake; "
+           "each one the server closes is re-opened at once. `stock gthread` is the floor served by gunicorn's "
+           "own gthread worker (what `serve` used before); `webhook` is `serve` with its AdmissionWorker.", "",
+           "| server | slow conns | achieved req/s | p50 / p90 / p99 ms | errors | slow conns closed by server |",
+           "|---|---:|---:|---|---:|---:|"]
+    for server in ("webhook", "stock-gthread"):
+        for mode in ("quiet", "attack"):
+            r = attack.get((server, mode))
+            if r is None:
+                continue
+            label = "stock gthread (floor app)" if server == "stock-gthread" else "webhook"
+            lat = (f"{r['p50']:.2f} / {r['p90']:.2f} / {r['p99']:.2f}" if r["requests"] else "no answer")
+            errors = r["errors"] if r["requests"] else f"all (~{r['errors']})"
+            out.append(f"| {label} | {args.attack_connections if mode == 'attack' else 0} | {fmt(r['rps'], 0)} | "
+                       f"{lat} | {errors} | {r.get('closed', '-')} |")
+    q, a = attack[("webhook", "quiet")], attack[("webhook", "attack")]
+    ok = a["p99"] <= TARGET_ATTACK_P99 * q["p99"] and a["errors"] == 0 and q["errors"] == 0
+    out += ["", f"Target: webhook p99 with the attack <= {TARGET_ATTACK_P99:g}x p99 without, 0 errors: "
+            f"{a['p99']:.2f} ms vs {q['p99']:.2f} ms ({a['p99'] / q['p99']:.2f}x), {a['errors']} errors: {mark(ok)}"]
+    return "\n".join(out)
 
 
 def render(args: argparse.Namespace, names: list[str], sizes: dict[str, int], answers: dict[str, str],
@@ -462,6 +527,11 @@ def main() -> int:
     ap.add_argument("--large-rate", type=int, default=50,
                     help="requests/s of the hey run for the 1 MiB Pod (default 50: 1,000 MiB/s is beyond the floor)")
     ap.add_argument("--ready-runs", type=int, default=3)
+    ap.add_argument("--attack-rate", type=int, default=300,
+                    help="requests/s of the slow-client cell (default 300; 0 rounds skips it)")
+    ap.add_argument("--attack-connections", type=int, default=200, help="slow connections held (default 200)")
+    ap.add_argument("--attack-rounds", type=int, default=2,
+                    help="quiet/attacked alternations per server in the slow-client cell (default 2; 0 skips)")
     ap.add_argument("--reviews", nargs="+", default=list(reviews.ORDER), choices=list(reviews.ORDER))
     ap.add_argument("--quick", action="store_true", help="2 s cells, one start: a smoke run (results to stdout)")
     ap.add_argument("--output", default=str(RESULTS), help="results file, '-' for stdout (default bench/results.md)")

@@ -53,6 +53,9 @@ def main() -> int:
     ap.add_argument("--bind", required=True)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--threads", type=int, default=8)
+    ap.add_argument("--worker-class", default=None,
+                    help="a gunicorn worker class instead of the webhook's (e.g. gthread: the stock worker, "
+                    "for the slow-client comparison in bench/results.md)")
     args = ap.parse_args()
     # Same metrics set-up as `serve` (the child_exit hook uses it), in a private directory.
     os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="dra-floor-metrics-"))
@@ -60,6 +63,11 @@ def main() -> int:
     from webhook.server import ServeOptions, WebhookServer
 
     class FloorServer(WebhookServer):
+        def load_config(self) -> None:
+            super().load_config()
+            if args.worker_class:
+                self.cfg.set("worker_class", args.worker_class)
+
         def load(self) -> Any:
             return floor_app()
 

@@ -1,9 +1,11 @@
-"""gunicorn started from Python: gthread workers, long keep-alive, TLS with hot-reloaded certificates.
+"""gunicorn started from Python: gthread-based workers, long keep-alive, TLS with hot-reloaded certificates.
 
 Why these settings (webhook-conventions.md §4): the API server keeps HTTP/1.1 connections alive for
 90 s, so ``sync`` workers (no keep-alive) would pay a TLS handshake per call and a short keepalive invites
 reuse races; gthread calls the ``ssl_context`` hook per accepted connection, which lets the cached,
-pair-validated context from ``webhook.tls`` follow certificate rotation with no restart.
+pair-validated context from ``webhook.tls`` follow certificate rotation with no restart. The worker is
+``webhook.worker.AdmissionWorker``, a gthread whose event loop does the handshake and reads whole
+requests under deadlines, so slow clients never hold a request thread (issue 15, bench/results.md).
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ class ServeOptions:
     record: str | None = None
     record_max_bytes: int = 64 * 1024 * 1024
     log_level: str = "info"
+    max_connections: int = 500
+    header_timeout: float = 10.0
+    body_timeout: float = 10.0
 
 
 _PROCESS: dict[str, Any] = {}
@@ -111,13 +116,15 @@ class WebhookServer(BaseApplication):
     def load_config(self) -> None:
         from webhook import metrics
         from webhook.tls import gunicorn_ssl_context_hook
+        from webhook.worker import AdmissionWorker
 
         o = self.opts
         settings: dict[str, Any] = {
             "bind": [o.bind],
             "workers": o.workers,
             "threads": o.threads,
-            "worker_class": "gthread",
+            "worker_class": AdmissionWorker.configured(o.header_timeout, o.body_timeout),
+            "worker_connections": o.max_connections,
             "keepalive": o.keepalive,
             "graceful_timeout": o.graceful_timeout,
             "timeout": 30,
@@ -142,9 +149,10 @@ class WebhookServer(BaseApplication):
 
 def serve(opts: ServeOptions) -> int:
     log.info(
-        "serving on https://%s (policy %s, certificates %s, %d workers x %d threads, %s)",
-        opts.bind, opts.policy, opts.cert_dir, opts.workers, opts.threads,
-        "offline" if opts.offline else "cluster view on",
+        "serving on https://%s (policy %s, certificates %s, %d workers x %d threads, at most %d connections "
+        "per worker, %gs handshake+head / %gs body deadlines, %s)",
+        opts.bind, opts.policy, opts.cert_dir, opts.workers, opts.threads, opts.max_connections,
+        opts.header_timeout, opts.body_timeout, "offline" if opts.offline else "cluster view on",
     )
     WebhookServer(opts).run()
     return 0

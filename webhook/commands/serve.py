@@ -39,6 +39,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="seconds an idle keep-alive connection stays open (default 90; the API server keeps 90)")
     p.add_argument("--graceful-timeout", type=int, default=20,
                    help="seconds in-flight requests get after SIGTERM (default 20)")
+    p.add_argument("--max-connections", type=_positive_int, default=500,
+                   help="open connections per worker (default 500). At the limit the oldest connection that "
+                   "has not sent a complete request is closed to admit a new one, and a WARNING is logged; "
+                   "keep workers x this below the pod's open-files limit")
+    p.add_argument("--header-timeout", type=_positive_float, default=10.0,
+                   help="seconds a connection gets for the TLS handshake and the request line and headers "
+                   "(default 10; also for the next request on a kept-alive connection, from its first byte). "
+                   "The API server sends a review in one write; only slow or stalled clients hit this")
+    p.add_argument("--body-timeout", type=_positive_float, default=10.0,
+                   help="seconds the request body may take after the headers (default 10). Requests are read "
+                   "whole before a thread runs them, so slow clients never hold a thread")
     p.add_argument("--offline", action="store_true",
                    help="do not talk to the API server: cohorts by namespace name only, no owner-Pod lookups "
                    "(the default outside a cluster when neither --kubeconfig nor $KUBECONFIG is set)")
@@ -80,8 +91,23 @@ def run(args: argparse.Namespace) -> int:
         keepalive=args.keepalive, graceful_timeout=args.graceful_timeout,
         offline=offline, kubeconfig=args.kubeconfig, lookup_budget=args.lookup_budget,
         record=args.record, record_max_bytes=args.record_max_bytes,
+        max_connections=args.max_connections, header_timeout=args.header_timeout, body_timeout=args.body_timeout,
         log_level="debug" if args.verbose else "info",
     ))
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
 
 
 def _metrics_dir() -> None:

@@ -621,3 +621,21 @@ def test_every_corpus_object_the_webhook_acts_on_is_sent(case: tuple[Any, ...]) 
         else:
             for name in hooks:
                 sent(name, req, obj, old)  # still evaluated: must not fail
+
+
+def test_the_kinds_the_condition_filters_are_the_pod_kinds_and_their_templates_are_where_the_code_looks() -> None:
+    """The condition's kind list, this test's template table and webhook.objects agree: a kind added to
+    ``pod_templates`` stays sent whole (the condition does not know it) until all three are updated."""
+    import re
+
+    from webhook.objects import POD_KINDS, pod_templates
+
+    expr = next(c["expression"] for c in HOOKS[workload_hooks()[0]][1]["matchConditions"] if c["name"] == CONDITION)
+    named = set(re.findall(r"'([A-Z][A-Za-z]+)'", expr))
+    assert named == set(TEMPLATE_AT) <= POD_KINDS, (named, set(TEMPLATE_AT), POD_KINDS)
+    for kind in TEMPLATE_AT:
+        refs = pod_templates(wrap(kind, plain_spec()), kind)
+        assert refs, kind
+        for ref in refs:
+            path = tuple("[]" if isinstance(p, int) else p for p in ref.path)
+            assert _under(list(path), TEMPLATE_AT[kind]) and len(path) == len(TEMPLATE_AT[kind]), (kind, ref.path)

@@ -399,6 +399,9 @@ INERT: dict[tuple[str, ...], str] = {
     ("metadata", "name"): "names the template and the snippet",
     ("spec", "replicatedJobs", "[]", "name"): "names the JobSet template in messages",
     ("<on the way to T>",): "maps and lists that lead to the pod template",
+    ("J", "suspend"): "workloads.template_writes: only limits what may be written on an UPDATE",
+    ("spec", "suspend"): "as above (JobSet)",
+    ("status", "startTime"): "as above (Job)",
 }
 
 

@@ -1,9 +1,10 @@
 """API-server benchmark: what admission adds to a Pod create, as the API server's client sees it (issue 17).
 
-One real control plane (bench/controlplane.py: etcd and kube-apiserver of ``shared/k8s``, no scheduler or
-controller-manager so nothing else writes while creates are timed), the webhook served on the host
-(``dra-webhook serve --offline``, one gunicorn worker x 8 threads, ``policies/default.yaml``) behind the
-shipped webhook configurations of ``deploy/base/webhooks.yaml`` with their matchConditions. Pods are
+One real control plane, started by the e2e harness (tests/e2e/controlplane.py: etcd and kube-apiserver of
+``shared/k8s``; no scheduler or controller-manager, so nothing else writes while creates are timed), the
+webhook installed by tests/e2e/install.py from ``deploy/`` (``dra-webhook serve`` on the host, one gunicorn
+worker x 8 threads, ``policies/default.yaml``) behind the shipped webhook configurations with their
+matchConditions. Pods are
 created in namespace ``ml-bench`` (cohort ``pilot-teams``: pilot stage), with a ``schedulerName`` no
 scheduler serves.
 
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import http.client
 import json
 import os
@@ -220,10 +222,11 @@ class Api:
     auth: dict[str, str]
 
     @classmethod
-    def of(cls, server: str, ca: Path, token: str) -> Api:
+    def of(cls, server: str, ca: Path, cert: Path, key: Path) -> Api:
         ctx = ssl.create_default_context(cafile=str(ca))
+        ctx.load_cert_chain(str(cert), str(key))
         host, _, port = server.removeprefix("https://").partition(":")
-        return cls(host, int(port), ctx, {"Authorization": f"Bearer {token}"})
+        return cls(host, int(port), ctx, {})
 
     def connect(self) -> http.client.HTTPSConnection:
         conn = http.client.HTTPSConnection(self.host, self.port, context=self.ctx, timeout=30)
@@ -430,9 +433,9 @@ def report(bench: Bench, meta: dict[str, str]) -> str:
         f"Run of {meta['when']} on {meta['cores']} cores, {meta['platform']}; load average {meta['load']}.",
         "",
         f"- Code: {meta['code']}; webhook policy `policies/default.yaml`, namespace `{NAMESPACE}` (pilot stage).",
-        f"- Control plane: {meta['k8s']} (bench/controlplane.py: etcd without fsync, all alpha/beta gates); "
+        f"- Control plane: {meta['k8s']} (tests/e2e harness: etcd without fsync, all alpha/beta gates); "
         "no scheduler or controller-manager (nothing else writes while creates are timed); "
-        "`dra-webhook serve --offline` 1 worker x 8 threads; the floor 2 workers x 8 threads.",
+        "`dra-webhook serve` 1 worker x 8 threads as tests/e2e/install.py runs it; the floor 2 workers x 8 threads.",
         f"- {meta['rounds']} interleaved rounds (seeded order); per round and set-up: {meta['seq']} sequential "
         f"creates of each Pod kind on one keep-alive connection, then {CONCURRENCY} connections x {meta['conc']} "
         "creates of each kind. Latency: request written to response read, client on the same 2 cores.",
@@ -545,6 +548,33 @@ def _metrics_of(port: int, ca: Path) -> Callable[[], dict[str, float]]:
     return read
 
 
+def _start_floor(workdir: Path, cert_dir: Path) -> tuple[Any, int]:
+    from tests.e2e import procs
+
+    listener = socket.create_server(("127.0.0.1", 0), backlog=128)
+    listener.set_inheritable(True)
+    port = listener.getsockname()[1]
+    proc = procs.Proc("floor", [sys.executable, str(HERE / "floor.py"), "--cert-dir", str(cert_dir),
+                                "--bind", f"fd://{listener.fileno()}"],
+                      workdir / "floor.log", pass_fds=[listener.fileno()], cwd=ROOT)
+    ctx = ssl.create_default_context(cafile=str(cert_dir / "ca.crt"))
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if not proc.alive():
+            raise RuntimeError(f"floor exited:\n{proc.output()[-2000:]}")
+        try:
+            conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=2)
+            conn.request("GET", "/readyz")
+            if conn.getresponse().status == 200:
+                conn.close()
+                listener.close()  # gunicorn holds its own copy
+                return proc, port
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"floor not ready:\n{proc.output()[-2000:]}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -558,21 +588,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--raw", type=Path, help="also write every sample (ms) and per-round medians as JSON here")
     args = ap.parse_args(argv)
 
-    from controlplane import ControlPlane, install, serve
+    from tests.e2e import binaries, procs
+    from tests.e2e.controlplane import ControlPlane
+    from tests.e2e.install import install
 
     workdir = Path(tempfile.mkdtemp(prefix="dra-apiserver-bench-"))
     log(f"work dir {workdir}")
-    cp = ControlPlane(workdir / "cp")
     try:
+        # Only etcd and the API server: no scheduler binding or controller writing while creates are timed.
+        bins = dataclasses.replace(binaries.find(), scheduler=None, controller_manager=None)
+        cp = ControlPlane(bins, workdir / "cp")
+        cp.start()
         webhook, shipped = install(cp, workdir / "webhook", POLICY)
-        api = Api.of(cp.server, webhook.cert_dir / "ca.crt", cp.token)
+        api = Api.of(cp.server, cp.pki.ca, cp.pki.dir / "admin.crt", cp.pki.dir / "admin.key")
         status, body = api.once("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                                                "metadata": {"name": NAMESPACE}})
         assert status == 201, body
         sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}
         status, body = api.once("POST", f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts", sa)
         assert status == 201, body  # no controller-manager: ServiceAccount admission needs it for Pods
-        floor_port = serve(cp, [sys.executable, str(HERE / "floor.py")], "floor", webhook.cert_dir)
+        _floor, floor_port = _start_floor(workdir, webhook.cert_dir)
         bench = Bench(api, shipped, before_configs(shipped), floor_configs(shipped, floor_port),
                       policy_pair(_served_map_version(api)),
                       _metrics_of(webhook.port, webhook.cert_dir / "ca.crt"))
@@ -602,7 +637,7 @@ def main(argv: list[str] | None = None) -> int:
         write_results(text, args.output)
         return 0
     finally:
-        cp.stop()
+        procs.stop_all()
 
 
 def _code() -> str:

@@ -15,6 +15,7 @@ TRAINING_JOB_EXTENDED_RESOURCE = "training-job-extended-resource"
 INJECT_DEVICE_TOLERATIONS = "inject-device-tolerations"
 STEER_NODE_POOL = "steer-node-pool"
 TRACK_ROLLOUT = "track-rollout"
+DEVICE_CLASS_TAKEOVER = "device-class-takeover"
 SHARED_CLAIM_LIMIT = "shared-claim-limit"
 # Not a policy rule: reported when a rule itself raised.
 RULE_ERROR = "rule-error"
@@ -35,5 +36,6 @@ RULE_IDS: tuple[str, ...] = (
     INJECT_DEVICE_TOLERATIONS,
     STEER_NODE_POOL,
     TRACK_ROLLOUT,
+    DEVICE_CLASS_TAKEOVER,
     SHARED_CLAIM_LIMIT,
 )

@@ -9,14 +9,9 @@ The webhook reads /metrics with the shipped RBAC (the ``kube`` fixture fails the
 
 from __future__ import annotations
 
-import pytest
-
-# The harness (tests/e2e/conftest.py, branch e2e) may land after this file: skip until it is there.
-pytest.importorskip("tests.e2e.conftest", reason="the e2e harness (issue 12) is not merged yet")
-
-from tests.e2e.conftest import policy_variant  # noqa: E402
-from tests.e2e.objects import claim  # noqa: E402
-from tests.e2e.waits import eventually  # noqa: E402
+from tests.e2e.conftest import policy_variant
+from tests.e2e.objects import claim
+from tests.e2e.waits import eventually
 
 GATES = "    DRAWorkloadResourceClaims: false\n    GenericWorkload: false\n"
 AUTO = policy_variant({GATES: '    "*": auto\n'})

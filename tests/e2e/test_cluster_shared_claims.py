@@ -1,16 +1,11 @@
 """shared-claim-limit on the real control plane (issue 18 item 3): a Deployment whose Pods all name one
 ResourceClaim is denied in a migrated namespace when it can run more than 256 Pods at once (the claim's
-status.reservedFor limit), and a small one is stored and its Pods share the claim.
+status.reservedFor limit), and a small one is stored.
 """
 
 from __future__ import annotations
 
-import pytest
-
-# The harness (tests/e2e/conftest.py, branch e2e) may land after this file: skip until it is there.
-pytest.importorskip("tests.e2e.conftest", reason="the e2e harness (issue 12) is not merged yet")
-
-from tests.e2e.objects import claim, deployment, pod  # noqa: E402
+from tests.e2e.objects import claim, deployment, pod
 
 
 def _shared(name: str, ns: str, replicas: int) -> dict:

@@ -351,7 +351,9 @@ def test_required_rbac_covers_every_request(fake: FakeAPI, make_view: Callable[.
     assert view.get_resource_claim("ml-a", "c") is not None
     assert view.get_resource_claim_template("ml-a", "t") is not None
     view.namespace_labels("ml-other")
-    granted = {(res, verb) for rule in REQUIRED_RBAC for res in rule["resources"] for verb in rule["verbs"]}
+    granted = {(res, verb) for rule in REQUIRED_RBAC for res in rule.get("resources", []) + rule.get(
+        "nonResourceURLs", []) for verb in rule["verbs"]}
+    granted.add(("/apis/", "get"))  # discovery: every authenticated user may read it (system:discovery)
     used = {(res, verb) for res, verb, _ in fake.requests}
     assert used <= granted
     assert {verb for rule in REQUIRED_RBAC for verb in rule["verbs"]} <= {"get", "list", "watch"}

@@ -543,15 +543,19 @@ def test_network_policy_admits_the_serving_port(rendered: tuple[str, list[dict[s
 def test_rbac_is_read_only_and_limited_to_the_cluster_view(rendered: tuple[str, list[dict[str, Any]]]) -> None:
     _, objs = rendered
     role = one(objs, "ClusterRole")
-    grants = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
-              for v in rule["verbs"]}
+    grants = {(g, r, v) for rule in role["rules"] for g in rule.get("apiGroups", [])
+              for r in rule.get("resources", []) for v in rule["verbs"]}
     expected = {(g, r, v) for g, r in (("", "namespaces"), ("", "pods"), ("resource.k8s.io", "deviceclasses"),
                                        ("resource.k8s.io", "resourceclaims")) for v in ("get", "list", "watch")}
     expected.add(("resource.k8s.io", "resourceclaimtemplates", "get"))
     expected.add(("scheduling.k8s.io", "podgroups", "get"))
     assert grants == expected
-    assert grants == {(g, r, v) for rule in REQUIRED_RBAC for g in rule["apiGroups"] for r in rule["resources"]
-                      for v in rule["verbs"]}
+    assert grants == {(g, r, v) for rule in REQUIRED_RBAC for g in rule.get("apiGroups", [])
+                      for r in rule.get("resources", []) for v in rule["verbs"]}
+    # featureGates auto reads the API server's /metrics, and nothing else outside the API.
+    urls = [(rule["nonResourceURLs"], rule["verbs"]) for rule in role["rules"] if "nonResourceURLs" in rule]
+    assert urls == [(["/metrics"], ["get"])]
+    assert urls == [(r["nonResourceURLs"], r["verbs"]) for r in REQUIRED_RBAC if "nonResourceURLs" in r]
     assert not of_kind(objs, "Role") and not of_kind(objs, "RoleBinding")
     binding = one(objs, "ClusterRoleBinding")
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from webhook.cluster_gates import GateSources
 from webhook.policy.model import (
     Action,
     Cohort,
@@ -125,7 +126,8 @@ class CompiledPolicy:
     files: tuple[str, ...] = ()
     name: str = ""
     prefix: str = ""
-    gates: Mapping[str, bool] = field(default_factory=dict)
+    gates: Mapping[str, bool] = field(default_factory=dict)  # with no cluster data (see gate_sources)
+    gate_sources: GateSources = field(default_factory=lambda: GateSources({}, {}, frozenset()))
     resources: Mapping[str, Resource] = field(default_factory=dict)  # by requested name
     legacy: Mapping[str, Resource] = field(default_factory=dict)  # legacy name -> resource
     by_class: Mapping[str, Resource] = field(default_factory=dict)  # deviceClassName -> resource
@@ -209,6 +211,16 @@ def _default_gates(version: str, overrides: Mapping[str, bool]) -> dict[str, boo
     return effective_gates(version, overrides)
 
 
+def _split_gates(spec_gates: str | Mapping[str, bool | str]) -> tuple[dict[str, bool], frozenset[str] | None]:
+    """(explicit values, gates left to the cluster); None for the latter means every unset gate."""
+    if isinstance(spec_gates, str):  # featureGates: auto
+        return {}, None
+    explicit = {k: v for k, v in spec_gates.items() if isinstance(v, bool) and k != "*"}
+    if spec_gates.get("*") == "auto":
+        return explicit, None
+    return explicit, frozenset(k for k, v in spec_gates.items() if v == "auto" and k != "*")
+
+
 def compile_policy(policy: MigrationPolicy, raw: bytes, files: tuple[str, ...] = ()) -> CompiledPolicy:
     """Compile a validated policy. Raises CompileError for cross-field mistakes."""
     spec = policy.spec
@@ -246,11 +258,18 @@ def compile_policy(policy: MigrationPolicy, raw: bytes, files: tuple[str, ...] =
             )
         cohorts.append(_compile_cohort(i, c))
 
+    if isinstance(spec.featureGates, dict) and spec.featureGates.get("*", "auto") != "auto":
+        raise CompileError(("spec", "featureGates", "*"), "'*' only takes auto (every gate not listed)")
+    explicit, auto = _split_gates(spec.featureGates)
     try:
-        gates = _default_gates(spec.kubernetesVersion, spec.featureGates)
+        gates = _default_gates(spec.kubernetesVersion, explicit)
     except KeyError as exc:
         gate = exc.args[0]
         raise CompileError(("spec", "featureGates", gate), f"unknown feature gate {gate!r}") from None
+    if auto is None:  # "auto" for every gate the policy does not set
+        auto = frozenset(gates) - frozenset(explicit)
+    for gate in auto - frozenset(gates):
+        raise CompileError(("spec", "featureGates", gate), f"unknown feature gate {gate!r}")
 
     return CompiledPolicy(
         source=policy,
@@ -259,6 +278,7 @@ def compile_policy(policy: MigrationPolicy, raw: bytes, files: tuple[str, ...] =
         name=policy.metadata.name,
         prefix=spec.annotationPrefix,
         gates=gates,
+        gate_sources=GateSources(gates, explicit, auto),
         resources=resources,
         legacy=legacy,
         by_class=by_class,

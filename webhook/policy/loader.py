@@ -13,7 +13,7 @@ import difflib
 import re
 import types
 import typing
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -537,6 +537,7 @@ def lint_report(
     path: str | Path,
     today: dt.date | None = None,
     device_classes: Iterable[dict[str, Any]] | None = None,
+    cluster_gates: Mapping[str, bool] | None = None,
 ) -> LintReport:
     """Errors plus warnings (``webhook.policy.lint``), judged as of ``today`` (UTC by default).
 
@@ -549,7 +550,7 @@ def lint_report(
     if result.policy is not None and result.doc is not None:
         today = today or dt.datetime.now(dt.UTC).date()
         for file, line, loc, message in checks.warnings(
-            result.policy, result.doc.file, result.doc.line_of, today, device_classes
+            result.policy, result.doc.file, result.doc.line_of, today, device_classes, cluster_gates
         ):
             warnings.append(Problem(file, line, loc_path(loc), message))
     return LintReport(result.policy, result.problems, warnings)

@@ -257,9 +257,11 @@ class PolicySpec(Strict):
     kubernetesVersion: Literal["1.36", "1.37"] = Field(
         default="1.37", description='Picks the feature-gate defaults; quote it ("1.37").'
     )
-    featureGates: dict[str, bool] = Field(
+    featureGates: Literal["auto"] | dict[str, bool | Literal["auto"]] = Field(
         default_factory=dict,
-        description="Gates the cluster has on or off (gate name: true/false); unset gates take the version's default.",
+        description="Gates the cluster has on or off (gate name: true/false); unset gates take the version's "
+        "default. `auto` (for all gates, or per gate; key `*` for every gate not listed) reads the API "
+        "server's own gate states from its /metrics; explicit true/false still win.",
     )
     resources: list[Resource] = Field(default_factory=list, description="Extended resources under migration.")
     retiredResourceNames: list[str] = Field(

@@ -193,6 +193,28 @@ EXAMPLES: dict[str, Example] = {
             "Nothing to fix: the annotations record the allocation path, stage, cohort and policy for "
             "`dra-webhook report`.",
         ),
+        Example(
+            ids.SHARED_CLAIM_LIMIT,
+            {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": "embed"},
+                "spec": {
+                    "replicas": 300,
+                    "selector": {"matchLabels": {"app": "embed"}},
+                    "template": {
+                        "metadata": {"labels": {"app": "embed"}},
+                        "spec": {
+                            "resourceClaims": [{"name": "gpu", "resourceClaimName": "shared-gpus"}],
+                            "containers": [{"name": "embed", "image": IMAGE,
+                                            "resources": {"claims": [{"name": "gpu"}]}}],
+                        },
+                    },
+                },
+            },
+            "Replace resourceClaimName with resourceClaimTemplateName (a claim per Pod), or keep at most 256 Pods "
+            "on the shared claim.",
+        ),
     )
 }
 

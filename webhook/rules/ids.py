@@ -16,6 +16,7 @@ INJECT_DEVICE_TOLERATIONS = "inject-device-tolerations"
 STEER_NODE_POOL = "steer-node-pool"
 TRACK_ROLLOUT = "track-rollout"
 DEVICE_CLASS_TAKEOVER = "device-class-takeover"
+SHARED_CLAIM_LIMIT = "shared-claim-limit"
 # Not a rule: the status of a rule that raised instead of judging the object (Kyverno's RuleStatusError).
 # It is reported under the failing rule's id; policy.spec.enforcement.ruleErrors picks its action.
 RULE_ERROR = "rule-error"
@@ -37,4 +38,5 @@ RULE_IDS: tuple[str, ...] = (
     STEER_NODE_POOL,
     TRACK_ROLLOUT,
     DEVICE_CLASS_TAKEOVER,
+    SHARED_CLAIM_LIMIT,
 )

@@ -157,6 +157,23 @@ def list_device_classes(api: client.ApiClient) -> list[dict[str, Any]]:
     return _list_raw(client.ResourceV1Api(api).list_device_class)[0]
 
 
+def list_migration_objects(
+    api: client.ApiClient,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]] | None]:
+    """Namespaces, Pods, ResourceClaims and DeviceClasses of the whole cluster (the live gauges' read).
+
+    DeviceClasses are None when resource.k8s.io/v1 is not served (404): no mapping check then.
+    """
+    namespaces, pods, claims = list_namespaces(api), list_pods(api), list_claims(api)
+    try:
+        classes: list[dict[str, Any]] | None = list_device_classes(api)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+        classes = None
+    return namespaces, pods, claims, classes
+
+
 # -- the live view --------------------------------------------------------------------------------------
 
 _UNKNOWN: Any = object()  # a lookup that did not answer (budget, error): distinct from "absent" (None)

@@ -154,6 +154,7 @@ class Report:
     unannotated: list[PodRow]
     injected: list[ClaimRow]
     resources: list[ResourceCheck] | None  # None: DeviceClasses not looked at
+    pods: list[PodRow] = field(default_factory=list)  # every Pod compared (drift and unannotated included)
 
     def to_json(self) -> dict[str, Any]:
         def nxt(n: NextChange | None) -> dict[str, Any] | None:
@@ -243,6 +244,7 @@ def build_report(
 
     drift: list[PodRow] = []
     unannotated: list[PodRow] = []
+    compared: list[PodRow] = []
     for p in pods:
         if (p.get("status") or {}).get("phase") in _TERMINAL:
             continue
@@ -258,6 +260,7 @@ def build_report(
             continue  # annotated, but no longer (or never) using devices: nothing to compare
         r.actual[actual] += 1
         pod_row = PodRow(r.name, meta.get("name", ""), intended, actual)
+        compared.append(pod_row)
         if intended is None:
             r.unannotated += 1
             unannotated.append(pod_row)
@@ -294,6 +297,7 @@ def build_report(
         unannotated=sorted(unannotated, key=lambda p: (p.namespace, p.name)),
         injected=sorted(injected, key=lambda c: (c.namespace, c.name)),
         resources=None if classes is None else check_resources(policy, classes),
+        pods=sorted(compared, key=lambda p: (p.namespace, p.name)),
     )
 
 

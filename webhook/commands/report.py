@@ -104,7 +104,11 @@ def run(args: argparse.Namespace) -> int:
         return watch(lambda: once(api, policy, args), args.interval)
 
 
-def watch(step: Callable[[], int], interval: float, sleep: Callable[[float], None] = time.sleep,
+def _pause(seconds: float) -> None:
+    time.sleep(seconds)
+
+
+def watch(step: Callable[[], int], interval: float, sleep: Callable[[float], None] | None = None,
           times: int | None = None) -> int:
     """Run ``step`` every ``interval`` seconds until Ctrl-C (``times``: tests). A failed run is reported and
     retried at the next tick; bad input (exit 2) stops at once."""
@@ -118,7 +122,7 @@ def watch(step: Callable[[], int], interval: float, sleep: Callable[[float], Non
             done += 1
             if times is not None and done >= times:
                 return code
-            sleep(interval)
+            (sleep or _pause)(interval)
     except KeyboardInterrupt:
         return 0
 

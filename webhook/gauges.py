@@ -141,8 +141,8 @@ def _from_report(
     unevictable: Counter[str] = Counter()
     for pod in pods:
         if _taint_unevictable(pod):
-            ns = by_ns.get((pod.get("metadata") or {}).get("namespace", ""))
-            unevictable[_cohort(ns.cohort if ns else None)] += 1
+            row = by_ns.get((pod.get("metadata") or {}).get("namespace", ""))
+            unevictable[_cohort(row.cohort if row else None)] += 1
 
     out: list[Sample] = []
     for (cohort, stage, intended, actual), n in sorted(paths.items()):

@@ -16,11 +16,11 @@ Pure: a ``webhook.report.Report`` in, JSON dicts out. ``webhook.cluster.apply_po
 from __future__ import annotations
 
 import datetime as dt
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.report import NO_COHORT, PENDING, NamespaceRow, Report
+from webhook.report import NO_COHORT, PENDING, ClaimRow, NamespaceRow, PodRow, Report
 
 SOURCE = "dra-migration-webhook"
 NAME = "dra-migration-webhook"
@@ -71,11 +71,13 @@ def _pod_ref(ns: str, name: str) -> dict[str, str]:
     return {"apiVersion": "v1", "kind": "Pod", "namespace": ns, "name": name}
 
 
-def _namespace_results(report: Report, ns: NamespaceRow, seconds: int) -> list[dict[str, Any]]:
+def _namespace_results(
+    report: Report, ns: NamespaceRow, pods: list[PodRow], claims: list[ClaimRow], seconds: int
+) -> list[dict[str, Any]]:
     policy = report.policy.split("@", 1)[0]
     base = {"cohort": ns.cohort or NO_COHORT, "stage": ns.stage, "policy": report.policy}
     results = []
-    for p in (p for p in report.pods if p.namespace == ns.name):
+    for p in pods:
         props = {**base, "intended": p.intended or "none", "actual": p.actual}
         ref = _pod_ref(p.namespace, p.name)
         if p.intended is None:
@@ -93,7 +95,7 @@ def _namespace_results(report: Report, ns: NamespaceRow, seconds: int) -> list[d
         else:
             results.append(_result(policy, "path-drift", "pass", f"on the intended path {p.actual}", ref, props,
                                    seconds))
-    for c in (c for c in report.injected if c.namespace == ns.name):
+    for c in claims:
         ref = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "namespace": c.namespace, "name": c.name}
         results.append(_result(
             policy, "inject-device-tolerations", "pass",
@@ -106,9 +108,15 @@ def build(report: Report, api: str = DEFAULT_API) -> list[dict[str, Any]]:
     """One report object per namespace of the report, in the API group/version ``api``."""
     target = APIS[api]
     seconds = int(report.generated.astimezone(dt.UTC).timestamp())
+    pods: dict[str, list[PodRow]] = defaultdict(list)
+    claims: dict[str, list[ClaimRow]] = defaultdict(list)
+    for p in report.pods:
+        pods[p.namespace].append(p)
+    for c in report.injected:
+        claims[c.namespace].append(c)
     out = []
     for ns in report.namespaces:
-        results = _namespace_results(report, ns, seconds)
+        results = _namespace_results(report, ns, pods[ns.name], claims[ns.name], seconds)
         counts = Counter(r["result"] for r in results)
         obj: dict[str, Any] = {
             "apiVersion": target.api_version,

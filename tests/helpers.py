@@ -39,6 +39,9 @@ def review(obj: dict[str, Any] | None, *, kind: str | None = None, operation: st
     """A real AdmissionReview v1 request as the API server sends it."""
     kind = kind or (obj or old or {}).get("kind")
     group, version = GROUPS.get(kind, ("", "v1"))
+    api_version = (obj or old or {}).get("apiVersion")
+    if isinstance(api_version, str) and api_version and (obj or old or {}).get("kind") == kind:
+        group, _, version = api_version.rpartition("/")  # the object's own group: Volcano's Job is no batch/v1
     meta = (obj or old or {}).get("metadata", {})
     ns = namespace if namespace is not None else meta.get("namespace", "default")
     return {

@@ -456,3 +456,15 @@ def test_engine_toleration_limit_is_a_warning_even_in_migrated_stage() -> None:
     assert decision.allowed
     assert [v.rule for v in decision.verdicts] == [ids.INJECT_DEVICE_TOLERATIONS]
     assert len(decision.warnings) == 1 and "limit of 16" in decision.warnings[0]
+
+
+def test_allocation_mode_all_with_admin_access_takes_nothing_and_is_not_refused() -> None:
+    """Issue 14 item 4: monitoring claims (adminAccess + All) ignore ordinary allocations (resource/v1
+    ``ExactDeviceRequest.AdminAccess``); admin-access-namespace still judges where they may live."""
+    obj = claim(allocationMode="All", adminAccess=True)
+    assert run(claims.allocation_mode_all, obj).findings == []
+    assert run(claims.admin_access_namespace, obj).findings  # ml-a is no admin-access namespace
+    assert run(claims.admin_access_namespace, obj, namespace="gpu-ops").findings == []
+    plain = claim(allocationMode="All", adminAccess=False)
+    assert paths(run(claims.allocation_mode_all, plain), ids.ALLOCATION_MODE_ALL) == [
+        "spec.devices.requests[0].exactly.allocationMode"]

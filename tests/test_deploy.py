@@ -24,6 +24,7 @@ import yaml
 from cryptography import x509
 
 from webhook.cluster import REQUIRED_RBAC
+from webhook.objects import KINDS as OBJECT_KINDS
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
@@ -61,12 +62,9 @@ COMMON_LABELS = {
 SELECTOR = {k: COMMON_LABELS[k] for k in ("app.kubernetes.io/name", "app.kubernetes.io/instance")}
 
 # (group, version, resource) the engine handles: design.md §3 plus the gate-check kinds.
+# Every kind whose pod templates the webhook examines (webhook/objects.py KINDS), plus the gate-check kinds.
 WORKLOAD_KINDS = {
-    ("", "v1", "pods"),
-    *(("apps", "v1", r) for r in ("deployments", "statefulsets", "daemonsets", "replicasets")),
-    ("batch", "v1", "jobs"), ("batch", "v1", "cronjobs"),
-    ("jobset.x-k8s.io", "v1alpha2", "jobsets"),
-    ("kubeflow.org", "v1", "pytorchjobs"),
+    *((k.group, v, k.resource) for k in OBJECT_KINDS for v in k.versions),
     *(("scheduling.k8s.io", v, r) for v in ("v1beta1", "v1alpha3") for r in ("podgroups", "workloads")),
 }
 CLAIM_KINDS = {("resource.k8s.io", "v1", "resourceclaims"), ("resource.k8s.io", "v1", "resourceclaimtemplates")}

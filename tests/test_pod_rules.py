@@ -108,7 +108,7 @@ def manifest(name: str, namespace: str, merge: dict[str, Any] | None = None,
 
 def schema_check(obj: dict[str, Any]) -> None:
     """kubernetes-validate 1.37 strict; CRD workloads have their pod templates checked as v1 PodTemplates."""
-    if obj["kind"] in NATIVE_KINDS:
+    if obj["kind"] in NATIVE_KINDS and "." not in obj.get("apiVersion", ""):  # batch.volcano.sh Job is a CRD
         kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
         return
     for ref in pod_templates(obj, obj["kind"]):

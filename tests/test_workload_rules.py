@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from tests.helpers import K8S_VERSION
 from tests.test_pod_rules import NOW, POLICY, manifest, pool_of, run
 from webhook.engine import rules_for
-from webhook.objects import POD_KINDS, WORKLOAD_KINDS, pod_templates
+from webhook.objects import POD_KINDS, WORKLOAD_KINDS, group_of, pod_templates
 from webhook.rules import ids
 from webhook.rules.base import REGISTRY, Context
 from webhook.rules.pods import steer_node_pool
@@ -49,13 +49,27 @@ def test_update_of_a_workload_judges_the_new_template():
     assert not res.allowed and res.findings == {ids.LEGACY_RESOURCE_NAME: "Deny"}
 
 
-def test_workload_update_after_the_stage_moved_resteers_its_template():
-    """A template steered to the device-plugin pool while legacy moves to the dra pool on the next apply."""
+def test_workload_update_after_the_stage_moved_leaves_an_unchanged_template_alone():
+    """A metadata-only UPDATE (an Argo CD label) after the stage moved must not roll out the Deployment."""
     legacy = run(manifest("deploy-gpu", "late-a"), "late-a").patched
     assert pool_of(legacy["spec"]["template"]) == "devicePlugin"
     moved = copy.deepcopy(legacy)
     moved["metadata"]["namespace"] = "pilot-a"
-    res = run(moved, "pilot-a", "UPDATE", copy.deepcopy(moved))
+    old = copy.deepcopy(moved)
+    moved["metadata"].setdefault("labels", {})["argocd.argoproj.io/instance"] = "gpu"
+    res = run(moved, "pilot-a", "UPDATE", old)
+    assert res.allowed and res.findings == {}
+    assert res.patched["spec"]["template"] == old["spec"]["template"]
+    assert res.patched["metadata"]["annotations"]["dra-migration.io/stage"] == "pilot"  # no rollout from this
+
+
+def test_workload_update_that_changes_the_template_after_the_stage_moved_resteers_it():
+    legacy = run(manifest("deploy-gpu", "late-a"), "late-a").patched
+    moved = copy.deepcopy(legacy)
+    moved["metadata"]["namespace"] = "pilot-a"
+    old = copy.deepcopy(moved)
+    moved["spec"]["template"]["spec"]["containers"][0]["image"] = "registry.example.com/train:2"
+    res = run(moved, "pilot-a", "UPDATE", old)
     assert res.allowed and res.findings == {}
     template = res.patched["spec"]["template"]
     assert pool_of(template) == "dra"
@@ -182,9 +196,9 @@ def objects(draw: st.DrawFn) -> tuple[dict[str, Any], str, dict[str, Any] | None
     return obj, operation, old
 
 
-def _ctx(kind: str, stage: str, operation: str, old: dict[str, Any] | None) -> Context:
+def _ctx(kind: str, stage: str, operation: str, old: dict[str, Any] | None, group: str = "") -> Context:
     ns = STAGE_NAMESPACE[stage]
-    return Context(policy=POLICY, kind=kind, group="", version="v1", operation=operation, namespace=ns,
+    return Context(policy=POLICY, kind=kind, group=group, version="v1", operation=operation, namespace=ns,
                    phase="mutate", now=NOW, cohort=POLICY.cohort_for(ns, None), stage=stage, view=OfflineView(),
                    old_object=old)
 
@@ -193,7 +207,7 @@ def _ctx(kind: str, stage: str, operation: str, old: dict[str, Any] | None) -> C
 @given(objects(), st.sampled_from(["legacy", "pilot", "migrated"]))
 def test_mutating_twice_changes_nothing_the_second_time(generated, stage):
     obj, operation, old = generated
-    ctx = _ctx(obj["kind"], stage, operation, old)
+    ctx = _ctx(obj["kind"], stage, operation, old, group_of(obj, obj["kind"]))
     before = copy.deepcopy(obj)
     current = obj
     for fn in (steer_node_pool, track_rollout):
@@ -215,7 +229,7 @@ def test_mutating_twice_changes_nothing_the_second_time(generated, stage):
 def test_steering_never_weakens_what_the_pod_asked_for(generated, stage):
     """Every original requirement survives (only the webhook's own earlier pool expressions may go)."""
     obj, operation, old = generated
-    ctx = _ctx(obj["kind"], stage, operation, old)
+    ctx = _ctx(obj["kind"], stage, operation, old, group_of(obj, obj["kind"]))
     out = steer_node_pool(obj, ctx)
     if out.mutated is None:
         return

@@ -93,8 +93,18 @@ def describe_error(exc: BaseException) -> str:
             pass
         text = f"HTTP {exc.status} {exc.reason or ''}".rstrip()
         return f"{text}: {message}" if message else text
+    pool, reason = getattr(exc, "pool", None), getattr(exc, "reason", None)
+    if type(exc).__name__ == "MaxRetryError" and pool is not None:
+        # urllib3 gave up connecting: say where and why in a few words, not the retry machinery.
+        why = str(reason).rsplit(": ", 1)[-1] if reason is not None else "no response"
+        return f"cannot reach the API server at {pool.host}:{pool.port}: {why}"
     text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
     return text if len(text) <= 200 else text[:197] + "..."
+
+
+def quiet_client_logs() -> None:
+    """For one-shot commands: urllib3's per-retry WARNING lines are noise next to our one-line error."""
+    logging.getLogger("urllib3").setLevel(logging.ERROR)
 
 
 # -- raw JSON calls -------------------------------------------------------------------------------------

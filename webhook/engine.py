@@ -203,7 +203,9 @@ def _decide(verdicts: list[Verdict], ctx: Context) -> Decision:
     causes: list[dict[str, str]] = []
     warnings: list[str] = []
     audit: dict[str, str] = {}
-    stage = ctx.stage
+    # Cluster-scoped objects (DeviceClasses, slices, taint rules) belong to no cohort: their findings take
+    # the default stage's action, but they carry no stage of their own (issue 14 item 8).
+    stage = ctx.stage if ctx.namespace else "cluster-scoped"
     for v in verdicts:
         f = v.finding
         if v.action is Action.Deny:
@@ -223,7 +225,7 @@ def _decide(verdicts: list[Verdict], ctx: Context) -> Decision:
         audit=audit,
         message="; ".join(denials),
         causes=[{k: val for k, val in c.items() if val} for c in causes],
-        stage=stage,
+        stage=ctx.stage if ctx.namespace else "",
         cohort=ctx.cohort.name if ctx.cohort else "",
     )
     return decision

@@ -98,16 +98,15 @@ def summary(doc: str) -> str:
     return " ".join(doc.split("\n\n")[0].split())
 
 
-_POD_FAMILY = ("Pod", "Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob")
-
-
 def kinds_text(kinds: tuple[str, ...]) -> str:
-    """``Pod + pod templates`` for the Pod family, the rest by name."""
+    """``Pod + pod templates`` for the Pod family (``objects.POD_KINDS``), the rest by name."""
+    from webhook.objects import POD_KINDS
+
     rest = list(kinds)
     parts = []
     if "Pod" in rest and "Deployment" in rest:
         parts.append("Pod + pod templates")
-        rest = [k for k in rest if k not in _POD_FAMILY and k not in ("JobSet", "PyTorchJob")]
+        rest = [k for k in rest if k not in POD_KINDS]
     return ", ".join(parts + rest)
 
 
@@ -191,12 +190,19 @@ def explain_text(rule: str, policy: Any, policy_src: str) -> str:
     out = [rule, f"  phase:    {' + '.join(info.phases)}{' (mutating: patches objects)' if info.mutating else ''}",
            f"  objects:  {objects}", "", "What it checks:"]
     out += [f"  {line}" if line else "" for line in info.doc.splitlines()]
-    bundled = load(default_policy())
-    fired = fire(rule, bundled)
+    # The example is judged under the given policy; only when it does not fire there (its namespace is in
+    # no migrated cohort of that policy, say) is the bundled policy used, and the output says so.
+    fired, used = fire(rule, policy), policy
+    if not fired.findings and not fired.patch:
+        bundled = load(default_policy())
+        if bundled.identity != policy.identity:
+            fired, used = fire(rule, bundled), bundled
     out += ["", f"Action under policy {policy.identity} ({policy_src}):",
             *_actions(rule, policy, info.mutating, fired.advisory)]
     where = f"namespace {ex.namespace}, " if ex.namespace else ""
-    out += ["", f"Example that fires it ({where}{ex.operation} as of {ex.at}, bundled policy {bundled.identity}):"]
+    whose = (f"policy {used.identity}" if used is policy
+             else f"bundled policy {used.identity}; it does not fire under {policy.identity} as given")
+    out += ["", f"Example that fires it ({where}{ex.operation} as of {ex.at}, {whose}):"]
     for note in ex.notes:
         out.append(f"  # {note}")
     out += [f"  {line}" for line in yaml.safe_dump(ex.object, sort_keys=False, width=100).splitlines()]

@@ -91,6 +91,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_INPUT
     try:
         selector, taint, notes = _selection(args, policy)
+        if not getattr(args, "verbose", False):
+            cluster.quiet_client_logs()
         api = cluster.connect(args.kubeconfig)
     except (InputError, cluster.ClusterError) as exc:
         print(f"error: {exc}", file=sys.stderr)

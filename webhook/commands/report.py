@@ -94,6 +94,8 @@ def run(args: argparse.Namespace) -> int:
     if policy is None:
         return 2
     try:
+        if not getattr(args, "verbose", False):
+            cluster.quiet_client_logs()
         api = cluster.connect(args.kubeconfig)
     except cluster.ClusterError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -135,6 +135,7 @@ class CompiledPolicy:
     rule_actions: Mapping[str, Action] = field(default_factory=dict)
     allowed_classes: frozenset[str] | None = None
     admin_namespaces: re.Pattern[str] | None = None
+    retired: re.Pattern[str] | None = None  # spec.retiredResourceNames, compiled
     training_labels: tuple[tuple[str, str], ...] = ()
     training_keys: tuple[str, ...] = ()
     device_tolerations: tuple[dict[str, Any], ...] = ()
@@ -152,6 +153,12 @@ class CompiledPolicy:
     def identity(self) -> str:
         """``<name>@<first 12 hex of sha256>``: what the `policy` annotation records."""
         return f"{self.name}@{self.sha256[:12]}"
+
+    def retires(self, name: str) -> str | None:
+        """The ``retiredResourceNames`` glob that matches ``name``, or None (the name is outside the migration)."""
+        if self.retired is None or not self.retired.fullmatch(name):
+            return None
+        return next(p for p in self.spec.retiredResourceNames if fnmatch.fnmatchcase(name, p))
 
     def key(self, name: str) -> str:
         """Annotation key under the policy's prefix."""
@@ -266,6 +273,7 @@ def compile_policy(policy: MigrationPolicy, raw: bytes, files: tuple[str, ...] =
             frozenset(spec.claims.allowedDeviceClasses) if spec.claims.allowedDeviceClasses is not None else None
         ),
         admin_namespaces=_glob(spec.claims.adminAccessNamespaces),
+        retired=_glob(spec.retiredResourceNames),
         training_labels=tuple(spec.trainingJobs.labels.items()),
         training_keys=tuple(spec.trainingJobs.anyLabelKeys),
         device_tolerations=tuple(t.to_api() for t in spec.trainingJobs.deviceTolerations),

@@ -256,6 +256,12 @@ class PolicySpec(Strict):
         description="Gates the cluster has on or off (gate name: true/false); unset gates take the version's default.",
     )
     resources: list[Resource] = Field(default_factory=list, description="Extended resources under migration.")
+    retiredResourceNames: list[str] = Field(
+        default_factory=list,
+        description="Extended-resource names (globs, e.g. nvidia.com/*) migrated cohorts must not request any "
+        "more unless a DeviceClass maps them (rule unmapped-extended-resource). Other names outside "
+        "`resources` (amd.com/gpu, google.com/tpu...) are outside the migration and never judged.",
+    )
     nodePools: NodePools = Field(
         default_factory=NodePools, description="Node pools GPU Pods are steered to (steer-node-pool)."
     )

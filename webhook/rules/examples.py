@@ -61,9 +61,10 @@ EXAMPLES: dict[str, Example] = {
         ),
         Example(
             ids.UNMAPPED_EXTENDED_RESOURCE,
-            _pod("fpga-0", {"fpga.example.com/fpga": "1"}),
-            "Ask the platform team for a DeviceClass with spec.extendedResourceName set to the resource (and a "
-            "policy resource for it), or request the device with a ResourceClaim.",
+            _pod("mig-0", {"vendor.example.com/mig-1g.10gb": "1"}),
+            "The policy retires this name (spec.retiredResourceNames): request a policy resource or use a "
+            "ResourceClaim, or ask the platform team for a DeviceClass with spec.extendedResourceName set to it. "
+            "Names the policy does not retire (amd.com/gpu, google.com/tpu...) are outside the migration.",
         ),
         Example(
             ids.MAX_DEVICES_PER_POD,
@@ -131,6 +132,21 @@ EXAMPLES: dict[str, Example] = {
             },
             'Use device.attributes["resource.kubernetes.io"].numaNode in CEL, and matchAttribute: '
             "resource.kubernetes.io/numaNode in constraints: every DRA driver publishes that name.",
+            namespace="",
+        ),
+        Example(
+            ids.DEVICE_CLASS_TAKEOVER,
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "DeviceClass",
+                "metadata": {"name": "mig-1g.gpu.example.com"},
+                "spec": {"selectors": [{"cel": {"expression": 'device.driver == "gpu.example.com" && '
+                                                'device.attributes["gpu.example.com"].type == "mig"'}}],
+                         "extendedResourceName": "example.com/gpu"},
+            },
+            "Drop spec.extendedResourceName from the new class (Pods can request it as "
+            "deviceclass.resource.kubernetes.io/<class>), or give it a name of its own, e.g. example.com/mig-1g: "
+            "one extended resource is served by exactly one DeviceClass, the newest.",
             namespace="",
         ),
         Example(

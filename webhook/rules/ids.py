@@ -15,6 +15,7 @@ TRAINING_JOB_EXTENDED_RESOURCE = "training-job-extended-resource"
 INJECT_DEVICE_TOLERATIONS = "inject-device-tolerations"
 STEER_NODE_POOL = "steer-node-pool"
 TRACK_ROLLOUT = "track-rollout"
+DEVICE_CLASS_TAKEOVER = "device-class-takeover"
 # Not a policy rule: reported when a rule itself raised.
 RULE_ERROR = "rule-error"
 
@@ -34,4 +35,5 @@ RULE_IDS: tuple[str, ...] = (
     INJECT_DEVICE_TOLERATIONS,
     STEER_NODE_POOL,
     TRACK_ROLLOUT,
+    DEVICE_CLASS_TAKEOVER,
 )

@@ -36,7 +36,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "cohort and namespace, the stage today and the next scheduled change, Pods by intended path "
         "(the <prefix>/path annotation) and by actual path (status.extendedResourceClaimStatus, claims, "
         "or the device plugin), the drift between the two, Pods not annotated, and claims with injected "
-        "tolerations. Exit 0: report printed; 1: the cluster could not be read; 2: bad input.",
+        "tolerations. -o policyreport prints the same as PolicyReports (one per namespace), --apply writes "
+        "them to the cluster, --watch repeats. Exit 0: report printed; 1: the cluster could not be read or "
+        "written; 2: bad input.",
     )
     p.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig (default: $KUBECONFIG, in-cluster, ~/.kube/config)")
     scope = p.add_mutually_exclusive_group()

@@ -10,15 +10,12 @@ from __future__ import annotations
 import time
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
-pytest.importorskip("tests.e2e.waits", reason="the e2e harness (issue 12) is not on this branch yet")
-
-from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
-
-from tests.e2e.conftest import policy_variant  # noqa: E402
-from tests.e2e.objects import claim_pod, claim_template, pod  # noqa: E402
-from tests.e2e.waits import eventually  # noqa: E402
-from tests.helpers import start_server  # noqa: E402
+from tests.e2e.conftest import policy_variant
+from tests.e2e.objects import claim_pod, claim_template, pod
+from tests.e2e.waits import eventually
+from tests.helpers import start_server
 
 pytestmark = pytest.mark.controllers
 TRAINING = {"workload.example.com/kind": "training"}

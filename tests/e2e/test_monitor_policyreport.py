@@ -10,14 +10,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from kubernetes import client
 
-pytest.importorskip("tests.e2e.waits", reason="the e2e harness (issue 12) is not on this branch yet")
-
-from kubernetes import client  # noqa: E402
-
-from tests.e2e.conftest import DEFAULT_POLICY  # noqa: E402
-from tests.e2e.objects import pod  # noqa: E402
-from tests.e2e.waits import eventually  # noqa: E402
+from tests.e2e.conftest import DEFAULT_POLICY
+from tests.e2e.objects import pod
+from tests.e2e.waits import eventually
 
 pytestmark = pytest.mark.controllers
 ROOT = Path(__file__).resolve().parents[2]

@@ -207,6 +207,72 @@ def read_feature_gates(api: client.ApiClient, timeout: float | tuple[float, floa
     return ClusterGates(MappingProxyType(enabled), MappingProxyType(stages), served)
 
 
+def list_migration_objects(
+    api: client.ApiClient,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]] | None]:
+    """Namespaces, Pods, ResourceClaims and DeviceClasses of the whole cluster (the live gauges' read).
+
+    DeviceClasses are None when resource.k8s.io/v1 is not served (404): no mapping check then.
+    """
+    namespaces, pods, claims = list_namespaces(api), list_pods(api), list_claims(api)
+    try:
+        classes: list[dict[str, Any]] | None = list_device_classes(api)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+        classes = None
+    return namespaces, pods, claims, classes
+
+
+def apply_policy_reports(
+    api: client.ApiClient,
+    reports: list[dict[str, Any]],
+    group: str,
+    version: str,
+    plural: str,
+    selector: str,
+    namespace: str | None = None,
+) -> list[str]:
+    """Create or replace ``reports``, and delete our earlier reports (``selector``) for namespaces no longer
+    reported, in ``namespace`` or everywhere. Returns one line per change. RBAC: get, list, create, update,
+    delete on ``plural`` in ``group`` (deploy/policyreports/rbac.yaml).
+    """
+    custom = client.CustomObjectsApi(api)
+    try:
+        if namespace:
+            existing = _call_raw(custom.list_namespaced_custom_object, group, version, namespace, plural,
+                                 label_selector=selector)
+        else:
+            existing = _call_raw(custom.list_cluster_custom_object, group, version, plural, label_selector=selector)
+    except ApiException as exc:
+        if exc.status == 404:
+            raise ClusterError(
+                f"{plural}.{group}/{version} is not served by this cluster: install its CRD first "
+                "(Kyverno or Policy Reporter install it)") from None
+        raise
+    current = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in existing.get("items") or []}
+    done: list[str] = []
+    for obj in reports:
+        meta = obj["metadata"]
+        key = (meta["namespace"], meta["name"])
+        old = current.pop(key, None)
+        if old is None:
+            _call_raw(custom.create_namespaced_custom_object, group, version, key[0], plural, obj)
+            done.append(f"created {plural}.{group} {key[0]}/{key[1]}")
+        else:
+            body = {**obj, "metadata": {**meta, "resourceVersion": old["metadata"]["resourceVersion"]}}
+            _call_raw(custom.replace_namespaced_custom_object, group, version, key[0], plural, key[1], body)
+            done.append(f"updated {plural}.{group} {key[0]}/{key[1]}")
+    for ns, name in sorted(current):
+        try:
+            _call_raw(custom.delete_namespaced_custom_object, group, version, ns, plural, name)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+        done.append(f"deleted {plural}.{group} {ns}/{name} (namespace no longer in the report)")
+    return done
+
+
 # -- the live view --------------------------------------------------------------------------------------
 
 _UNKNOWN: Any = object()  # a lookup that did not answer (budget, error): distinct from "absent" (None)

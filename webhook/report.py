@@ -154,6 +154,7 @@ class Report:
     unannotated: list[PodRow]
     injected: list[ClaimRow]
     resources: list[ResourceCheck] | None  # None: DeviceClasses not looked at
+    pods: list[PodRow] = field(default_factory=list)  # every Pod compared (drift and unannotated included)
 
     def to_json(self) -> dict[str, Any]:
         def nxt(n: NextChange | None) -> dict[str, Any] | None:
@@ -225,7 +226,8 @@ def build_report(
     """
     classes = list(device_classes) if device_classes is not None else None
     rows = _Rows(policy, now, {n["metadata"]["name"]: (n["metadata"].get("labels") or {}) for n in namespaces})
-    drift, unannotated = _tally_pods(rows, pods, device_resource_names(policy, classes or ()), policy.key("path"))
+    drift, unannotated, compared = _tally_pods(
+        rows, pods, device_resource_names(policy, classes or ()), policy.key("path"))
     injected = _injected_claims(rows, claims, policy.key("tolerations-injected"))
     return Report(
         generated=now,
@@ -236,6 +238,7 @@ def build_report(
         unannotated=sorted(unannotated, key=lambda p: (p.namespace, p.name)),
         injected=sorted(injected, key=lambda c: (c.namespace, c.name)),
         resources=None if classes is None else check_resources(policy, classes),
+        pods=sorted(compared, key=lambda p: (p.namespace, p.name)),
     )
 
 
@@ -259,10 +262,12 @@ class _Rows:
 
 def _tally_pods(
     rows: _Rows, pods: Iterable[dict[str, Any]], names: frozenset[str], path_key: str
-) -> tuple[list[PodRow], list[PodRow]]:
-    """Count intended and actual paths per namespace; (drifted Pods, device Pods without the annotation)."""
+) -> tuple[list[PodRow], list[PodRow], list[PodRow]]:
+    """Count intended and actual paths per namespace; (drifted Pods, device Pods without the annotation,
+    every Pod compared)."""
     drift: list[PodRow] = []
     unannotated: list[PodRow] = []
+    compared: list[PodRow] = []
     for p in pods:
         if (p.get("status") or {}).get("phase") in _TERMINAL:
             continue
@@ -278,13 +283,14 @@ def _tally_pods(
             continue  # annotated, but no longer (or never) using devices: nothing to compare
         r.actual[actual] += 1
         pod_row = PodRow(r.name, meta.get("name", ""), intended, actual)
+        compared.append(pod_row)
         if intended is None:
             r.unannotated += 1
             unannotated.append(pod_row)
         elif actual != PENDING and intended != actual:
             r.drift += 1
             drift.append(pod_row)
-    return drift, unannotated
+    return drift, unannotated, compared
 
 
 def _injected_claims(rows: _Rows, claims: Iterable[dict[str, Any]], injected_key: str) -> list[ClaimRow]:

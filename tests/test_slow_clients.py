@@ -49,12 +49,12 @@ def start(tmp: Path, *args: str, workers: int = 2, threads: int = 4) -> Server:
     port = listener.getsockname()[1]
     log = tmp / "server.log"
     env = dict(os.environ, PROMETHEUS_MULTIPROC_DIR=str(tmp / "metrics"), PYTHONUNBUFFERED="1")
-    with listener:
+    with listener, log.open("wb") as out:  # the child keeps its own copy of the descriptor
         proc = subprocess.Popen(
             [sys.executable, "-m", "webhook", "serve", "--policy", str(policy), "--cert-dir", str(certs),
              "--bind", f"fd://{listener.fileno()}", "--workers", str(workers), "--threads", str(threads),
              "--offline", *args],
-            cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
             pass_fds=[listener.fileno()],
         )
     server = Server(port, certs / "ca.crt", certs, policy, proc, log)

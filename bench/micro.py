@@ -1,7 +1,9 @@
 """In-process micro-benchmark: µs per ``engine.evaluate`` for each recorded review, both phases.
 
 Also times the whole request handler in-process (flask test client: parse, evaluate, build and dump
-the response, metrics) so the HTTP/TLS share of the served latency can be told apart.
+the response, metrics) so the HTTP/TLS share of the served latency can be told apart, and the floor's
+handler (bench/floor.py: parse, answer ``allowed``) through the same test client: the difference is
+the webhook's own per-request cost, with the test client's overhead (paid by both) taken out.
 Prints JSON (``--json``) or a table. Usage: ``python bench/micro.py [--policy FILE] [--json]``.
 """
 
@@ -21,6 +23,7 @@ ROOT = HERE.parent
 sys.path[:0] = [str(ROOT), str(HERE)]
 
 import reviews  # noqa: E402
+from floor import floor_app  # noqa: E402
 
 from webhook import engine, review  # noqa: E402
 from webhook.app import StaticPolicy, create_app  # noqa: E402
@@ -43,6 +46,7 @@ def run(policy_path: Path, names: tuple[str, ...] = reviews.ORDER) -> list[dict[
     now = dt.datetime.now(dt.UTC)
     app = create_app(StaticPolicy(policy), view=view)
     client = app.test_client()
+    floor = floor_app().test_client()
     out = []
     for name in names:
         body = reviews.load(name)
@@ -58,6 +62,12 @@ def run(policy_path: Path, names: tuple[str, ...] = reviews.ORDER) -> list[dict[
                 assert resp.status_code == 200, resp.data[:200]
 
             row[f"handler_{phase}_us"] = _per_call_us(handler, budget)
+
+            def floor_handler(p: str = phase, b: bytes = body) -> None:
+                resp = floor.post(f"/{p}", data=b, content_type="application/json")
+                assert resp.status_code == 200, resp.data[:200]
+
+            row[f"floor_{phase}_us"] = _per_call_us(floor_handler, budget)
         row["parse_us"] = _per_call_us(lambda b=body: review.parse(b))
         out.append(row)
     return out
@@ -74,10 +84,11 @@ def main() -> int:
         print(json.dumps(rows))
         return 0
     print(f"{'review':16} {'bytes':>8} {'parse':>9} {'eval mut':>9} {'eval val':>9} {'hdl mut':>9} "
-          f"{'hdl val':>9}  (µs)")
+          f"{'hdl val':>9} {'floor mut':>9} {'floor val':>9}  (µs)")
     for r in rows:
         print(f"{r['review']:16} {r['bytes']:8d} {r['parse_us']:9.1f} {r['evaluate_mutate_us']:9.1f} "
-              f"{r['evaluate_validate_us']:9.1f} {r['handler_mutate_us']:9.1f} {r['handler_validate_us']:9.1f}")
+              f"{r['evaluate_validate_us']:9.1f} {r['handler_mutate_us']:9.1f} {r['handler_validate_us']:9.1f} "
+              f"{r['floor_mutate_us']:9.1f} {r['floor_validate_us']:9.1f}")
     return 0
 
 

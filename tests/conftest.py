@@ -1,10 +1,21 @@
-"""Session fixtures: one real TLS server shared by the read-only live tests."""
+"""Session fixtures: one real TLS server shared by the read-only live tests; Hypothesis profiles."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
+from hypothesis import HealthCheck, settings
 
 from tests.helpers import Client, Server, start_server
+
+# CI runs the same examples every time (derandomize: the seed comes from the test's code), so a red build
+# is reproducible and never luck; 100 examples unless a test sets its own. Locally the default profile
+# explores new examples each run, and the example database replays what failed before.
+settings.register_profile("ci", derandomize=True, max_examples=100, database=None, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow], print_blob=True)
+settings.register_profile("dev", deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") == "true" else "dev"))
 
 
 @pytest.fixture(scope="session")

@@ -103,6 +103,8 @@ class FakeAPI:
         self._fail: set[str] = set()
         self._release = threading.Event()
         self.requests: list[tuple[str, str, dict[str, str]]] = []  # (resource, verb, query)
+        # GET /metrics answers this text (None: 403, as without the nonResourceURL rule).
+        self.metrics_text: str | None = None
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -242,6 +244,8 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
         url = urlsplit(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        if url.path in ("/metrics", "/apis", "/apis/"):
+            return self._non_resource(url.path)
         route = _route(url.path)
         if route is None:
             message = f"the server could not find the requested resource {url.path}"
@@ -261,6 +265,23 @@ class _Handler(BaseHTTPRequestHandler):
         if watching:
             return self._watch(kind, namespace, query)
         return self._list(kind, namespace, query)
+
+    def _non_resource(self, path: str) -> None:
+        api = self.api
+        with api._lock:
+            api.requests.append((path, "get", {}))
+            text = api.metrics_text
+        if path.startswith("/apis"):
+            groups = [{"name": "resource.k8s.io", "versions": [{"groupVersion": "resource.k8s.io/v1"}]}]
+            return self._json(200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+        if text is None:
+            return self._json(403, status(403, "Forbidden", f'forbidden: User cannot get path "{path}"'))
+        body = text.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
     def _get(self, kind: Kind, namespace: str | None, name: str) -> None:
         with self.api._lock:

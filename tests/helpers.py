@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,9 @@ def review(obj: dict[str, Any] | None, *, kind: str | None = None, operation: st
     """A real AdmissionReview v1 request as the API server sends it."""
     kind = kind or (obj or old or {}).get("kind")
     group, version = GROUPS.get(kind, ("", "v1"))
+    api_version = (obj or old or {}).get("apiVersion")
+    if isinstance(api_version, str) and api_version and (obj or old or {}).get("kind") == kind:
+        group, _, version = api_version.rpartition("/")  # the object's own group: Volcano's Job is no batch/v1
     meta = (obj or old or {}).get("metadata", {})
     ns = namespace if namespace is not None else meta.get("namespace", "default")
     return {
@@ -90,10 +94,15 @@ def apply_and_validate(obj: dict[str, Any], response: dict[str, Any]) -> dict[st
     return patched
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def listening_socket() -> socket.socket:
+    """A bound, listening loopback socket for a server we start: handed over as ``--bind fd://N``.
+
+    Never "find a free port, close it, let the server bind it": another process (other tests, other
+    suites on the machine) can take the port in between.
+    """
+    sock = socket.create_server(("127.0.0.1", 0), backlog=128)
+    sock.set_inheritable(True)
+    return sock
 
 
 class Client:
@@ -139,6 +148,7 @@ class Client:
     def close(self) -> None:
         if self.conn:
             self.conn.close()
+            self.conn = None
 
 
 @dataclass
@@ -151,13 +161,36 @@ class Server:
     log: Path
     extra: dict[str, Any] = field(default_factory=dict)
 
+    clients: list[Client] = field(default_factory=list)
+
     def client(self) -> Client:
-        return Client(self.port, self.ca)
+        """A client closed by ``stop()`` at the latest (no socket left for the garbage collector)."""
+        c = Client(self.port, self.ca)
+        self.clients.append(c)
+        return c
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
 
+    def wait_for_log(self, done: Callable[[str], bool], what: str, since: int = 0, timeout: float = 30) -> str:
+        """The log from offset ``since`` once ``done(log)`` holds (poll with a deadline, never sleep-then-read).
+
+        Before asserting that something is NOT in the log, wait for a line that is written after it would
+        have been: the workers write their lines asynchronously from the answer the client already has.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            log = self.output()[since:]
+            if done(log):
+                return log
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out after {timeout} s waiting for {what} in the server log:\n"
+                                     f"{log[-3000:]}")
+            time.sleep(0.05)
+
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 40) -> int:
+        for c in self.clients:
+            c.close()
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
             try:
@@ -183,15 +216,18 @@ def start_server(tmp: Path, policy_src: Path | None = None, *extra_args: str, wo
     policy_dir.mkdir(exist_ok=True)
     src = policy_src or ROOT / "tests" / "data" / "live-policy.yaml"
     (policy_dir / "policy.yaml").write_bytes(src.read_bytes())
-    port = free_port()
+    listener = listening_socket()
+    port = listener.getsockname()[1]
     log = tmp / "server.log"
     env = dict(os.environ, PROMETHEUS_MULTIPROC_DIR=str(tmp / "metrics"), PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "webhook", "serve", "--policy", str(policy_dir), "--cert-dir", str(cert_dir),
-         "--bind", f"127.0.0.1:{port}", "--workers", str(workers), "--threads", str(threads),
-         *(["--offline"] if offline else []), *extra_args],
-        cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True,
-    )
+    with listener, log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "webhook", "serve", "--policy", str(policy_dir), "--cert-dir", str(cert_dir),
+             "--bind", f"fd://{listener.fileno()}", "--workers", str(workers), "--threads", str(threads),
+             *(["--offline"] if offline else []), *extra_args],
+            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            pass_fds=[listener.fileno()],
+        )
     server = Server(port, cert_dir / "ca.crt", cert_dir, policy_dir, proc, log)
     deadline = time.monotonic() + 30
     client = server.client()

@@ -2,7 +2,7 @@
 
 Clients keep sending AdmissionReviews over TLS (verifying the CA) on fresh and keep-alive connections
 while `..data` is swapped to new certificates several times: no request may fail, and each new serial
-must be presented to new connections within 2 s.
+must be presented to new connections (the reload interval is 1 s; no time is asserted).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import socket
 import ssl
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from cryptography import x509
@@ -28,6 +29,13 @@ def _presented_serial(ctx: ssl.SSLContext, port: int) -> int:
             return x509.load_der_x509_certificate(tls.getpeercert(binary_form=True)).serial_number
 
 
+def _eventually(check: Callable[[], bool], what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
+        time.sleep(0.02)
+
+
 def test_rotation_under_load_loses_no_request(tmp_path: Path):
     volume = KubeletVolume(tmp_path / "tls", certs.new_ca())
     server = start_server(tmp_path, None, workers=2, threads=4, cert_dir=volume.root)
@@ -39,41 +47,56 @@ def test_rotation_under_load_loses_no_request(tmp_path: Path):
 
     def load(index: int, keep_alive: bool) -> None:
         conn = None
-        while not done.is_set():
-            try:
-                if conn is None or not keep_alive:
-                    conn = http.client.HTTPSConnection("127.0.0.1", server.port, context=ctx, timeout=10)
-                conn.request("POST", "/validate", body, {"Content-Type": "application/json"})
-                resp = conn.getresponse()
-                data = resp.read()
-                if resp.status != 200 or json.loads(data)["response"]["allowed"] is not True:
-                    failures.append(f"{resp.status} {data[:200]!r}")
-                counts[index % 2] += 1
-            except Exception as exc:  # any failed handshake or request counts
-                failures.append(repr(exc))
-                conn = None
-            finally:
-                if conn is not None and not keep_alive:
-                    conn.close()
+        try:
+            while not done.is_set():
+                try:
+                    if conn is None or not keep_alive:
+                        conn = http.client.HTTPSConnection("127.0.0.1", server.port, context=ctx, timeout=10)
+                    conn.request("POST", "/validate", body, {"Content-Type": "application/json"})
+                    resp = conn.getresponse()
+                    data = resp.read()
+                    if resp.status != 200 or json.loads(data)["response"]["allowed"] is not True:
+                        failures.append(f"{resp.status} {data[:200]!r}")
+                    counts[index % 2] += 1
+                except Exception as exc:  # any failed handshake or request counts
+                    failures.append(repr(exc))
+                    if conn is not None:
+                        conn.close()
+                    conn = None
+                finally:
+                    if conn is not None and not keep_alive:
+                        conn.close()
+                        conn = None
+        finally:
+            if conn is not None:
+                conn.close()
+
+    def some_load_ran() -> None:
+        """Both kinds of connection answered a few more requests (progress, not a time slice)."""
+        start = list(counts)
+        _eventually(lambda: all(c >= s + 5 for c, s in zip(counts, start, strict=True)), "requests to run")
 
     threads = [threading.Thread(target=load, args=(i, i % 2 == 0)) for i in range(4)]
     try:
         for t in threads:
             t.start()
         for _ in range(3):
-            time.sleep(0.3)
+            some_load_ran()
             new_serial = volume.publish()
-            deadline = time.monotonic() + 2.0
-            streak = 0  # both workers must have switched: several new connections in a row
-            while streak < 8:
-                streak = streak + 1 if _presented_serial(ctx, server.port) == new_serial else 0
-                assert time.monotonic() < deadline, "new certificate not presented within 2 s"
-                time.sleep(0.02)
-        time.sleep(0.3)
+            # Both workers must have switched: several new connections in a row. The reload interval is
+            # 1 s; the deadline only catches a server that never switches (no timing is asserted).
+            streak = [0]
+
+            def switched(serial: int = new_serial, streak: list[int] = streak) -> bool:
+                streak[0] = streak[0] + 1 if _presented_serial(ctx, server.port) == serial else 0
+                return streak[0] >= 8
+
+            _eventually(switched, "the new certificate on new connections")
+        some_load_ran()
     finally:
         done.set()
         for t in threads:
             t.join(timeout=15)
         server.stop()
     assert failures == []
-    assert counts[0] > 10 and counts[1] > 10  # both fresh and keep-alive connections really ran
+    assert counts[0] > 10 and counts[1] > 10  # both fresh and keep-alive connections really ran (20 per kind)

@@ -17,8 +17,9 @@ import pytest
 import yaml
 
 from tests.helpers import review
+from webhook.admission import AdmissionResponse, handle
+from webhook.admission import admit as admit_chain
 from webhook.claim_objects import iter_requests, nonstandard_numa_in_cel
-from webhook.engine import Decision, evaluate, mutate_then_validate
 from webhook.policy.compiled import CompiledPolicy, compile_policy
 from webhook.policy.model import MigrationPolicy
 from webhook.review import parse_request
@@ -365,8 +366,9 @@ def admit(
     view: ClusterView | None = None,
     now: dt.datetime = MIGRATED,
     user: str = "alice",
-) -> Decision:
-    return evaluate(review(obj, operation=operation, old=old, user=user)["request"], POLICY, view, phase, now)
+) -> AdmissionResponse:
+    request = parse_request(review(obj, operation=operation, old=old, user=user)["request"])
+    return handle(request, phase, POLICY, view, now)
 
 
 def test_engine_mutates_training_claim_once_and_validation_passes() -> None:
@@ -390,8 +392,8 @@ def test_engine_denies_bad_claim_in_migrated_stage_with_field_paths() -> None:
     sub.update(deviceClassName="vendor-gpu.example.com", allocationMode="All")
     del sub["count"]
     sub["tolerations"] = [{"operator": "Exists"}]
-    mutate, validate = mutate_then_validate(parse_request(review(obj)["request"]), POLICY, None, MIGRATED)
-    assert mutate.allowed
+    mutate, validate = admit_chain(parse_request(review(obj)["request"]), POLICY, None, MIGRATED)
+    assert mutate.allowed and validate is not None
     assert not validate.allowed
     assert sorted(validate.denied_rules) == [
         ids.ALLOCATION_MODE_ALL,
@@ -456,3 +458,15 @@ def test_engine_toleration_limit_is_a_warning_even_in_migrated_stage() -> None:
     assert decision.allowed
     assert [v.rule for v in decision.verdicts] == [ids.INJECT_DEVICE_TOLERATIONS]
     assert len(decision.warnings) == 1 and "limit of 16" in decision.warnings[0]
+
+
+def test_allocation_mode_all_with_admin_access_takes_nothing_and_is_not_refused() -> None:
+    """Issue 14 item 4: monitoring claims (adminAccess + All) ignore ordinary allocations (resource/v1
+    ``ExactDeviceRequest.AdminAccess``); admin-access-namespace still judges where they may live."""
+    obj = claim(allocationMode="All", adminAccess=True)
+    assert run(claims.allocation_mode_all, obj).findings == []
+    assert run(claims.admin_access_namespace, obj).findings  # ml-a is no admin-access namespace
+    assert run(claims.admin_access_namespace, obj, namespace="gpu-ops").findings == []
+    plain = claim(allocationMode="All", adminAccess=False)
+    assert paths(run(claims.allocation_mode_all, plain), ids.ALLOCATION_MODE_ALL) == [
+        "spec.devices.requests[0].exactly.allocationMode"]

@@ -24,6 +24,7 @@ import yaml
 from cryptography import x509
 
 from webhook.cluster import REQUIRED_RBAC
+from webhook.objects import KINDS as OBJECT_KINDS
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
@@ -61,12 +62,9 @@ COMMON_LABELS = {
 SELECTOR = {k: COMMON_LABELS[k] for k in ("app.kubernetes.io/name", "app.kubernetes.io/instance")}
 
 # (group, version, resource) the engine handles: design.md §3 plus the gate-check kinds.
+# Every kind whose pod templates the webhook examines (webhook/objects.py KINDS), plus the gate-check kinds.
 WORKLOAD_KINDS = {
-    ("", "v1", "pods"),
-    *(("apps", "v1", r) for r in ("deployments", "statefulsets", "daemonsets", "replicasets")),
-    ("batch", "v1", "jobs"), ("batch", "v1", "cronjobs"),
-    ("jobset.x-k8s.io", "v1alpha2", "jobsets"),
-    ("kubeflow.org", "v1", "pytorchjobs"),
+    *((k.group, v, k.resource) for k in OBJECT_KINDS for v in k.versions),
     *(("scheduling.k8s.io", v, r) for v in ("v1beta1", "v1alpha3") for r in ("podgroups", "workloads")),
 }
 CLAIM_KINDS = {("resource.k8s.io", "v1", "resourceclaims"), ("resource.k8s.io", "v1", "resourceclaimtemplates")}
@@ -545,15 +543,19 @@ def test_network_policy_admits_the_serving_port(rendered: tuple[str, list[dict[s
 def test_rbac_is_read_only_and_limited_to_the_cluster_view(rendered: tuple[str, list[dict[str, Any]]]) -> None:
     _, objs = rendered
     role = one(objs, "ClusterRole")
-    grants = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
-              for v in rule["verbs"]}
+    grants = {(g, r, v) for rule in role["rules"] for g in rule.get("apiGroups", [])
+              for r in rule.get("resources", []) for v in rule["verbs"]}
     expected = {(g, r, v) for g, r in (("", "namespaces"), ("", "pods"), ("resource.k8s.io", "deviceclasses"),
                                        ("resource.k8s.io", "resourceclaims")) for v in ("get", "list", "watch")}
     expected.add(("resource.k8s.io", "resourceclaimtemplates", "get"))
     expected.add(("scheduling.k8s.io", "podgroups", "get"))
     assert grants == expected
-    assert grants == {(g, r, v) for rule in REQUIRED_RBAC for g in rule["apiGroups"] for r in rule["resources"]
-                      for v in rule["verbs"]}
+    assert grants == {(g, r, v) for rule in REQUIRED_RBAC for g in rule.get("apiGroups", [])
+                      for r in rule.get("resources", []) for v in rule["verbs"]}
+    # featureGates auto reads the API server's /metrics, and nothing else outside the API.
+    urls = [(rule["nonResourceURLs"], rule["verbs"]) for rule in role["rules"] if "nonResourceURLs" in rule]
+    assert urls == [(["/metrics"], ["get"])]
+    assert urls == [(r["nonResourceURLs"], r["verbs"]) for r in REQUIRED_RBAC if "nonResourceURLs" in r]
     assert not of_kind(objs, "Role") and not of_kind(objs, "RoleBinding")
     binding = one(objs, "ClusterRoleBinding")
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",

@@ -513,7 +513,8 @@ def _deny_policy(off: str | None) -> CompiledPolicy:
 @pytest.mark.parametrize("phase", PHASES)
 @pytest.mark.parametrize(("gate", "index", "case"), CASES, ids=CASE_IDS)
 def test_engine_refuses_with_gate_off(gate: str, index: int, case: dict[str, Any], phase: str) -> None:
-    from webhook.engine import evaluate
+    from webhook.admission import handle
+    from webhook.review import parse_request
 
     obj = case["object"]
     group, _, version = obj["apiVersion"].rpartition("/")
@@ -525,8 +526,8 @@ def test_engine_refuses_with_gate_off(gate: str, index: int, case: dict[str, Any
         "name": obj["metadata"]["name"],
         "object": obj,
     }
-    off = evaluate(request, _deny_policy(gate), OfflineView(), phase, NOW)
-    on = evaluate(request, _deny_policy(None), OfflineView(), phase, NOW)
+    off = handle(parse_request(request), phase, _deny_policy(gate), OfflineView(), NOW)
+    on = handle(parse_request(request), phase, _deny_policy(None), OfflineView(), NOW)
     assert on.allowed and GATED_FEATURE not in [v.rule for v in on.verdicts]
     if phase not in case.get("phases", PHASES):
         assert off.allowed and GATED_FEATURE not in [v.rule for v in off.verdicts]

@@ -14,6 +14,8 @@ import pytest
 from tests import fakeapi
 from tests.helpers import ROOT, apply_and_validate, gpu_pod, review, start_server
 
+LOOKUP_BUDGET = 5.0  # seconds; explicit so the tests never depend on the production default under load
+
 
 @pytest.fixture()
 def cluster_server(tmp_path):
@@ -28,7 +30,10 @@ def cluster_server(tmp_path):
     with fakeapi.FakeAPI() as api:
         api.put(fakeapi.namespace("team-x"))
         kubeconfig = api.write_kubeconfig(tmp_path)
-        server = start_server(tmp_path, policy, "--kubeconfig", kubeconfig, workers=1, offline=False)
+        # An explicit, generous lookup budget: the 0.2 s default is for production, and a loaded CI
+        # machine must not turn a lookup that answers into a degraded one.
+        server = start_server(tmp_path, policy, "--kubeconfig", kubeconfig, "--lookup-budget", str(LOOKUP_BUDGET),
+                              workers=1, offline=False)
         try:
             yield server, api
         finally:
@@ -102,7 +107,7 @@ def test_pod_mixing_extended_resource_and_claim_template_is_denied_via_live_look
     def validate(obj):
         return client.admit("/validate", review(obj, namespace="mig-a"))["response"]
 
-    # The first lookup may miss the budget (cold connection); its GET still fills the cache for the next.
+    # Should the first lookup still miss the budget, its GET fills the cache for the next.
     _eventually(lambda: validate(pod)["allowed"] is False, "the template lookup to deny the Pod")
     resp = validate(pod)
     assert resp["status"]["message"].startswith("mixed-allocation (migrated: Deny): ")

@@ -22,7 +22,7 @@ import yaml
 
 from tests import fakeapi
 from tests.helpers import K8S_VERSION, review
-from webhook.engine import mutate_then_validate
+from webhook.admission import admit
 from webhook.objects import get_path, pod_templates
 from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.loader import load
@@ -108,7 +108,7 @@ def manifest(name: str, namespace: str, merge: dict[str, Any] | None = None,
 
 def schema_check(obj: dict[str, Any]) -> None:
     """kubernetes-validate 1.37 strict; CRD workloads have their pod templates checked as v1 PodTemplates."""
-    if obj["kind"] in NATIVE_KINDS:
+    if obj["kind"] in NATIVE_KINDS and "." not in obj.get("apiVersion", ""):  # batch.volcano.sh Job is a CRD
         kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
         return
     for ref in pod_templates(obj, obj["kind"]):
@@ -137,33 +137,38 @@ def run(obj: dict[str, Any], namespace: str, operation: str = "CREATE", old: dic
     """Mutate, apply the patch to a wire copy, schema-check, validate; then check idempotence."""
     wire = json.loads(json.dumps(obj))
     req = parse_request(review(wire, operation=operation, namespace=namespace, old=old)["request"])
-    mutate, validate = mutate_then_validate(req, policy, view or OfflineView(), now)
-    assert not mutate.errors and not validate.errors, (mutate.errors, validate.errors)
+    mutate, validate = admit(req, policy, view or OfflineView(), now)
+    answers = [mutate, *([validate] if validate is not None else [])]
+    failed = [v.rule for a in answers for v in a.verdicts if v.failed]
+    assert not failed, f"rules raised: {failed}"
     patched = jsonpatch.apply_patch(json.loads(json.dumps(obj)), mutate.patch) if mutate.patch else wire
     schema_check(patched)
     if mutate.allowed:
         again = parse_request(review(patched, operation=operation, namespace=namespace, old=old)["request"])
-        second, _ = mutate_then_validate(again, policy, view or OfflineView(), now)
+        second, _ = admit(again, policy, view or OfflineView(), now)
         assert second.patch == [], f"second mutating pass is not a no-op: {second.patch}"
-    verdicts = [*mutate.verdicts, *validate.verdicts]
+    verdicts = [v for a in answers for v in a.verdicts]
     findings: dict[str, str] = {}
-    for w in [*mutate.warnings, *validate.warnings]:
+    for w in [w for a in answers for w in a.warnings]:
         assert len(w) <= 256, f"warning would be truncated: {w}"
     for v in verdicts:
         assert findings.setdefault(v.rule, v.action.value) == v.action.value, f"mixed actions for {v.rule}"
         assert "\n" not in v.finding.message and len(v.finding.message) <= MESSAGE_MAX, v.finding.message
+    audit = {k: v for a in answers for k, v in a.audit.items()}
+    for key in ("policy", "stage"):  # what every answer with findings carries; the tests look at the rest
+        audit.pop(key, None)
     return Result(
-        allowed=mutate.allowed and validate.allowed,
+        allowed=all(a.allowed for a in answers),
         findings=findings,
-        warnings=[*mutate.warnings, *validate.warnings],
-        message="; ".join(m for m in (mutate.message, validate.message) if m),
+        warnings=[w for a in answers for w in a.warnings],
+        message="; ".join(a.message for a in answers if a.message),
         patch=mutate.patch,
         patched=patched,
-        audit={**mutate.audit, **validate.audit},
-        stage=mutate.stage or validate.stage,
-        cohort=mutate.cohort or validate.cohort,
+        audit=audit,
+        stage=next((a.stage for a in answers if a.stage), ""),
+        cohort=next((a.cohort for a in answers if a.cohort), ""),
         verdicts=verdicts,
-        causes=[*mutate.causes, *validate.causes],
+        causes=[c for a in answers for c in a.causes],
     )
 
 
@@ -467,3 +472,45 @@ def test_mixed_allocation_with_the_template_elsewhere_stays_silent_and_says_why(
     assert res.allowed is True and res.findings == {}
     assert "mixed-allocation: content of claim 'gpu' unknown (ResourceClaimTemplate gpu-template)" in (
         res.audit["cluster-view-degraded"])
+
+
+# ---- issue 14 item 2: the implicit name deviceclass.resource.kubernetes.io/<class> is DRA-only ----------
+
+
+def _usage(*names: str):
+    from webhook.rules.pods import usage
+
+    return usage({"containers": [{"name": "c", "resources": {"limits": {n: "1" for n in names}}}]}, POLICY)
+
+
+@pytest.mark.parametrize("stage", ["legacy", "pilot", "migrated"])
+def test_implicit_class_name_is_never_the_device_plugin_path(stage: str) -> None:
+    """No device plugin can advertise a ``kubernetes.io`` name, so the implicit name is served by DRA only,
+    in every stage: path ``dra-extended-resource`` and the ``dra`` pool, never ``devicePlugin``."""
+    from webhook.rules.pods import rollout_path, target_pool
+
+    u = _usage("deviceclass.resource.kubernetes.io/gpu.example.com")
+    assert u.dra_only
+    assert rollout_path(u, stage) == "dra-extended-resource"
+    assert target_pool(u, stage) == "dra"
+
+
+def test_implicit_name_beside_a_device_plugin_name_is_mixed_in_legacy() -> None:
+    """In the legacy stage the mapped name is served by the device plugin and the implicit one by DRA."""
+    from webhook.rules.pods import rollout_path, target_pool
+
+    u = _usage("example.com/gpu", "deviceclass.resource.kubernetes.io/fpga.example.com")
+    assert rollout_path(u, "legacy") == "mixed"
+    assert target_pool(u, "legacy") == "dra"
+    legacy = _usage("vendor.example.com/gpu", "deviceclass.resource.kubernetes.io/gpu.example.com")
+    assert rollout_path(legacy, "pilot") == "mixed"
+    assert target_pool(legacy, "pilot") == "dra"
+
+
+def test_mapped_name_in_legacy_stays_on_the_device_plugin_pool() -> None:
+    from webhook.rules.pods import rollout_path, target_pool
+
+    u = _usage("example.com/gpu")
+    assert not u.dra_only
+    assert rollout_path(u, "legacy") == "device-plugin"
+    assert target_pool(u, "legacy") == "devicePlugin"

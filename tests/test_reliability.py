@@ -159,6 +159,16 @@ class Load:
             time.sleep(0.02)
 
 
+def once(server: Server, method: str, path: str, body: bytes | None = None,
+         headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+    """One request on its own connection, closed before returning."""
+    client = KeepAlive(server)
+    try:
+        return client.request(method, path, body, headers)
+    finally:
+        client.close()
+
+
 def metric(server: Server, name: str, labels: str = "") -> float:
     """Sum of a counter over the workers (prometheus multiprocess), 0 when absent."""
     client = KeepAlive(server)
@@ -236,7 +246,7 @@ BROKEN_VARIANTS = {
 
 
 def test_broken_policy_during_load_keeps_old_decisions(server: Server):
-    old_id = json.loads(KeepAlive(server).request("GET", "/readyz")[2])["policy"]
+    old_id = json.loads(once(server, "GET", "/readyz")[2])["policy"]
     policy_file = server.policy_dir / "policy.yaml"
     good = policy_file.read_text()
     with Load(server, legacy_pod_review) as load_:
@@ -252,12 +262,12 @@ def test_broken_policy_during_load_keeps_old_decisions(server: Server):
     assert not failed, failed[:5]
     decisions = {decision(r) for r in results}
     assert decisions == {f"deny@{old_id}"}, decisions
-    ready = json.loads(KeepAlive(server).request("GET", "/readyz")[2])
+    ready = json.loads(once(server, "GET", "/readyz")[2])
     assert ready["policy"] == old_id and ready["policyError"]
 
 
 def test_valid_policy_change_during_load_switches_cleanly(server: Server):
-    old_id = json.loads(KeepAlive(server).request("GET", "/readyz")[2])["policy"]
+    old_id = json.loads(once(server, "GET", "/readyz")[2])["policy"]
     policy_file = server.policy_dir / "policy.yaml"
     new_text = policy_file.read_text().replace("migrated: Deny", "migrated: Warn")
     assert new_text != policy_file.read_text()
@@ -285,7 +295,7 @@ def test_valid_policy_change_during_load_switches_cleanly(server: Server):
 
 def test_workers_replaced_while_policy_broken_keep_last_good_policy(server: Server):
     """A worker that boots while the files are broken starts from the master's last good policy."""
-    old_id = json.loads(KeepAlive(server).request("GET", "/readyz")[2])["policy"]
+    old_id = json.loads(once(server, "GET", "/readyz")[2])["policy"]
     policy_file = server.policy_dir / "policy.yaml"
     policy_file.write_text(policy_file.read_text().replace("stage: migrated", "stage: migrate"))
     wait_until(lambda: metric(server, "dra_webhook_policy_reloads_total", 'result="error"') >= 2,
@@ -298,7 +308,7 @@ def test_workers_replaced_while_policy_broken_keep_last_good_policy(server: Serv
         status, _, data = client.request("POST", "/validate", legacy_pod_review(), JSON)
         client.close()
         assert decision(Result(0, 0, status, json.loads(data))) == f"deny@{old_id}"
-    status, _, data = KeepAlive(server).request("GET", "/readyz")
+    status, _, data = once(server, "GET", "/readyz")
     ready = json.loads(data)
     assert status == 200 and ready["policy"] == old_id and "'migrate' is not one of" in ready["policyError"]
 
@@ -560,6 +570,7 @@ def test_hostile_reviews_never_break_the_server(server: Server):
     assert stats["200"] > 500 and stats["4xx"] > 50, stats  # both paths were really exercised
     # healthy after: same workers (none crashed), ready, and still deciding correctly
     assert workers_of(server) == pids
+    client.close()
     client = KeepAlive(server)
     assert client.request("GET", "/healthz")[0] == 200
     assert client.request("GET", "/readyz")[0] == 200

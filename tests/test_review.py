@@ -8,7 +8,8 @@ import re
 
 import jsonpatch
 
-from webhook import review
+from webhook import admission, review
+from webhook.admission import AdmissionResponse
 
 KEY = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?")
 
@@ -33,21 +34,21 @@ def test_audit_keys_are_valid_qualified_name_parts():
 
 
 def test_denial_and_patch_shapes():
-    denied = review.response("u1", False, message="no", causes=[{"reason": "r", "message": "fix"}])
+    denied = AdmissionResponse("u1", False, message="no", causes=[{"reason": "r", "message": "fix"}]).review()
     assert denied == {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": {
         "uid": "u1", "allowed": False,
         "status": {"code": 403, "reason": "Forbidden", "message": "no", "details": {"causes": [
             {"reason": "r", "message": "fix"}]}}}}
     ops = [{"op": "add", "path": "/metadata/annotations", "value": {"a/b": "c"}}]
-    allowed = review.response("u2", True, patch=ops)["response"]
+    allowed = AdmissionResponse("u2", True, patch=ops).review()["response"]
     assert allowed["patchType"] == "JSONPatch"
     decoded = json.loads(base64.b64decode(allowed["patch"], validate=True))  # standard, padded base64
     assert jsonpatch.apply_patch({"metadata": {}}, decoded) == {"metadata": {"annotations": {"a/b": "c"}}}
     # no patch: neither patch nor patchType (a patchType alone is a call error)
-    assert "patchType" not in review.response("u3", True, patch=[])["response"]
+    assert "patchType" not in AdmissionResponse("u3", True, patch=[]).review()["response"]
 
 
 def test_bad_request_is_code_400():
     err = review.RequestError("u4", "request.object is null on CREATE")
-    resp = review.error_response(err)["response"]
+    resp = admission.malformed(err).review()["response"]
     assert resp["allowed"] is False and resp["status"]["code"] == 400 and resp["status"]["reason"] == "BadRequest"

@@ -10,7 +10,6 @@ import socket
 import ssl
 import subprocess
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -101,11 +100,13 @@ def test_request_bodies_and_secret_values_are_not_logged(live_server: Server, cl
         sent.append(client.admit(endpoint, review(secret, namespace="mig-a", operation="DELETE", old=secret)))
     # malformed reviews that carry the secret: wrong object kind, bad operation, secret-valued fields
     pod = _secret_pod("mig-a")
+    malformed: list[str] = []
     for doc in (review(secret, kind="Pod", namespace="mig-a"),
                 dict(review(pod, namespace="mig-a"), request=dict(review(pod)["request"], operation=SECRET)),
                 dict(review(pod, namespace="mig-a"), request=dict(review(pod)["request"], kind={"kind": SECRET}))):
         status, _ = client.post_json("/validate", doc)
         assert status == 200
+        malformed.append(doc["request"]["uid"])
     for body in (b'{"apiVersion": "admission.k8s.io/v1", "token": "' + SECRET.encode() + b'"',  # not JSON
                  json.dumps({"apiVersion": SECRET, "kind": "AdmissionReview"}).encode(),
                  json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": SECRET}).encode(),
@@ -113,9 +114,13 @@ def test_request_bodies_and_secret_values_are_not_logged(live_server: Server, cl
         status, _, _ = client.request("POST", "/validate", body, {"Content-Type": "application/json"})
         assert status == 400
     assert len(sent) == 10
-    time.sleep(0.2)  # let the workers' log lines reach the file
-    log = live_server.output()[before:]
-    assert "uid=" in log, "decisions are logged (else this test proves nothing)"
+    # Denials, warnings, malformed requests and rejected bodies are all logged at INFO or above: wait
+    # for every one of those lines, so the absence checked below is not just a line still on its way.
+    loud = [r["response"]["uid"] for r in sent if not r["response"]["allowed"] or r["response"].get("warnings")]
+    assert loud, "some decisions are logged (else this test proves nothing)"
+    log = live_server.wait_for_log(
+        lambda text: all(f"uid={u}" in text for u in [*loud, *malformed]) and text.count("rejected body") >= 4,
+        "the line of every logged request", since=before)
     encoded = base64.b64encode(SECRET.encode()).decode()
     leaks = [line for line in log.splitlines() if SECRET in line or encoded in line]
     assert leaks == []
@@ -202,6 +207,9 @@ def test_rule_failures_do_not_log_request_values(live_server: Server, client: Cl
     before = len(live_server.output())
     pod = gpu_pod(namespace="mig-a")
     pod["spec"]["containers"][0]["resources"]["limits"]["example.com/gpu"] = SECRET  # not a quantity
-    client.admit("/validate", review(pod, namespace="mig-a"))
-    time.sleep(0.2)
-    assert SECRET not in live_server.output()[before:]
+    doc = review(pod, namespace="mig-a")
+    client.admit("/validate", doc)
+    log = live_server.wait_for_log(lambda text: f"uid={doc['request']['uid']}" in text,
+                                   "the rule failure's line", since=before)
+    assert "failed on request" in log
+    assert SECRET not in log

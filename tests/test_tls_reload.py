@@ -402,12 +402,17 @@ def https_get(
     ctx: ssl.SSLContext, port: int, conn: http.client.HTTPSConnection | None = None
 ) -> tuple[int, int]:
     """(status, serial of the presented certificate) for GET / over a new or given connection."""
+    own = conn is None
     conn = conn or http.client.HTTPSConnection("localhost", port, context=ctx, timeout=5)
-    conn.request("GET", "/")
-    resp = conn.getresponse()
-    assert resp.read() == b"ok"
-    der = conn.sock.getpeercert(binary_form=True)
-    return resp.status, x509.load_der_x509_certificate(der).serial_number
+    try:
+        conn.request("GET", "/")
+        resp = conn.getresponse()
+        assert resp.read() == b"ok"
+        der = conn.sock.getpeercert(binary_form=True)
+        return resp.status, x509.load_der_x509_certificate(der).serial_number
+    finally:
+        if own:
+            conn.close()  # a new connection per call: closed here, not by the garbage collector
 
 
 def test_gunicorn_hook_follows_rotation(tmp_path: Path, cert_dir: Path) -> None:

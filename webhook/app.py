@@ -17,7 +17,7 @@ import orjson
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
-from webhook import engine, metrics, review
+from webhook import admission, engine, metrics, review
 from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.model import Action
 from webhook.view import ClusterView, OfflineView
@@ -55,7 +55,11 @@ class StaticPolicy:
 
 
 def _json(body: Any, status: int = 200) -> Response:
-    return Response(orjson.dumps(body), status=status, mimetype="application/json")
+    return _raw(orjson.dumps(body), status)
+
+
+def _raw(data: bytes, status: int = 200) -> Response:
+    return Response(data, status=status, mimetype="application/json")
 
 
 def _read_body() -> bytes:
@@ -104,66 +108,40 @@ def create_app(
         except review.RequestError as exc:
             metrics.BAD_REQUESTS.labels("400").inc()
             log.warning("%s uid=%s: malformed request: %s", endpoint, exc.uid, exc.log_message)
-            return _json(review.error_response(exc))
+            return _raw(admission.malformed(exc).body())
         if recorder is not None:
             recorder(body, endpoint)
-        answer = _answer(req, phase)
-        kind = req.kind if req.kind in known_kinds else "other"  # bounded label values, whatever is posted
-        metrics.REQUESTS.labels(endpoint, kind, req.operation, str(answer["response"]["allowed"]).lower()).inc()
-        metrics.DURATION.labels(endpoint).observe(time.perf_counter() - started)
-        return _json(answer)
-
-    def _answer(req: review.AdmissionRequest, phase: str) -> dict[str, Any]:
         policy = policies.current
-        if policy is None:
-            why = f"no valid migration policy is loaded: {policies.error or 'not loaded yet'}"
-            log.error("uid=%s %s: %s", req.uid, phase, why)
-            if phase == "mutate":
-                return review.response(req.uid, True, warnings=[f"dra-migration-webhook: {why}"])
-            return review.response(req.uid, False, message=why, code=500)
-        try:
-            decision = engine.evaluate(req, policy, view, phase, now())
-        except Exception:
-            # Mutation is best effort (validation enforces); validation fails closed.
-            log.exception("uid=%s: evaluation failed for %s %s/%s", req.uid, req.kind, req.namespace, req.name)
-            msg = f"dra-migration-webhook could not evaluate this request (uid {req.uid}); see its logs"
-            if phase == "mutate":
-                return review.response(req.uid, True, warnings=[msg])
-            return review.response(req.uid, False, message=msg, code=500)
-        _observe(req, decision, policy, phase)
-        audit = dict(decision.audit)
-        if decision.verdicts or decision.patch:
-            audit.setdefault("policy", policy.identity)
-            if decision.stage:
-                audit.setdefault("stage", decision.stage)
-        return review.response(
-            req.uid,
-            decision.allowed,
-            message=decision.message,
-            causes=decision.causes,
-            patch=decision.patch if phase == "mutate" else None,
-            warnings=decision.warnings,
-            audit=audit,
-        )
+        answer = admission.handle(req, phase, policy, view, now(), policy_error=policies.error)
+        if policy is not None:
+            _observe(req, answer, policy, phase)
+        kind = req.kind if req.kind in known_kinds else "other"  # bounded label values, whatever is posted
+        metrics.REQUESTS.labels(endpoint, kind, req.operation, str(answer.allowed).lower()).inc()
+        metrics.DURATION.labels(endpoint).observe(time.perf_counter() - started)
+        return _raw(answer.body())
 
-    def _observe(req: review.AdmissionRequest, decision: engine.Decision, policy: CompiledPolicy, phase: str) -> None:
-        for v in decision.verdicts:
-            metrics.FINDINGS.labels(v.rule, v.action.value).inc()
-        if phase == "mutate" and decision.mutated is not None and req.operation == "CREATE":
-            annotations = (decision.mutated.get("metadata") or {}).get("annotations") or {}
+    def _observe(req: review.AdmissionRequest, answer: admission.AdmissionResponse, policy: CompiledPolicy,
+                 phase: str) -> None:
+        for v in answer.verdicts:
+            if v.failed:
+                metrics.RULE_ERRORS.labels(v.rule).inc()
+            else:
+                metrics.FINDINGS.labels(v.rule, v.action.value).inc()
+        if phase == "mutate" and answer.mutated is not None and req.operation == "CREATE":
+            annotations = (answer.mutated.get("metadata") or {}).get("annotations") or {}
             path = annotations.get(policy.key("path"))
             if path:
-                metrics.WORKLOADS.labels(path, decision.stage, decision.cohort or "none").inc()
+                metrics.WORKLOADS.labels(path, answer.stage, answer.cohort or "none").inc()
         # Denials and warnings are news at INFO; routine patches and audit-only findings go to DEBUG (the
         # log handler's lock is measurable at a few thousand requests a second, see bench/results.md).
-        loud = any(v.action in (Action.Deny, Action.Warn) for v in decision.verdicts)
-        if loud or ((decision.verdicts or decision.patch) and log.isEnabledFor(logging.DEBUG)):
+        loud = any(v.action in (Action.Deny, Action.Warn) for v in answer.verdicts)
+        if loud or ((answer.verdicts or answer.patch) and log.isEnabledFor(logging.DEBUG)):
             log.log(
                 logging.INFO if loud else logging.DEBUG,
                 "%s uid=%s %s %s %s/%s allowed=%s findings=%s patch_ops=%d%s",
                 phase, req.uid, req.operation, req.kind, req.namespace, req.name or "<generated>",
-                decision.allowed, ",".join(f"{v.rule}:{v.action.value}" for v in decision.verdicts) or "-",
-                len(decision.patch), " dryRun" if req.dry_run else "",
+                answer.allowed, ",".join(f"{v.rule}:{v.action.value}" for v in answer.verdicts) or "-",
+                len(answer.patch), " dryRun" if req.dry_run else "",
             )
 
     @app.post("/mutate")

@@ -16,6 +16,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from webhook.jsonish import as_dict as _dict
+from webhook.jsonish import as_list as _list
+
 SCHEDULER_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
 POD_CLAIM_NAME_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
 STANDARD_NUMA_DOMAIN = "resource.kubernetes.io"
@@ -38,14 +41,6 @@ class RequestSlot:
     name: str
     body: dict[str, Any]
     subrequest: bool
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
 
 
 def spec_prefix(kind: str) -> str:
@@ -115,7 +110,8 @@ def iter_constraint_attributes(obj: Mapping[str, Any], kind: str) -> Iterator[tu
                 yield f"{base}.constraints[{i}].{field}", attr
 
 
-def annotations(obj: Mapping[str, Any]) -> dict[str, Any]:
+def metadata_annotations(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """metadata.annotations of an object ({} when absent or malformed)."""
     return _dict(_dict(obj.get("metadata")).get("annotations"))
 
 
@@ -143,7 +139,7 @@ def is_scheduler_claim(obj: Mapping[str, Any], user: Mapping[str, Any] | None = 
     username = (user or {}).get("username")
     if username and username != SCHEDULER_USER:
         return False
-    ann = annotations(obj)
+    ann = metadata_annotations(obj)
     if ann.get(SCHEDULER_CLAIM_ANNOTATION) != "true" or POD_CLAIM_NAME_ANNOTATION in ann:
         return False
     owner = controller_owner(obj)
@@ -156,7 +152,7 @@ def template_owner(obj: Mapping[str, Any]) -> dict[str, Any] | None:
     The controller marks such claims with ``resource.kubernetes.io/pod-claim-name`` and a controller
     ownerReference to the Pod (or PodGroup) it was made for (dra-1.37.md §6).
     """
-    if POD_CLAIM_NAME_ANNOTATION not in annotations(obj):
+    if POD_CLAIM_NAME_ANNOTATION not in metadata_annotations(obj):
         return None
     owner = controller_owner(obj)
     if owner is None or owner.get("kind") not in ("Pod", "PodGroup") or not owner.get("name"):

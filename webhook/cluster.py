@@ -20,13 +20,15 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
 
 from kubernetes import client, config, watch
+from kubernetes.client import rest as kube_rest
 from kubernetes.client.exceptions import ApiException
 
+from webhook.cluster_gates import ClusterGates, parse_metrics, served_versions
 from webhook.view import extended_resource_map
 
 log = logging.getLogger(__name__)
@@ -45,6 +47,8 @@ REQUIRED_RBAC: tuple[dict[str, Any], ...] = (
     },
     {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaimtemplates"], "verbs": ["get"]},
     {"apiGroups": ["scheduling.k8s.io"], "resources": ["podgroups"], "verbs": ["get"]},
+    # featureGates auto: the API server's kubernetes_feature_enabled samples (discovery needs no rule).
+    {"nonResourceURLs": ["/metrics"], "verbs": ["get"]},
 )
 
 PAGE_SIZE = 500
@@ -93,8 +97,18 @@ def describe_error(exc: BaseException) -> str:
             pass
         text = f"HTTP {exc.status} {exc.reason or ''}".rstrip()
         return f"{text}: {message}" if message else text
+    pool, reason = getattr(exc, "pool", None), getattr(exc, "reason", None)
+    if type(exc).__name__ == "MaxRetryError" and pool is not None:
+        # urllib3 gave up connecting: say where and why in a few words, not the retry machinery.
+        why = str(reason).rsplit(": ", 1)[-1] if reason is not None else "no response"
+        return f"cannot reach the API server at {pool.host}:{pool.port}: {why}"
     text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
     return text if len(text) <= 200 else text[:197] + "..."
+
+
+def quiet_client_logs() -> None:
+    """For one-shot commands: urllib3's per-retry WARNING lines are noise next to our one-line error."""
+    logging.getLogger("urllib3").setLevel(logging.ERROR)
 
 
 # -- raw JSON calls -------------------------------------------------------------------------------------
@@ -155,6 +169,108 @@ def list_claims(api: client.ApiClient, namespace: str | None = None) -> list[dic
 
 def list_device_classes(api: client.ApiClient) -> list[dict[str, Any]]:
     return _list_raw(client.ResourceV1Api(api).list_device_class)[0]
+
+
+def _get_text_lines(api: client.ApiClient, path: str, timeout: float | tuple[float, float]) -> Iterator[str]:
+    """GET a non-resource text path (``/metrics``) with the client's credentials, line by line."""
+    params = api.param_serialize(
+        "GET", path, header_params={"Accept": "text/plain", "Accept-Encoding": "gzip"}, auth_settings=["BearerToken"]
+    )
+    resp = api.call_api(*params, _request_timeout=timeout).response  # the urllib3 response, not read yet
+    if resp.status >= 300:
+        resp.read()
+        raise ApiException(http_resp=kube_rest.RESTResponse(resp))
+    try:
+        rest = b""
+        for chunk in resp.stream(1 << 16, decode_content=True):
+            *lines, rest = (rest + chunk).split(b"\n")
+            for line in lines:
+                if line.startswith(b"kubernetes_feature_enabled"):
+                    yield line.decode("utf-8", "replace")
+        if rest.startswith(b"kubernetes_feature_enabled"):
+            yield rest.decode("utf-8", "replace")
+    finally:
+        resp.release_conn()
+
+
+def read_feature_gates(api: client.ApiClient, timeout: float | tuple[float, float] = (5.0, 30.0)) -> ClusterGates:
+    """The API server's gate states (``/metrics``) and served group/versions (``/apis`` discovery).
+
+    Raises ApiException (e.g. 403 without the nonResourceURL rule) or ValueError (no gate samples).
+    """
+    enabled, stages = parse_metrics(_get_text_lines(api, "/metrics", timeout))
+    try:
+        served = served_versions(_call_raw(client.ApisApi(api).get_api_versions, _request_timeout=timeout))
+    except Exception as exc:  # discovery is informational: the gates stand without it
+        log.info("API discovery failed, served versions unknown: %s", describe_error(exc))
+        served = frozenset()
+    return ClusterGates(MappingProxyType(enabled), MappingProxyType(stages), served)
+
+
+def list_migration_objects(
+    api: client.ApiClient,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]] | None]:
+    """Namespaces, Pods, ResourceClaims and DeviceClasses of the whole cluster (the live gauges' read).
+
+    DeviceClasses are None when resource.k8s.io/v1 is not served (404): no mapping check then.
+    """
+    namespaces, pods, claims = list_namespaces(api), list_pods(api), list_claims(api)
+    try:
+        classes: list[dict[str, Any]] | None = list_device_classes(api)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+        classes = None
+    return namespaces, pods, claims, classes
+
+
+def apply_policy_reports(
+    api: client.ApiClient,
+    reports: list[dict[str, Any]],
+    group: str,
+    version: str,
+    plural: str,
+    selector: str,
+    namespace: str | None = None,
+) -> list[str]:
+    """Create or replace ``reports``, and delete our earlier reports (``selector``) for namespaces no longer
+    reported, in ``namespace`` or everywhere. Returns one line per change. RBAC: get, list, create, update,
+    delete on ``plural`` in ``group`` (deploy/policyreports/rbac.yaml).
+    """
+    custom = client.CustomObjectsApi(api)
+    try:
+        if namespace:
+            existing = _call_raw(custom.list_namespaced_custom_object, group, version, namespace, plural,
+                                 label_selector=selector)
+        else:
+            existing = _call_raw(custom.list_cluster_custom_object, group, version, plural, label_selector=selector)
+    except ApiException as exc:
+        if exc.status == 404:
+            raise ClusterError(
+                f"{plural}.{group}/{version} is not served by this cluster: install its CRD first "
+                "(Kyverno or Policy Reporter install it)") from None
+        raise
+    current = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in existing.get("items") or []}
+    done: list[str] = []
+    for obj in reports:
+        meta = obj["metadata"]
+        key = (meta["namespace"], meta["name"])
+        old = current.pop(key, None)
+        if old is None:
+            _call_raw(custom.create_namespaced_custom_object, group, version, key[0], plural, obj)
+            done.append(f"created {plural}.{group} {key[0]}/{key[1]}")
+        else:
+            body = {**obj, "metadata": {**meta, "resourceVersion": old["metadata"]["resourceVersion"]}}
+            _call_raw(custom.replace_namespaced_custom_object, group, version, key[0], plural, key[1], body)
+            done.append(f"updated {plural}.{group} {key[0]}/{key[1]}")
+    for ns, name in sorted(current):
+        try:
+            _call_raw(custom.delete_namespaced_custom_object, group, version, ns, plural, name)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+        done.append(f"deleted {plural}.{group} {ns}/{name} (namespace no longer in the report)")
+    return done
 
 
 # -- the live view --------------------------------------------------------------------------------------
@@ -248,6 +364,7 @@ class LiveView:
         lookup_threads: int = 4,
         watch_timeout: int = 300,
         backoff: tuple[float, float] = (0.5, 30.0),
+        gates_interval: float = 120.0,
     ) -> None:
         self.budget = budget
         # Our own client over a copy of the configuration, without urllib3's hidden retries: the view
@@ -271,6 +388,11 @@ class LiveView:
         self._inflight: dict[tuple[str, ...], concurrent.futures.Future[Any]] = {}
         self._recent_errors: collections.deque[str] = collections.deque(maxlen=5)
         self._dc_snapshot: tuple[int, Mapping[str, dict[str, Any]], Mapping[str, str]] | None = None
+        # featureGates auto: the last good reading, kept when a later one fails (never read on requests).
+        self._gates_interval = gates_interval
+        self._gates: ClusterGates | None = None
+        self._gates_error: str | None = None
+        self._gates_thread: threading.Thread | None = None
         self._build_informers()
 
     @classmethod
@@ -306,6 +428,8 @@ class LiveView:
             for inf in self._informers:
                 inf.thread = threading.Thread(target=self._run, args=(inf,), name=f"watch-{inf.name}", daemon=True)
                 inf.thread.start()
+            self._gates_thread = threading.Thread(target=self._refresh_gates, name="feature-gates", daemon=True)
+            self._gates_thread.start()
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop the threads (tests, graceful shutdown). The view answers None afterwards."""
@@ -319,6 +443,8 @@ class LiveView:
             while inf.thread is not None and inf.thread.is_alive() and time.monotonic() < deadline:
                 inf.watch.stop()  # shuts the socket of a running stream; repeated in case one was starting
                 inf.thread.join(0.05)
+        if self._gates_thread is not None:
+            self._gates_thread.join(max(0.0, deadline - time.monotonic()))
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
         self._api.close()
@@ -409,6 +535,35 @@ class LiveView:
             inf.last_error = text
         self._note_error(f"{inf.name}: {text}")
         log.warning("watch of %s failed, retrying with backoff: %s", inf.name, text)
+
+    def _refresh_gates(self) -> None:
+        """Read the cluster's feature gates now and every ``gates_interval`` s; keep the last good one."""
+        delay = self._backoff[0]
+        while not self._stop.is_set():
+            try:
+                self._gates = read_feature_gates(self._api)
+                self._gates_error = None
+                delay = self._backoff[0]
+                wait = self._gates_interval
+            except Exception as exc:
+                if self._stop.is_set():
+                    break
+                self._gates_error = text = describe_error(exc)
+                self._note_error(f"feature gates: {text}")
+                log.warning("reading the cluster's feature gates from /metrics failed (%s): %s", (
+                    "keeping the last reading" if self._gates else "policy values and version defaults apply"), text)
+                wait = min(random.uniform(delay / 2, delay), self._gates_interval)
+                delay = min(delay * 2, self._backoff[1])
+            self._stop.wait(wait)
+
+    def feature_gates(self) -> ClusterGates | None:
+        """The last reading of the cluster's feature gates, or None before the first one succeeded."""
+        self._ensure_started()
+        self._reason("featuregates", None)
+        if self._gates is None:
+            why = self._gates_error or "not read yet"
+            self._reason("featuregates", f"/metrics: {why}")
+        return self._gates
 
     def _note_error(self, text: str) -> None:
         self._recent_errors.append(text)
@@ -520,7 +675,17 @@ class LiveView:
             "namespaces": self._namespaces.status(),
             "deviceclasses": self._classes.status(),
             "lookups": {"cached": cached, "inflight": inflight},
+            "featureGates": self._gates_status(),
             "errors": list(self._recent_errors),
+        }
+
+    def _gates_status(self) -> dict[str, Any]:
+        reading = self._gates
+        return {
+            "read": reading is not None,
+            "readAt": None if reading is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(reading.read_at)),
+            "gates": 0 if reading is None else len(reading.enabled),
+            "lastError": self._gates_error,
         }
 
     # -- budgeted lookups ----------------------------------------------------------------------------------

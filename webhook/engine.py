@@ -3,12 +3,13 @@
 The engine is where policy meets rules (Kyverno-style): rules report findings; the engine applies the
 policy's action per finding (stage default, rule override, exceptions), chains the mutated copies of
 mutating rules and diffs the final object against the one received, so the patch always applies.
-A rule that raises never escapes: it becomes a finding of that rule, answered per its action.
+A rule that raises never escapes: it becomes a verdict of that rule with status ``rule-error``, whose action
+the policy's ``enforcement.ruleErrors`` picks (capped by the rule's own action; exceptions apply).
+The answer sent back (message, warnings, auditAnnotations) is built from the decision in ``admission``.
 """
 
 from __future__ import annotations
 
-import copy
 import datetime as dt
 import logging
 from dataclasses import dataclass, field
@@ -20,14 +21,11 @@ from webhook.policy.model import Action
 from webhook.review import AdmissionRequest, parse_request
 from webhook.rules import load_all
 from webhook.rules.base import REGISTRY, Context, Finding, Rule
-from webhook.rules.ids import TRACK_ROLLOUT
+from webhook.rules.ids import RULE_ERROR, TRACK_ROLLOUT
 from webhook.view import ClusterView, OfflineView
 
 log = logging.getLogger(__name__)
 load_all()
-
-_ORDER = {Action.Off: 0, Action.Audit: 1, Action.Warn: 2, Action.Deny: 3}
-
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
@@ -36,6 +34,12 @@ class Verdict:
     finding: Finding
     action: Action
     excepted: str = ""
+    failed: bool = False  # status rule-error: the rule raised; the finding says so, not what the object is
+
+    @property
+    def status(self) -> str:
+        """``rule-error`` for a rule that raised, else ``finding`` (the rule judged the object)."""
+        return RULE_ERROR if self.failed else "finding"
 
     @property
     def rule(self) -> str:
@@ -44,22 +48,15 @@ class Verdict:
 
 @dataclass(slots=True)
 class Decision:
+    """What the rules found and what the policy made of it; ``admission.answer`` turns it into the answer."""
+
     allowed: bool
     verdicts: list[Verdict] = field(default_factory=list)
     patch: list[dict[str, Any]] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    audit: dict[str, str] = field(default_factory=dict)
-    message: str = ""
-    causes: list[dict[str, str]] = field(default_factory=list)
+    notes: dict[str, str] = field(default_factory=dict)  # auditAnnotations rules asked for, and degradation
     stage: str = ""
     cohort: str = ""
     mutated: dict[str, Any] | None = None  # the final object when a patch was made
-    rules_run: tuple[str, ...] = ()
-    errors: list[str] = field(default_factory=list)
-
-    @property
-    def denied_rules(self) -> list[str]:
-        return [v.rule for v in self.verdicts if v.action is Action.Deny]
 
 
 _INDEX: dict[tuple[str, str, str], tuple[Rule, ...]] = {}
@@ -103,8 +100,7 @@ def evaluate(
     namespace = req.namespace or (meta_ns if isinstance(meta_ns, str) else "")
     ctx = _context(req, policy, view, phase, now, namespace)
     verdicts: list[Verdict] = []
-    audit: dict[str, str] = {}
-    errors: list[str] = []
+    notes: dict[str, str] = {}
     current = obj
     for rule in selected:
         base = policy.action_for(rule.id, ctx.stage)
@@ -118,28 +114,30 @@ def evaluate(
             log.error("rule %s failed on request uid=%s (%s %s/%s): %s", rule.id, req.uid, req.kind,
                       namespace, req.name or "<generated>", type(exc).__name__)
             log.debug("rule %s traceback (uid=%s)", rule.id, req.uid, exc_info=True)
-            errors.append(rule.id)
-            finding = Finding(rule.id, f"rule {rule.id} could not evaluate this object ({type(exc).__name__})",
-                              "report this to the platform team with the request uid " + req.uid)
-            verdicts.append(Verdict(finding, base))
+            verdicts.append(_failure(rule.id, type(exc).__name__, base, policy, namespace, now, req.uid))
             continue
         for finding in outcome.findings:
             verdicts.append(_verdict(finding, base, policy, namespace, now))
-        audit.update(outcome.notes)
+        notes.update(outcome.notes)
         if outcome.mutated is not None and rule.mutating and _mutation_enabled(policy, rule.id, namespace, now):
             current = outcome.mutated
 
-    decision = _decide(verdicts, ctx)
-    decision.errors = errors
-    decision.rules_run = tuple(r.id for r in selected)
-    decision.audit.update(audit)
+    decision = Decision(
+        allowed=not any(v.action is Action.Deny for v in verdicts),
+        verdicts=verdicts,
+        notes=notes,
+        # Cluster-scoped objects (DeviceClasses, slices, taint rules) belong to no cohort: their findings take
+        # the default stage's action, but they carry no stage of their own (issue 14 item 8).
+        stage=ctx.stage if ctx.namespace else "",
+        cohort=ctx.cohort.name if ctx.cohort else "",
+    )
     if current is not obj and decision.allowed:
         ops = make_patch(obj, current)
         if ops:
             decision.patch = ops
             decision.mutated = current
     if ctx.degraded:
-        decision.audit["cluster-view-degraded"] = "; ".join(dict.fromkeys(ctx.degraded))
+        decision.notes["cluster-view-degraded"] = "; ".join(dict.fromkeys(ctx.degraded))
     return decision
 
 
@@ -157,7 +155,7 @@ def _context(
             # Only worth saying when a selector cohort could have matched before the one we found.
             limit = cohort.index if cohort else len(policy.cohorts)
             if any(c.selector is not None for c in policy.cohorts[:limit]):
-                reason = getattr(view, "degraded_reason", lambda kind: None)("namespace")
+                reason = view.degraded_reason("namespace")
                 degraded.append(f"labels of namespace {namespace} unknown ({reason or 'no data'}); "
                                 "cohorts matched by name only")
     return Context(
@@ -190,64 +188,28 @@ def _verdict(finding: Finding, base: Action, policy: CompiledPolicy, namespace: 
     return Verdict(finding, action)
 
 
+_STRENGTH = {Action.Off: 0, Action.Audit: 1, Action.Warn: 2, Action.Deny: 3}
+
+
+def _failure(rule_id: str, error: str, base: Action, policy: CompiledPolicy, namespace: str, now: dt.datetime,
+             uid: str) -> Verdict:
+    """A rule that raised: status rule-error, under the rule's id, subject to the rule's exceptions.
+
+    Its action is the policy's ``ruleErrors`` (default Warn), never stronger than the rule's own action in
+    this stage: a broken rule must not block a namespace where the rule itself would only have warned.
+    """
+    finding = Finding(rule_id, f"rule {rule_id} could not evaluate this object ({error})",
+                      "report this to the platform team with the request uid " + uid)
+    exc = policy.exception_for(rule_id, namespace, now)
+    if exc is not None:
+        return Verdict(finding, Action.Off, excepted=exc.reason, failed=True)
+    action = min(policy.rule_error_action, base, key=_STRENGTH.__getitem__)
+    return Verdict(finding, action, failed=True)
+
+
 def _mutation_enabled(policy: CompiledPolicy, rule_id: str, namespace: str, now: dt.datetime) -> bool:
     """Mutations follow the rule's own override, not the stage default: Audit means "report, don't patch"."""
     override = policy.rule_actions.get(rule_id)
     if override in (Action.Off, Action.Audit):
         return False
     return policy.exception_for(rule_id, namespace, now) is None
-
-
-def _decide(verdicts: list[Verdict], ctx: Context) -> Decision:
-    denials: list[str] = []
-    causes: list[dict[str, str]] = []
-    warnings: list[str] = []
-    audit: dict[str, str] = {}
-    stage = ctx.stage
-    for v in verdicts:
-        f = v.finding
-        if v.action is Action.Deny:
-            denials.append(f"{f.rule} ({stage}: Deny): {f.message}{_fix(f)}")
-            causes.append({"reason": f.rule, "message": f.remediation or f.message,
-                           "field": f.paths[0] if f.paths else ""})
-        elif v.action is Action.Warn:
-            warnings.append(f"{f.rule} ({stage}): {f.message}{_fix(f)}")
-        elif v.action is Action.Audit:
-            _append(audit, f.rule, f.message)
-        elif v.excepted:
-            _append(audit, f"excepted-{f.rule}", f"{f.message} [exception: {v.excepted}]")
-    decision = Decision(
-        allowed=not denials,
-        verdicts=verdicts,
-        warnings=warnings,
-        audit=audit,
-        message="; ".join(denials),
-        causes=[{k: val for k, val in c.items() if val} for c in causes],
-        stage=stage,
-        cohort=ctx.cohort.name if ctx.cohort else "",
-    )
-    return decision
-
-
-def _fix(f: Finding) -> str:
-    if not f.remediation:
-        return ""
-    first = f.remediation.strip().splitlines()[0].strip()
-    return f"; fix: {first}" if first else ""
-
-
-def _append(audit: dict[str, str], key: str, message: str) -> None:
-    audit[key] = f"{audit[key]}; {message}" if key in audit else message
-
-
-def mutate_then_validate(
-    request: AdmissionRequest, policy: CompiledPolicy, view: ClusterView | None = None, now: dt.datetime | None = None
-) -> tuple[Decision, Decision]:
-    """What the API server does: mutating webhooks, then validating ones on the patched object (for `check`)."""
-    mutate = evaluate(request, policy, view, "mutate", now)
-    patched = request
-    if mutate.mutated is not None:
-        patched = copy.copy(request)
-        patched.object = mutate.mutated
-    validate = evaluate(patched, policy, view, "validate", now) if mutate.allowed else Decision(allowed=False)
-    return mutate, validate

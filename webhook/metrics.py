@@ -8,6 +8,7 @@ Without it (unit tests, ``check``) the metrics live in this process only.
 from __future__ import annotations
 
 import os
+import time
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -37,6 +38,11 @@ FINDINGS = Counter(
     "Rule findings, by rule id and the action the policy gave them.",
     ["rule", "action"],
 )
+RULE_ERRORS = Counter(
+    "dra_webhook_rule_errors_total",
+    "Rules that failed to evaluate an object (status rule-error), by rule id; the log names the request uid.",
+    ["rule"],
+)
 WORKLOADS = Counter(
     "dra_webhook_workloads_total",
     "Objects admitted with rollout-tracking annotations, by path, stage and cohort.",
@@ -60,12 +66,16 @@ BAD_REQUESTS = Counter(
 
 
 def render() -> tuple[bytes, str]:
-    """The exposition text for /metrics (aggregated over workers in multiprocess mode)."""
+    """The exposition text for /metrics (aggregated over workers in multiprocess mode), followed by the live
+    migration gauges that the one exporter process wrote (``webhook.gauges``; absent when nobody exports)."""
+    from webhook import gauges
+
+    live = gauges.exposition(os.environ.get("PROMETHEUS_MULTIPROC_DIR"), time.time())
     if MULTIPROC:
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)
-        return generate_latest(registry), CONTENT_TYPE_LATEST
-    return generate_latest(), CONTENT_TYPE_LATEST
+        return generate_latest(registry) + live, CONTENT_TYPE_LATEST
+    return generate_latest() + live, CONTENT_TYPE_LATEST
 
 
 def worker_exit(pid: int) -> None:

@@ -18,30 +18,13 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-Path = tuple[str | int, ...]
+from webhook.jsonish import as_dict as _dict
+from webhook.jsonish import as_list as _list
 
-WORKLOAD_KINDS: frozenset[str] = frozenset(
-    {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob", "JobSet", "PyTorchJob"}
-)
-POD_KINDS: frozenset[str] = WORKLOAD_KINDS | {"Pod"}
+Path = tuple[str | int, ...]
 
 DEVICECLASS_PREFIX = "deviceclass.resource.kubernetes.io/"
 """Implicit extended-resource name of every DeviceClass: ``deviceclass.resource.kubernetes.io/<class>``."""
-
-# Labels the JobSet and Kubeflow training-operator controllers put on every Pod they create; a webhook
-# sees the template before they exist, so rules add them to predict what the Pods will carry.
-_CONTROLLER_LABELS: dict[str, str] = {
-    "JobSet": "jobset.sigs.k8s.io/jobset-name",
-    "PyTorchJob": "training.kubeflow.org/job-name",
-}
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
 
 
 def get_path(obj: Any, path: Path) -> Any:
@@ -117,42 +100,157 @@ class PodTemplateRef:
         return f"[{self.name}] " if self.name else ""
 
 
-def pod_templates(obj: Mapping[str, Any], kind: str) -> list[PodTemplateRef]:
-    """Every pod template in ``obj`` of ``kind`` that has a spec (an empty list for other kinds)."""
-    spec = _dict(obj.get("spec"))
-    refs: list[PodTemplateRef] = []
-    if kind == "Pod":
-        refs.append(PodTemplateRef(()))
-    elif kind in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet"):
-        refs.append(PodTemplateRef(("spec", "template")))
-    elif kind == "Job":
-        refs.append(PodTemplateRef(("spec", "template"), job_path=("spec",)))
-    elif kind == "CronJob":
-        refs.append(
-            PodTemplateRef(("spec", "jobTemplate", "spec", "template"), job_path=("spec", "jobTemplate", "spec"))
-        )
-    elif kind == "JobSet":
-        for i, rjob in enumerate(_list(spec.get("replicatedJobs"))):
-            name = str(_dict(rjob).get("name") or i)
-            base: Path = ("spec", "replicatedJobs", i, "template", "spec")
-            refs.append(PodTemplateRef((*base, "template"), name=name, job_path=base))
-    elif kind == "PyTorchJob":
-        for role in _dict(spec.get("pytorchReplicaSpecs")):
-            refs.append(PodTemplateRef(("spec", "pytorchReplicaSpecs", role, "template"), name=str(role)))
-    return [r for r in refs if isinstance(get_path(obj, (*r.path, "spec")), dict)]
+# ---- where each kind keeps its pod templates --------------------------------------------------------
+
+TemplateFinder = Callable[[Mapping[str, Any]], list[PodTemplateRef]]
 
 
-def pod_labels(obj: Mapping[str, Any], kind: str, ref: PodTemplateRef) -> dict[str, str]:
+@dataclass(frozen=True, slots=True)
+class WorkloadKind:
+    """A kind whose objects hold pod templates, identified by API group AND kind (Volcano's
+    ``batch.volcano.sh`` Job is not ``batch/v1`` Job).
+
+    ``resource`` and ``versions`` are what the webhook configurations list for it; ``pod_label`` is the
+    label its controller puts on every Pod (predicted for ``trainingJobs`` matching); ``source`` names
+    the upstream API type the template paths were read from.
+    """
+
+    group: str
+    kind: str
+    resource: str
+    versions: tuple[str, ...]
+    find: TemplateFinder
+    pod_label: str | None = None
+    source: str = ""
+
+    @property
+    def api_group_kind(self) -> str:
+        return f"{self.group}/{self.kind}" if self.group else self.kind
+
+
+def _one(*path: str | int, job: Path | None = None) -> TemplateFinder:
+    return lambda obj: [PodTemplateRef(tuple(path), job_path=job)]
+
+
+def _named_list(list_path: Path, below: Path, job_below: Path | None = None, key: str = "name") -> TemplateFinder:
+    """Templates in a list of named entries (JobSet replicatedJobs, Volcano tasks, Ray worker groups)."""
+
+    def find(obj: Mapping[str, Any]) -> list[PodTemplateRef]:
+        refs = []
+        for i, entry in enumerate(_list(get_path(obj, list_path))):
+            name = str(_dict(entry).get(key) or i)
+            job = (*list_path, i, *job_below) if job_below is not None else None
+            refs.append(PodTemplateRef((*list_path, i, *below), name=name, job_path=job))
+        return refs
+
+    return find
+
+
+def _replica_specs(field: str) -> TemplateFinder:
+    """Kubeflow training jobs: ``spec.<field>.<Role>.template`` (Master/Worker/PS/Launcher...)."""
+
+    def find(obj: Mapping[str, Any]) -> list[PodTemplateRef]:
+        return [PodTemplateRef(("spec", field, role, "template"), name=str(role))
+                for role in _dict(get_path(obj, ("spec", field)))]
+
+    return find
+
+
+def _ray(cluster: Path) -> TemplateFinder:
+    """A RayClusterSpec at ``cluster``: the head group's template and each worker group's."""
+    workers = _named_list((*cluster, "workerGroupSpecs"), ("template",), key="groupName")
+
+    def find(obj: Mapping[str, Any]) -> list[PodTemplateRef]:
+        return [PodTemplateRef((*cluster, "headGroupSpec", "template"), name="head"), *workers(obj)]
+
+    return find
+
+
+def _lws(obj: Mapping[str, Any]) -> list[PodTemplateRef]:
+    base: Path = ("spec", "leaderWorkerTemplate")
+    return [PodTemplateRef((*base, "leaderTemplate"), name="leader"),
+            PodTemplateRef((*base, "workerTemplate"), name="worker")]
+
+
+_KUBEFLOW = "kubeflow/trainer v1 (training-operator) pkg/apis/kubeflow.org/v1"
+KINDS: tuple[WorkloadKind, ...] = (
+    WorkloadKind("", "Pod", "pods", ("v1",), lambda obj: [PodTemplateRef(())]),
+    *(WorkloadKind("apps", k, r, ("v1",), _one("spec", "template"), source="k8s.io/api/apps/v1")
+      for k, r in (("Deployment", "deployments"), ("StatefulSet", "statefulsets"),
+                   ("DaemonSet", "daemonsets"), ("ReplicaSet", "replicasets"))),
+    WorkloadKind("batch", "Job", "jobs", ("v1",), _one("spec", "template", job=("spec",)),
+                 source="k8s.io/api/batch/v1"),
+    WorkloadKind("batch", "CronJob", "cronjobs", ("v1",),
+                 _one("spec", "jobTemplate", "spec", "template", job=("spec", "jobTemplate", "spec")),
+                 source="k8s.io/api/batch/v1"),
+    WorkloadKind("jobset.x-k8s.io", "JobSet", "jobsets", ("v1alpha2",),
+                 _named_list(("spec", "replicatedJobs"), ("template", "spec", "template"), ("template", "spec")),
+                 "jobset.sigs.k8s.io/jobset-name", "kubernetes-sigs/jobset api/jobset/v1alpha2"),
+    *(WorkloadKind("kubeflow.org", k, r, ("v1",), _replica_specs(f), "training.kubeflow.org/job-name", _KUBEFLOW)
+      for k, r, f in (("PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs"), ("TFJob", "tfjobs", "tfReplicaSpecs"),
+                      ("PaddleJob", "paddlejobs", "paddleReplicaSpecs"),
+                      ("XGBoostJob", "xgboostjobs", "xgbReplicaSpecs"), ("JAXJob", "jaxjobs", "jaxReplicaSpecs"))),
+    WorkloadKind("kubeflow.org", "MPIJob", "mpijobs", ("v2beta1", "v1"), _replica_specs("mpiReplicaSpecs"),
+                 "training.kubeflow.org/job-name", "kubeflow/mpi-operator pkg/apis/kubeflow/v2beta1"),
+    WorkloadKind("leaderworkerset.x-k8s.io", "LeaderWorkerSet", "leaderworkersets", ("v1",), _lws,
+                 "leaderworkerset.sigs.k8s.io/name", "kubernetes-sigs/lws api/leaderworkerset/v1"),
+    WorkloadKind("ray.io", "RayCluster", "rayclusters", ("v1",), _ray(("spec",)),
+                 "ray.io/cluster", "ray-project/kuberay ray-operator/apis/ray/v1"),
+    WorkloadKind("ray.io", "RayJob", "rayjobs", ("v1",), _ray(("spec", "rayClusterSpec")),
+                 None, "ray-project/kuberay ray-operator/apis/ray/v1"),
+    WorkloadKind("ray.io", "RayService", "rayservices", ("v1",), _ray(("spec", "rayClusterConfig")),
+                 None, "ray-project/kuberay ray-operator/apis/ray/v1"),
+    WorkloadKind("batch.volcano.sh", "Job", "jobs", ("v1alpha1",),
+                 _named_list(("spec", "tasks"), ("template",)),
+                 "volcano.sh/job-name", "volcano-sh/apis pkg/apis/batch/v1alpha1"),
+)
+_BY_GROUP_KIND: dict[tuple[str, str], WorkloadKind] = {(k.group, k.kind): k for k in KINDS}
+_CANONICAL_GROUP: dict[str, str] = {}
+for _k in KINDS:
+    _CANONICAL_GROUP.setdefault(_k.kind, _k.group)  # built-in groups are listed first
+
+WORKLOAD_KINDS: frozenset[str] = frozenset(k.kind for k in KINDS if k.kind != "Pod")
+"""Kind names some workload with pod templates has (what pod rules register for; ``pod_templates`` then
+checks the group)."""
+POD_KINDS: frozenset[str] = WORKLOAD_KINDS | {"Pod"}
+
+
+def group_of(obj: Mapping[str, Any], kind: str) -> str:
+    """The API group of ``obj`` from its ``apiVersion``; when it has none, the built-in group of ``kind``."""
+    api_version = obj.get("apiVersion")
+    if isinstance(api_version, str) and api_version:
+        return api_version.rpartition("/")[0]
+    return _CANONICAL_GROUP.get(kind, "")
+
+
+def workload_kind(group: str, kind: str) -> WorkloadKind | None:
+    """The pod-template layout of (group, kind), or None for a kind the webhook does not know."""
+    return _BY_GROUP_KIND.get((group, kind))
+
+
+def pod_templates(obj: Mapping[str, Any], kind: str, group: str | None = None) -> list[PodTemplateRef]:
+    """Every pod template in ``obj`` that has a spec (an empty list for kinds without known templates).
+
+    Dispatch is on (group, kind): pass the request's group; without it the object's ``apiVersion`` decides.
+    """
+    wk = _BY_GROUP_KIND.get((group_of(obj, kind) if group is None else group, kind))
+    if wk is None:
+        return []
+    return [r for r in wk.find(obj) if isinstance(get_path(obj, (*r.path, "spec")), dict)]
+
+
+def pod_labels(obj: Mapping[str, Any], kind: str, ref: PodTemplateRef, group: str | None = None) -> dict[str, str]:
     """Labels that describe the Pods this template makes.
 
     The template's labels, over the controller object's own labels (they mark the workload as a whole,
-    e.g. ``workload.example.com/kind: training`` on a Job), plus the label the JobSet / PyTorchJob
-    controller will add to every Pod.
+    e.g. ``workload.example.com/kind: training`` on a Job), plus the label the kind's controller (JobSet,
+    Kubeflow, LeaderWorkerSet, Volcano...) will add to every Pod.
     """
     labels: dict[str, str] = {}
     if ref.path:
         labels.update(_dict(_dict(obj.get("metadata")).get("labels")))
-        implied = _CONTROLLER_LABELS.get(kind)
+        wk = _BY_GROUP_KIND.get((group_of(obj, kind) if group is None else group, kind))
+        implied = wk.pod_label if wk is not None else None
         if implied:
             labels.setdefault(implied, str(_dict(obj.get("metadata")).get("name") or ""))
     labels.update(_dict(ref.metadata(obj).get("labels")))

@@ -154,6 +154,7 @@ class Report:
     unannotated: list[PodRow]
     injected: list[ClaimRow]
     resources: list[ResourceCheck] | None  # None: DeviceClasses not looked at
+    pods: list[PodRow] = field(default_factory=list)  # every Pod compared (drift and unannotated included)
 
     def to_json(self) -> dict[str, Any]:
         def nxt(n: NextChange | None) -> dict[str, Any] | None:
@@ -223,26 +224,50 @@ def build_report(
     Namespaces listed are those in a cohort or with device Pods; terminal Pods (Succeeded/Failed) are left
     out, since the report is about what runs now.
     """
-    today = now.astimezone(dt.UTC).date()
     classes = list(device_classes) if device_classes is not None else None
-    names = device_resource_names(policy, classes or ())
-    path_key, injected_key = policy.key("path"), policy.key("tolerations-injected")
+    rows = _Rows(policy, now, {n["metadata"]["name"]: (n["metadata"].get("labels") or {}) for n in namespaces})
+    drift, unannotated, compared = _tally_pods(
+        rows, pods, device_resource_names(policy, classes or ()), policy.key("path"))
+    injected = _injected_claims(rows, claims, policy.key("tolerations-injected"))
+    return Report(
+        generated=now,
+        policy=policy.identity,
+        cohorts=_cohort_rows(policy, rows, now),
+        namespaces=[rows.by_name[ns] for ns in sorted(rows.by_name)],
+        drift=sorted(drift, key=lambda p: (p.namespace, p.name)),
+        unannotated=sorted(unannotated, key=lambda p: (p.namespace, p.name)),
+        injected=sorted(injected, key=lambda c: (c.namespace, c.name)),
+        resources=None if classes is None else check_resources(policy, classes),
+        pods=sorted(compared, key=lambda p: (p.namespace, p.name)),
+    )
 
-    ns_labels = {n["metadata"]["name"]: (n["metadata"].get("labels") or {}) for n in namespaces}
-    rows: dict[str, NamespaceRow] = {}
 
-    def row(ns: str) -> NamespaceRow:
-        if ns not in rows:
-            cohort = policy.cohort_for(ns, ns_labels.get(ns))
-            rows[ns] = NamespaceRow(ns, cohort.name if cohort else None, policy.stage_for(cohort, now))
-        return rows[ns]
+class _Rows:
+    """One row per namespace that is in a cohort or has something to report, created on first mention."""
 
-    for ns in ns_labels:
-        if policy.cohort_for(ns, ns_labels[ns]) is not None:
-            row(ns)
+    def __init__(self, policy: CompiledPolicy, now: dt.datetime, labels: dict[str, dict[str, str]]) -> None:
+        self.policy, self.now, self.labels = policy, now, labels
+        self.by_name: dict[str, NamespaceRow] = {}
+        for ns in labels:
+            if policy.cohort_for(ns, labels[ns]) is not None:
+                self.row(ns)
 
+    def row(self, ns: str) -> NamespaceRow:
+        if ns not in self.by_name:
+            cohort = self.policy.cohort_for(ns, self.labels.get(ns))
+            stage = self.policy.stage_for(cohort, self.now)
+            self.by_name[ns] = NamespaceRow(ns, cohort.name if cohort else None, stage)
+        return self.by_name[ns]
+
+
+def _tally_pods(
+    rows: _Rows, pods: Iterable[dict[str, Any]], names: frozenset[str], path_key: str
+) -> tuple[list[PodRow], list[PodRow], list[PodRow]]:
+    """Count intended and actual paths per namespace; (drifted Pods, device Pods without the annotation,
+    every Pod compared)."""
     drift: list[PodRow] = []
     unannotated: list[PodRow] = []
+    compared: list[PodRow] = []
     for p in pods:
         if (p.get("status") or {}).get("phase") in _TERMINAL:
             continue
@@ -251,20 +276,25 @@ def build_report(
         actual = actual_path(p, names)
         if actual is None and intended is None:
             continue
-        r = row(meta.get("namespace", ""))
+        r = rows.row(meta.get("namespace", ""))
         if intended is not None:
             r.intended[intended] += 1
         if actual is None:
             continue  # annotated, but no longer (or never) using devices: nothing to compare
         r.actual[actual] += 1
         pod_row = PodRow(r.name, meta.get("name", ""), intended, actual)
+        compared.append(pod_row)
         if intended is None:
             r.unannotated += 1
             unannotated.append(pod_row)
         elif actual != PENDING and intended != actual:
             r.drift += 1
             drift.append(pod_row)
+    return drift, unannotated, compared
 
+
+def _injected_claims(rows: _Rows, claims: Iterable[dict[str, Any]], injected_key: str) -> list[ClaimRow]:
+    """Claims the webhook injected device tolerations into, counted per namespace."""
     injected: list[ClaimRow] = []
     for c in claims:
         meta = c.get("metadata") or {}
@@ -274,27 +304,21 @@ def build_report(
         owners = meta.get("ownerReferences") or []
         owner = next((f"{o.get('kind')}/{o.get('name')}" for o in owners if o.get("controller")), "")
         injected.append(ClaimRow(meta.get("namespace", ""), meta.get("name", ""), value, owner))
-        row(meta.get("namespace", "")).injected_claims += 1
+        rows.row(meta.get("namespace", "")).injected_claims += 1
+    return injected
 
+
+def _cohort_rows(policy: CompiledPolicy, rows: _Rows, now: dt.datetime) -> list[CohortRow]:
+    """The policy's cohorts with their namespaces; namespaces in none go to the default-stage row."""
+    today = now.astimezone(dt.UTC).date()
     cohorts = [CohortRow(c.name, policy.stage_for(c, now), next_change(c, today)) for c in policy.cohorts]
     by_name = {c.name: c for c in cohorts}
     default = CohortRow(NO_COHORT, policy.source.spec.defaultStage.value, None)
-    for ns in sorted(rows):
-        target = by_name.get(rows[ns].cohort or "", default)
-        target.namespaces.append(ns)
+    for ns in sorted(rows.by_name):
+        by_name.get(rows.by_name[ns].cohort or "", default).namespaces.append(ns)
     if default.namespaces:
         cohorts.append(default)
-
-    return Report(
-        generated=now,
-        policy=policy.identity,
-        cohorts=cohorts,
-        namespaces=[rows[ns] for ns in sorted(rows)],
-        drift=sorted(drift, key=lambda p: (p.namespace, p.name)),
-        unannotated=sorted(unannotated, key=lambda p: (p.namespace, p.name)),
-        injected=sorted(injected, key=lambda c: (c.namespace, c.name)),
-        resources=None if classes is None else check_resources(policy, classes),
-    )
+    return cohorts
 
 
 def check_resources(policy: CompiledPolicy, classes: list[dict[str, Any]]) -> list[ResourceCheck]:

@@ -1,4 +1,6 @@
-"""AdmissionReview v1 on the wire: parse and check a request, build the response.
+"""AdmissionReview v1 on the wire: parse and check a request; the API server's limits on the response.
+
+The response itself is ``admission.AdmissionResponse.review()``.
 
 Two kinds of bad input, answered differently (webhook-conventions.md §1.3):
 - a body that is not an AdmissionReview v1 at all (no uid to echo) -> ``EnvelopeError``, HTTP 400 JSON;
@@ -9,7 +11,6 @@ Two kinds of bad input, answered differently (webhook-conventions.md §1.3):
 
 from __future__ import annotations
 
-import base64
 import re
 import reprlib
 from dataclasses import dataclass, field
@@ -153,43 +154,6 @@ def parse_request(req: dict[str, Any]) -> AdmissionRequest:
         user=user,
         raw=req,
     )
-
-
-def response(
-    uid: str,
-    allowed: bool,
-    *,
-    message: str = "",
-    code: int = 403,
-    causes: list[dict[str, str]] | None = None,
-    patch: list[dict[str, Any]] | None = None,
-    warnings: list[str] | None = None,
-    audit: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    """A complete AdmissionReview v1 response, within the API server's limits."""
-    resp: dict[str, Any] = {"uid": uid, "allowed": allowed}
-    if not allowed:
-        status: dict[str, Any] = {
-            "code": code,
-            "reason": "Forbidden" if code == 403 else ("BadRequest" if code == 400 else "InternalError"),
-            "message": message or "denied by dra-migration-webhook",
-        }
-        if causes:
-            status["details"] = {"causes": causes}
-        resp["status"] = status
-    if patch:
-        resp["patchType"] = "JSONPatch"
-        resp["patch"] = base64.b64encode(orjson.dumps(patch)).decode("ascii")
-    kept = limit_warnings(warnings or [])
-    if kept:
-        resp["warnings"] = kept
-    if audit:
-        resp["auditAnnotations"] = clean_audit(audit)
-    return {"apiVersion": API_VERSION, "kind": KIND, "response": resp}
-
-
-def error_response(exc: RequestError) -> dict[str, Any]:
-    return response(exc.uid, False, message=f"malformed admission request: {exc.message}", code=400)
 
 
 def limit_warnings(warnings: list[str]) -> list[str]:

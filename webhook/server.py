@@ -40,6 +40,7 @@ class ServeOptions:
     max_connections: int = 500
     header_timeout: float = 10.0
     body_timeout: float = 10.0
+    gauge_interval: float = 60.0  # seconds between reads of the cluster for the live gauges; 0: off
 
 
 _PROCESS: dict[str, Any] = {}
@@ -78,12 +79,29 @@ def build_app(opts: ServeOptions) -> Any:
 
         view = LiveView(connect(opts.kubeconfig), budget=opts.lookup_budget)
         view.start()
+        _start_gauges(opts, store)
     recorder = None
     if opts.record:
         from webhook.recording import Recorder
 
         recorder = Recorder(opts.record, max_bytes=opts.record_max_bytes)
     return create_app(store, view=view, cert=cert_reloader(opts.cert_dir), recorder=recorder)
+
+
+def _start_gauges(opts: ServeOptions, store: Any) -> None:
+    """Every worker competes for the one exporter lock (webhook.gauges); the winner reads the cluster."""
+    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if not directory or opts.gauge_interval <= 0:
+        return
+    from webhook import cluster, gauges
+
+    api = cluster.connect(opts.kubeconfig)
+    exporter = gauges.Exporter(
+        directory, store, lambda: gauges.ClusterObjects(*cluster.list_migration_objects(api)),
+        interval=opts.gauge_interval,
+    )
+    exporter.start()
+    _PROCESS["gauges"] = exporter
 
 
 def master_policy(opts: ServeOptions) -> Any:

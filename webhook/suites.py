@@ -2,7 +2,7 @@
 
 A platform team changes a policy in a pull request; the suites next to it say, per object, the expected
 decision, the rules that fire (with their actions), warnings, and the patched fields. They run offline,
-through ``engine.mutate_then_validate`` exactly as ``check`` does, with a fixed clock (``at``) so a
+through ``admission.admit`` exactly as ``check`` and the server do, with a fixed clock (``at``) so a
 schedule date passing does not turn a green suite red. Like ``kyverno test`` and ``gator verify``, but
 with the webhook's own engine and policy files.
 
@@ -43,7 +43,7 @@ import copy
 import dataclasses
 import datetime as dt
 import difflib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -297,11 +297,11 @@ def _model_fields(loc: tuple[Any, ...]) -> list[str]:
     """Keys allowed in the mapping at ``loc`` (for "did you mean")."""
     import typing
 
-    from webhook.policy.loader import _unwrap
+    from webhook.policy.loader import unwrap_optional
 
     tp: Any = SuiteModel
     for part in loc:
-        tp = _unwrap(tp)
+        tp = unwrap_optional(tp)
         if isinstance(tp, type) and issubclass(tp, BaseModel):
             if part not in tp.model_fields:
                 return []
@@ -310,12 +310,12 @@ def _model_fields(loc: tuple[Any, ...]) -> list[str]:
             tp = typing.get_args(tp)[-1]
         else:
             return []
-    tp = _unwrap(tp)
+    tp = unwrap_optional(tp)
     return list(tp.model_fields) if isinstance(tp, type) and issubclass(tp, BaseModel) else []
 
 
 def _problem_of(err: dict[str, Any], doc: Any) -> Broken:
-    from webhook.policy.loader import _path, _refine
+    from webhook.policy.loader import loc_path, refine_loc
 
     loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and "[" in p))  # union member tags
     kind, msg = err["type"], err["msg"]
@@ -329,12 +329,12 @@ def _problem_of(err: dict[str, Any], doc: Any) -> Broken:
         text = f"required key {str(loc[-1])!r} is missing"
     elif kind in ("value_error", "assertion_error"):
         text = msg.removeprefix("Value error, ")
-        loc = _refine(loc, text, doc.data)
+        loc = refine_loc(loc, text, doc.data)
     elif kind == "literal_error" or kind == "enum":
         text = f"{err.get('input')!r}: {msg[:1].lower() + msg[1:]}"
     else:
         text = f"{msg[:1].lower() + msg[1:]}, got {err.get('input')!r}"
-    path = _path(loc)
+    path = loc_path(loc)
     return Broken(doc.file, doc.line_of(loc), f"{path}: {text}" if path else text)
 
 
@@ -342,19 +342,19 @@ def _problem_of(err: dict[str, Any], doc: Any) -> Broken:
 class Suite:
     file: Path
     model: SuiteModel
-    lines: Any  # loader._Doc: line_of(loc)
+    lines: Any  # loader.Document: line_of(loc)
 
 
 def parse_suite(path: Path) -> tuple[Suite | None, list[Broken]]:
     """Read one suite; every problem has its file and line."""
-    from webhook.policy.loader import _parse
+    from webhook.policy.loader import parse_documents
 
     name = str(path)
     try:
         raw = path.read_bytes()
     except OSError as exc:
         return None, [Broken(name, 0, f"cannot read: {exc.strerror or exc}")]
-    docs, problems = _parse(name, raw)
+    docs, problems = parse_documents(name, raw)
     broken = [Broken(p.file, p.line, f"{p.path}: {p.message}" if p.path else p.message) for p in problems]
     if broken:
         return None, broken
@@ -382,6 +382,7 @@ class _Actual:
     message: str
     patched: dict[str, Any]
     patch: list[dict[str, Any]]
+    answers: list[Any] = field(default_factory=list)  # the webhook's AdmissionResponses (mutate, validate)
 
 
 def _strongest(verdicts: Iterable[Any]) -> dict[str, Action]:
@@ -398,29 +399,31 @@ def without_rule(policy: Any, rule: str) -> Any:
 
 
 def evaluate(request: Any, policy: Any, view: Any, now: dt.datetime) -> _Actual:
-    from webhook.engine import mutate_then_validate
+    from webhook.admission import admit
 
-    mutate, validate = mutate_then_validate(request, policy, view, now)
+    mutate, validate = admit(request, policy, view, now)
+    answers = [mutate, *([validate] if validate is not None else [])]
     return _Actual(
-        allowed=mutate.allowed and validate.allowed,
-        rules=_strongest([*mutate.verdicts, *validate.verdicts]),
-        warnings=[*mutate.warnings, *validate.warnings],
-        message="; ".join(m for m in (mutate.message, validate.message) if m),
+        allowed=all(a.allowed for a in answers),
+        rules=_strongest(v for a in answers for v in a.verdicts),
+        warnings=[w for a in answers for w in a.warnings],
+        message="; ".join(a.message for a in answers if a.message),
         patched=mutate.mutated if mutate.mutated is not None else (request.object or {}),
         patch=mutate.patch,
+        answers=answers,
     )
 
 
 def _mutated(request: Any, policy: Any, view: Any, now: dt.datetime) -> dict[str, Any] | None:
-    from webhook.engine import evaluate as engine_evaluate
+    from webhook.admission import handle
 
-    return engine_evaluate(request, policy, view, "mutate", now).mutated
+    return handle(request, "mutate", policy, view, now).mutated
 
 
 def _mutate_patch(request: Any, policy: Any, view: Any, now: dt.datetime) -> list[dict[str, Any]]:
-    from webhook.engine import evaluate as engine_evaluate
+    from webhook.admission import handle
 
-    return engine_evaluate(request, policy, view, "mutate", now).patch
+    return handle(request, "mutate", policy, view, now).patch
 
 
 def _resolve(obj: Any, ptr: str) -> Any:
@@ -436,54 +439,116 @@ def _show(value: Any) -> Any:
     return "<absent>" if value is _ABSENT else value
 
 
+@dataclass(frozen=True)
+class _Seen:
+    """What a case produced: the engine's result, which rules changed the patch, the second mutate pass."""
+
+    actual: _Actual
+    mutated_by: Mapping[str, bool]
+    second_patch: list[dict[str, Any]] | None
+
+
+Mismatch = tuple[Any, Any] | None  # (expected, actual) to show in the diff, or None when it holds
+
+
+def _check_allowed(expect: Expect, seen: _Seen) -> Mismatch:
+    if expect.allowed is None or expect.allowed == seen.actual.allowed:
+        return None
+    return expect.allowed, seen.actual.allowed
+
+
+def _check_rules(expect: Expect, seen: _Seen) -> Mismatch:
+    if expect.rules is None:
+        return None
+    have = seen.actual.rules
+    actions_ok = all(a is None or have.get(r) == a for r, a in expect.rules.items())
+    if set(expect.rules) == set(have) and actions_ok:
+        return None
+    want = {r: (a.value if a is not None else have[r].value if r in have else "any")
+            for r, a in sorted(expect.rules.items())}
+    return want, {r: a.value for r, a in sorted(have.items())}
+
+
+def _check_warnings(expect: Expect, seen: _Seen) -> Mismatch:
+    if expect.warnings is None:
+        return None
+    have = seen.actual.warnings
+    missing = [w for w in expect.warnings if not any(w in h for h in have)]
+    if not missing and (expect.warnings or not have):
+        return None
+    return list(expect.warnings), list(have)
+
+
+def _check_message(expect: Expect, seen: _Seen) -> Mismatch:
+    if expect.message is None or expect.message in seen.actual.message:
+        return None
+    return expect.message, seen.actual.message
+
+
+def _check_patched(expect: Expect, seen: _Seen) -> Mismatch:
+    patched = seen.actual.patched
+    bad = {p: v for p, v in expect.patched.items() if _resolve(patched, p) != v}
+    return (bad, {p: _show(_resolve(patched, p)) for p in bad}) if bad else None
+
+
+def _check_absent(expect: Expect, seen: _Seen) -> Mismatch:
+    patched = seen.actual.patched
+    present = [p for p in expect.absent if _resolve(patched, p) is not _ABSENT]
+    return (present, {p: _resolve(patched, p) for p in present}) if present else None
+
+
+def _check_mutated_by(expect: Expect, seen: _Seen) -> Mismatch:
+    if all(seen.mutated_by.get(r) for r in expect.mutatedBy):
+        return None
+    return list(expect.mutatedBy), [r for r in expect.mutatedBy if seen.mutated_by.get(r)]
+
+
+def _check_unchanged(expect: Expect, seen: _Seen) -> Mismatch:
+    patch = seen.actual.patch
+    if expect.unchanged is None or expect.unchanged == (not patch):
+        return None
+    return expect.unchanged, {"unchanged": not patch, "patch": patch}
+
+
+def _check_idempotent(expect: Expect, seen: _Seen) -> Mismatch:
+    second = seen.second_patch
+    if expect.idempotent is None or expect.idempotent == (not second):
+        return None
+    return expect.idempotent, {"idempotent": not second, "second patch": second}
+
+
+# Every ``expect`` key with its check, in the order failures are shown.
+_CHECKS: tuple[tuple[str, Callable[[Expect, _Seen], Mismatch]], ...] = (
+    ("allowed", _check_allowed),
+    ("rules", _check_rules),
+    ("warnings", _check_warnings),
+    ("message", _check_message),
+    ("patched", _check_patched),
+    ("absent", _check_absent),
+    ("mutatedBy", _check_mutated_by),
+    ("unchanged", _check_unchanged),
+    ("idempotent", _check_idempotent),
+)
+
+
 def compare(
     expect: Expect, actual: _Actual, mutated_by: Mapping[str, bool], second_patch: list[dict[str, Any]] | None = None
 ) -> tuple[list[str], list[str]]:
     """(failed keys, unified diff lines of expected vs actual for those keys)."""
+    seen = _Seen(actual, mutated_by, second_patch)
     exp: dict[str, Any] = {}
     got: dict[str, Any] = {}
-
-    def mismatch(key: str, want: Any, have: Any) -> None:
-        exp[key], got[key] = want, have
-
-    if expect.allowed is not None and expect.allowed != actual.allowed:
-        mismatch("allowed", expect.allowed, actual.allowed)
-    if expect.rules is not None:
-        want_ids, have_ids = set(expect.rules), set(actual.rules)
-        actions_ok = all(a is None or actual.rules.get(r) == a for r, a in expect.rules.items())
-        if want_ids != have_ids or not actions_ok:
-            mismatch(
-                "rules",
-                {r: (a.value if a is not None else actual.rules[r].value if r in actual.rules else "any")
-                 for r, a in sorted(expect.rules.items())},
-                {r: a.value for r, a in sorted(actual.rules.items())},
-            )
-    if expect.warnings is not None:
-        missing = [w for w in expect.warnings if not any(w in have for have in actual.warnings)]
-        if missing or (not expect.warnings and actual.warnings):
-            mismatch("warnings", list(expect.warnings), list(actual.warnings))
-    if expect.message is not None and expect.message not in actual.message:
-        mismatch("message", expect.message, actual.message)
-    bad_ptrs = {p: v for p, v in expect.patched.items() if _resolve(actual.patched, p) != v}
-    if bad_ptrs:
-        mismatch("patched", bad_ptrs, {p: _show(_resolve(actual.patched, p)) for p in bad_ptrs})
-    present = [p for p in expect.absent if _resolve(actual.patched, p) is not _ABSENT]
-    if present:
-        mismatch("absent", present, {p: _resolve(actual.patched, p) for p in present})
-    not_by = [r for r in expect.mutatedBy if not mutated_by.get(r)]
-    if not_by:
-        mismatch("mutatedBy", list(expect.mutatedBy), [r for r in expect.mutatedBy if mutated_by.get(r)])
-    if expect.unchanged is not None and expect.unchanged != (not actual.patch):
-        mismatch("unchanged", expect.unchanged, {"unchanged": not actual.patch, "patch": actual.patch})
-    if expect.idempotent is not None and expect.idempotent != (not second_patch):
-        mismatch("idempotent", expect.idempotent, {"idempotent": not second_patch, "second patch": second_patch})
+    for key, check in _CHECKS:
+        found = check(expect, seen)
+        if found is not None:
+            exp[key], got[key] = found
     if not exp:
         return [], []
     diff = list(difflib.unified_diff(_dump(exp), _dump(got), "expected", "actual", lineterm="", n=3))
     return list(exp), diff
 
 
-def _subject(req: Any) -> str:
+def subject_of(req: Any) -> str:
     meta = (req.object or req.old_object or {}).get("metadata") or {}
     name = meta.get("name") or req.name or meta.get("generateName") or "<unnamed>"
     return f"{req.kind} {req.namespace + '/' if req.namespace else ''}{name}"
@@ -511,7 +576,7 @@ class _Runner:
         return self.policies[path], []
 
     def run(self, suite: Suite, report: Report) -> None:
-        from webhook.commands.check import InputError, _item, read_items
+        from webhook.inputs import InputError
 
         policy, broken = self.policy(suite)
         if broken:
@@ -527,23 +592,8 @@ class _Runner:
             namespace = case.namespace or m.namespace
             at = case.at or m.at
             now = parse_time(at) if at else dt.datetime.now(dt.UTC)
-            items = []
             try:
-                inline = ([case.resource] if case.resource is not None else []) + list(case.resources)
-                for j, obj in enumerate(inline):
-                    loc = ("cases", i, "resource") if case.resource is not None and j == 0 else (
-                        "cases", i, "resources", j - (case.resource is not None))
-                    where = f"{suite.file}:{suite.lines.line_of(loc)}"
-                    try:
-                        items.append(_item(obj, where, namespace, operation))
-                    except InputError as exc:
-                        raise _CaseError(suite.lines.line_of(loc), str(exc).removeprefix(where + ": ")) from None
-                for k, rel in enumerate(case.files):
-                    target = suite.file.parent / rel
-                    if not target.is_file():
-                        raise _CaseError(suite.lines.line_of(("cases", i, "files", k)), f"file {rel} not found "
-                                         f"(paths are relative to the suite: {target})")
-                    items += read_items(str(target), namespace, operation)
+                items = _case_items(suite, i, case, namespace, operation)
             except InputError as exc:
                 report.broken.append(Broken(str(suite.file), line, f"cases[{i}] ({case.name}): {exc}"))
                 continue
@@ -583,8 +633,31 @@ class _Runner:
             {r for r, a in (case.expect.rules or {}).items() if a is not Action.Off}
             | set(case.expect.mutatedBy)
         )
-        return Result(str(suite.file), line, case.name, _subject(req), item.source, not failed, diff,
+        return Result(str(suite.file), line, case.name, subject_of(req), item.source, not failed, diff,
                       covers if not failed else frozenset())
+
+
+def _case_items(suite: Suite, i: int, case: Case, namespace: str | None, operation: str) -> list[Any]:
+    """The requests of case ``i``: its inline resources, then its files. Raises InputError or _CaseError."""
+    from webhook.inputs import InputError, item_from, read_items
+
+    items = []
+    inline = ([case.resource] if case.resource is not None else []) + list(case.resources)
+    for j, obj in enumerate(inline):
+        loc = ("cases", i, "resource") if case.resource is not None and j == 0 else (
+            "cases", i, "resources", j - (case.resource is not None))
+        where = f"{suite.file}:{suite.lines.line_of(loc)}"
+        try:
+            items.append(item_from(obj, where, namespace, operation))
+        except InputError as exc:
+            raise _CaseError(suite.lines.line_of(loc), str(exc).removeprefix(where + ": ")) from None
+    for k, rel in enumerate(case.files):
+        target = suite.file.parent / rel
+        if not target.is_file():
+            raise _CaseError(suite.lines.line_of(("cases", i, "files", k)), f"file {rel} not found "
+                             f"(paths are relative to the suite: {target})")
+        items += read_items(str(target), namespace, operation)
+    return items
 
 
 class _CaseError(Exception):

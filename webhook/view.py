@@ -36,6 +36,13 @@ class ClusterView(Protocol):
     def get_resource_claim_template(self, namespace: str, name: str) -> dict[str, Any] | None:
         """A resource.k8s.io/v1 ResourceClaimTemplate as raw JSON, or None when unknown or absent."""
 
+    def degraded_reason(self, kind: str) -> str | None:
+        """Why this thread's last ``kind`` lookup (kind in lower case: "pod", "namespace", ...) answered None.
+
+        A reason when it lacked data (not synced, over budget, an error); None when the view did answer
+        and the object is absent; "" when this view never has data to say either (offline, static).
+        """
+
     def status(self) -> dict[str, Any]:
         """Sync state for /readyz and logs (never fails readiness)."""
 
@@ -63,6 +70,9 @@ class OfflineView:
 
     def get_resource_claim_template(self, namespace: str, name: str) -> dict[str, Any] | None:
         return None
+
+    def degraded_reason(self, kind: str) -> str | None:
+        return ""
 
     def status(self) -> dict[str, Any]:
         return {"mode": "offline"}
@@ -118,6 +128,9 @@ class StaticView:
 
     def get_resource_claim_template(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self._claim_templates.get((namespace, name))
+
+    def degraded_reason(self, kind: str) -> str | None:
+        return ""
 
     def status(self) -> dict[str, Any]:
         return {"mode": "static"}

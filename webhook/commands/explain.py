@@ -98,16 +98,15 @@ def summary(doc: str) -> str:
     return " ".join(doc.split("\n\n")[0].split())
 
 
-_POD_FAMILY = ("Pod", "Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob")
-
-
 def kinds_text(kinds: tuple[str, ...]) -> str:
-    """``Pod + pod templates`` for the Pod family, the rest by name."""
+    """``Pod + pod templates`` for the Pod family (``objects.POD_KINDS``), the rest by name."""
+    from webhook.objects import POD_KINDS
+
     rest = list(kinds)
     parts = []
     if "Pod" in rest and "Deployment" in rest:
         parts.append("Pod + pod templates")
-        rest = [k for k in rest if k not in _POD_FAMILY and k not in ("JobSet", "PyTorchJob")]
+        rest = [k for k in rest if k not in POD_KINDS]
     return ", ".join(parts + rest)
 
 
@@ -126,28 +125,29 @@ def fire(rule: str, policy: Any) -> Fired:
     """Run the rule's example through the engine (mutate, then validate) and keep what is this rule's."""
     import jsonpatch
 
-    from webhook.commands.check import _item
-    from webhook.engine import evaluate, mutate_then_validate
+    from webhook.admission import admit, handle
+    from webhook.inputs import item_from
     from webhook.rules.examples import example_for
     from webhook.suites import Cluster, SuiteView, parse_time, without_rule
 
     ex = example_for(rule)
-    item = _item(ex.object, f"example {rule}", ex.namespace or None, ex.operation)
+    item = item_from(ex.object, f"example {rule}", ex.namespace or None, ex.operation)
     if not ex.namespace:
         item.request.namespace = ""
     view = SuiteView(Cluster.model_validate(ex.cluster)) if ex.cluster is not None else None
     now = parse_time(ex.at)
-    mutate, validate = mutate_then_validate(item.request, policy, view, now)
-    mine = [v for v in [*mutate.verdicts, *validate.verdicts] if v.rule == rule]
+    mutate, validate = admit(item.request, policy, view, now)
+    answers = [mutate, *([validate] if validate is not None else [])]
+    mine = [v for a in answers for v in a.verdicts if v.rule == rule]
     findings = [(v.action.value, v.finding.message, v.finding.remediation) for v in mine]
     findings = list(dict.fromkeys(findings))  # gated-feature reports in both phases
     patch: list[dict[str, Any]] = []
     if rule_info(rule).mutating:
-        without = evaluate(item.request, without_rule(policy, rule), view, "mutate", now).mutated or ex.object
+        without = handle(item.request, "mutate", without_rule(policy, rule), view, now).mutated or ex.object
         full = mutate.mutated or ex.object
         patch = jsonpatch.make_patch(without, full).patch
     advisory = bool(mine) and all(v.finding.advisory for v in mine)
-    return Fired(findings, patch, mutate.allowed and validate.allowed, advisory)
+    return Fired(findings, patch, all(a.allowed for a in answers), advisory)
 
 
 # ------------------------------------------------------------------------------------------------ text
@@ -191,12 +191,19 @@ def explain_text(rule: str, policy: Any, policy_src: str) -> str:
     out = [rule, f"  phase:    {' + '.join(info.phases)}{' (mutating: patches objects)' if info.mutating else ''}",
            f"  objects:  {objects}", "", "What it checks:"]
     out += [f"  {line}" if line else "" for line in info.doc.splitlines()]
-    bundled = load(default_policy())
-    fired = fire(rule, bundled)
+    # The example is judged under the given policy; only when it does not fire there (its namespace is in
+    # no migrated cohort of that policy, say) is the bundled policy used, and the output says so.
+    fired, used = fire(rule, policy), policy
+    if not fired.findings and not fired.patch:
+        bundled = load(default_policy())
+        if bundled.identity != policy.identity:
+            fired, used = fire(rule, bundled), bundled
     out += ["", f"Action under policy {policy.identity} ({policy_src}):",
             *_actions(rule, policy, info.mutating, fired.advisory)]
     where = f"namespace {ex.namespace}, " if ex.namespace else ""
-    out += ["", f"Example that fires it ({where}{ex.operation} as of {ex.at}, bundled policy {bundled.identity}):"]
+    whose = (f"policy {used.identity}" if used is policy
+             else f"bundled policy {used.identity}; it does not fire under {policy.identity} as given")
+    out += ["", f"Example that fires it ({where}{ex.operation} as of {ex.at}, {whose}):"]
     for note in ex.notes:
         out.append(f"  # {note}")
     out += [f"  {line}" for line in yaml.safe_dump(ex.object, sort_keys=False, width=100).splitlines()]

@@ -28,19 +28,50 @@ def add_parser(subparsers: Any) -> None:
         "spec.kubernetesVersion, else 1.37)",
     )
     p.add_argument("--policy", metavar="PATH", help="policy file or directory to show gate states for")
+    p.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        help="also read the cluster's gate states (GET /metrics on the API server) and show, per gate, the "
+        "cluster's value and the one in force (explicit policy value > cluster value for auto > default)",
+    )
     p.set_defaults(func=run)
+
+
+def _on(value: bool) -> str:
+    return "on" if value else "off"
 
 
 def _policy_state(gate: Gate, policy: Any) -> str:
     if policy is None:
         return ""
-    state = "on" if policy.gates.get(gate.name, False) else "off"
-    overridden = gate.name in policy.spec.featureGates
-    return f"{state} (set)" if overridden else state
+    sources = policy.gate_sources
+    if gate.name in sources.explicit:
+        return f"{_on(sources.explicit[gate.name])} (set)"
+    if gate.name in sources.auto:
+        return "auto"
+    return _on(policy.gates.get(gate.name, False))
 
 
-def rows(version: str, policy: Any = None) -> list[tuple[str, ...]]:
-    """The table as text cells: gate, stage, default[, policy], guards."""
+def _cluster_state(gate: Gate, version: str, cluster: Any) -> str:
+    if gate.name not in cluster.enabled:
+        return "- (not reported)"
+    text = _on(cluster.enabled[gate.name])
+    stage = gate.stage_in(version)
+    needs = stage.runtime_config if stage is not None else None
+    if cluster.enabled[gate.name] and needs and cluster.served and needs not in cluster.served:
+        text += f"; {needs} not served"
+    return text
+
+
+def _in_force(gate: Gate, policy: Any, cluster: Any) -> str:
+    from webhook.cluster_gates import in_force
+
+    value, source = in_force(policy.gate_sources, cluster.enabled if cluster is not None else None, gate.name)
+    return f"{_on(value)} ({source})"
+
+
+def rows(version: str, policy: Any = None, cluster: Any = None) -> list[tuple[str, ...]]:
+    """The table as text cells: gate, stage, default[, policy][, cluster, in force], guards."""
     out: list[tuple[str, ...]] = []
     for gate in GATES:
         stage = gate.stage_in(version)
@@ -51,8 +82,25 @@ def rows(version: str, policy: Any = None) -> list[tuple[str, ...]]:
             cells = (gate.name, stage.stage, ("on" if stage.default else "off") + locked)
         if policy is not None:
             cells += (_policy_state(gate, policy),)
+        if cluster is not None:
+            cells += (_cluster_state(gate, version, cluster),)
+            if policy is not None:
+                cells += (_in_force(gate, policy, cluster),)
         out.append((*cells, gate.guards))
     return out
+
+
+def _read_cluster(kubeconfig: str) -> Any:
+    """The cluster's gate reading, or a one-line error on stderr and None."""
+    from webhook.cluster import ClusterError, connect, describe_error, read_feature_gates
+
+    try:
+        return read_feature_gates(connect(kubeconfig))
+    except ClusterError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+    except Exception as exc:  # 403 without the /metrics rule, connection refused, not an API server
+        print(f"error: cannot read the cluster's feature gates from /metrics: {describe_error(exc)}", file=sys.stderr)
+    return None
 
 
 def _format(header: tuple[str, ...], body: list[tuple[str, ...]]) -> str:
@@ -84,9 +132,16 @@ def run(args: argparse.Namespace) -> int:
             f"that version's defaults, the stage/default columns show {version}",
             file=sys.stderr,
         )
+    cluster = None
+    if getattr(args, "kubeconfig", None):
+        cluster = _read_cluster(args.kubeconfig)
+        if cluster is None:
+            return 2
     header: tuple[str, ...] = ("GATE", f"STAGE {version}", "DEFAULT")
     if policy is not None:
         header += ("POLICY",)
+    if cluster is not None:
+        header += ("CLUSTER", "IN FORCE") if policy is not None else ("CLUSTER",)
     header += ("GUARDS",)
-    print(_format(header, rows(version, policy)))
+    print(_format(header, rows(version, policy, cluster)))
     return 0

@@ -25,6 +25,7 @@ warnings (exit 0; printed as file:line: warning: ...):
   - trainingJobs.deviceTolerations that tolerate NoExecute without a bound
   - with --kubeconfig: DeviceClasses named by the policy that do not exist in the cluster, or whose
     spec.extendedResourceName is not the resource the policy maps them to
+  - with --kubeconfig: featureGates set to true/false where the cluster (its /metrics) says otherwise
 
 exit status: 0 the policy loads (warnings or not), 1 it has errors
 """
@@ -58,7 +59,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--kubeconfig",
         default=None,
         metavar="FILE",
-        help="also check the policy's DeviceClasses against this cluster (read-only: lists DeviceClasses)",
+        help="also check the policy's DeviceClasses and feature gates against this cluster (read-only: "
+        "lists DeviceClasses, reads the API server's /metrics)",
     )
 
 
@@ -88,12 +90,26 @@ def _device_classes(kubeconfig: str) -> list[dict[str, Any]] | None:
     return None
 
 
+def _cluster_gates(kubeconfig: str) -> Any:
+    from webhook.cluster import ClusterError, connect, describe_error, read_feature_gates
+
+    try:
+        return read_feature_gates(connect(kubeconfig)).enabled
+    except ClusterError:
+        return None  # already reported by the DeviceClass check
+    except Exception as exc:
+        print(f"warning: feature-gate checks skipped: cannot read /metrics: {describe_error(exc)}", file=sys.stderr)
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
-    classes = None
+    classes = gates = None
     kubeconfig = getattr(args, "kubeconfig", None)
     if kubeconfig:
         classes = _device_classes(kubeconfig)
-    report = lint_report(Path(args.dir), today=getattr(args, "at", None), device_classes=classes)
+        gates = _cluster_gates(kubeconfig)
+    report = lint_report(Path(args.dir), today=getattr(args, "at", None), device_classes=classes,
+                         cluster_gates=gates)
     for problem in report.errors:
         print(problem)
     for problem in report.warnings:

@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from webhook import cluster
 from webhook.commands.report import load_policy
 from webhook.preflight import (
     EFFECTS,
@@ -86,11 +85,15 @@ def _selection(args: argparse.Namespace, policy: CompiledPolicy) -> tuple[Device
 
 
 def run(args: argparse.Namespace) -> int:
+    from webhook import cluster  # the kubernetes client: only for commands that talk to a cluster
+
     policy = load_policy(args.policy)
     if policy is None:
         return EXIT_INPUT
     try:
         selector, taint, notes = _selection(args, policy)
+        if not getattr(args, "verbose", False):
+            cluster.quiet_client_logs()
         api = cluster.connect(args.kubeconfig)
     except (InputError, cluster.ClusterError) as exc:
         print(f"error: {exc}", file=sys.stderr)

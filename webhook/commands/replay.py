@@ -69,6 +69,7 @@ class Judgement:
     denied_by: dict[str, str]  # rule -> first message
     warned: dict[tuple[str, str], str]  # (rule, message) -> rule
     patched: dict[str, Any] | None  # the object after mutation (identity-neutral), None: no patch
+    answers: list[Any] = field(default_factory=list)  # the webhook's AdmissionResponses, in order
 
 
 @dataclass
@@ -90,25 +91,20 @@ def _neutral(node: Any, identity: str) -> Any:
 
 
 def judge(req: Any, policy: Any, chain: bool, now: dt.datetime) -> Judgement:
-    from webhook.engine import evaluate, mutate_then_validate
+    from webhook.admission import admit, handle
 
-    if chain:
-        mutate, validate = mutate_then_validate(req, policy, None, now)
-        verdicts = [*mutate.verdicts, *validate.verdicts]
-        allowed = mutate.allowed and validate.allowed
-        mutated = mutate.mutated
-    else:
-        decision = evaluate(req, policy, None, "validate", now)
-        verdicts, allowed, mutated = decision.verdicts, decision.allowed, None
+    answers = list(admit(req, policy, None, now)) if chain else [handle(req, "validate", policy, None, now)]
+    given = [a for a in answers if a is not None]
     denied: dict[str, str] = {}
     warned: dict[tuple[str, str], str] = {}
-    for v in verdicts:
+    for v in (v for a in given for v in a.verdicts):
         if v.action.value == "Deny":
             denied.setdefault(v.rule, v.finding.message)
         elif v.action.value == "Warn":
             warned[(v.rule, v.finding.message)] = v.rule
+    mutated = given[0].mutated if chain else None
     patched = _neutral(mutated, policy.identity) if mutated is not None else None
-    return Judgement(allowed, denied, warned, patched)
+    return Judgement(all(a.allowed for a in given), denied, warned, patched, given)
 
 
 def _patch_rules(req: Any, base: Any, new: Any, now: dt.datetime, diff: Any) -> list[str]:
@@ -184,7 +180,7 @@ def _key(req: Any) -> tuple[str, ...]:
 def replay(files: list[str], base_policy: Any, new_policy: Any, now: dt.datetime) -> Replay:
     from webhook import review
     from webhook.recording import read_records
-    from webhook.suites import _subject
+    from webhook.suites import subject_of
 
     out = Replay()
     pending: Counter[tuple[str, ...]] = Counter()
@@ -210,7 +206,7 @@ def replay(files: list[str], base_policy: Any, new_policy: Any, now: dt.datetime
             if endpoint == "/mutate":
                 pending[key] += 1
             out.objects += 1
-            out.changes += compare(req, _subject(req), base_policy, new_policy, chain, now)
+            out.changes += compare(req, subject_of(req), base_policy, new_policy, chain, now)
     return out
 
 
@@ -285,7 +281,7 @@ def _json(result: Replay, base: Any, new: Any) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from webhook.commands.check import InputError, _parse_at
+    from webhook.inputs import InputError, parse_at
     from webhook.policy.loader import PolicyError, load
 
     base_src = args.baseline or default_policy()
@@ -298,7 +294,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
     base, new = policies
     try:
-        now = _parse_at(args.at) or dt.datetime.now(dt.UTC)
+        now = parse_at(args.at) or dt.datetime.now(dt.UTC)
     except InputError as exc:
         print(f"input error: {exc}", file=sys.stderr)
         return 2

@@ -2,8 +2,10 @@
 
 Per cohort and namespace the stage today and the next scheduled change; per namespace the Pods by the
 path the webhook intended (our annotations) and the path they actually took, the drift between the two,
-Pods nobody annotated, and claims that got injected tolerations. Exit 0 on success, 1 when the cluster
-could not be read, 2 on bad input (policy, kubeconfig, unknown namespace).
+Pods nobody annotated, and claims that got injected tolerations. ``-o policyreport`` prints the same as
+PolicyReport objects (``webhook.policyreport``), ``--apply`` writes them to the cluster, ``--watch`` repeats.
+Exit 0 on success, 1 when the cluster could not be read or written, 2 on bad input (policy, kubeconfig,
+unknown namespace).
 """
 
 from __future__ import annotations
@@ -12,11 +14,15 @@ import argparse
 import datetime as dt
 import json
 import sys
-from typing import TYPE_CHECKING
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from webhook import cluster
+import yaml
+
+from webhook import policyreport
 from webhook.defaults import default_policy
-from webhook.report import build_report, render_text
+from webhook.report import Report, build_report, render_text
 
 if TYPE_CHECKING:
     from webhook.policy.compiled import CompiledPolicy
@@ -30,17 +36,40 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "cohort and namespace, the stage today and the next scheduled change, Pods by intended path "
         "(the <prefix>/path annotation) and by actual path (status.extendedResourceClaimStatus, claims, "
         "or the device plugin), the drift between the two, Pods not annotated, and claims with injected "
-        "tolerations. Exit 0: report printed; 1: the cluster could not be read; 2: bad input.",
+        "tolerations. -o policyreport prints the same as PolicyReports (one per namespace), --apply writes "
+        "them to the cluster, --watch repeats. Exit 0: report printed; 1: the cluster could not be read or "
+        "written; 2: bad input.",
     )
     p.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig (default: $KUBECONFIG, in-cluster, ~/.kube/config)")
     scope = p.add_mutually_exclusive_group()
     scope.add_argument("-n", "--namespace", metavar="NS", help="only this namespace")
     scope.add_argument("-A", "--all-namespaces", action="store_true", help="all namespaces (the default)")
-    p.add_argument("-o", "--output", choices=("table", "json"), default="table", help="output format (default: table)")
+    p.add_argument("-o", "--output", choices=("text", "table", "json", "yaml", "policyreport"), default="text",
+                   help="text (default; 'table' is the same), json, yaml (the report), or policyreport (one "
+                   "PolicyReport per namespace as a YAML stream, for `kubectl apply -f -`)")
+    p.add_argument("--report-api", choices=sorted(policyreport.APIS), default=policyreport.DEFAULT_API,
+                   help="API of the PolicyReports for -o policyreport and --apply (default "
+                   f"{policyreport.DEFAULT_API}; openreports.io/v1alpha1 for tools that read the newer group)")
+    p.add_argument("--apply", action="store_true",
+                   help="create or update the PolicyReports in the cluster (and delete ours for namespaces no "
+                   "longer reported); needs the RBAC in deploy/policyreports/rbac.yaml")
+    p.add_argument("--watch", action="store_true", help="repeat every --interval seconds until interrupted")
+    p.add_argument("--interval", type=_positive, default=30.0, metavar="SECONDS",
+                   help="seconds between runs with --watch (default 30)")
     p.add_argument("--policy", metavar="PATH", default=None,
                    help="policy file or directory (default: $DRA_WEBHOOK_POLICY or policies/default.yaml)")
     p.add_argument("--at", type=_date, default=None, metavar="DATE",
                    help="evaluate cohort schedules as of this UTC date (YYYY-MM-DD) instead of today")
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be more than 0 seconds")
+    return value
 
 
 def _date(text: str) -> dt.date:
@@ -63,45 +92,115 @@ def load_policy(path: str | None) -> CompiledPolicy | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from webhook import cluster  # the kubernetes client: only for commands that talk to a cluster
+
     policy = load_policy(args.policy)
     if policy is None:
         return 2
     try:
+        if not getattr(args, "verbose", False):
+            cluster.quiet_client_logs()
         api = cluster.connect(args.kubeconfig)
     except cluster.ClusterError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    with api:
+        if not args.watch:
+            return once(api, policy, args)
+        return watch(lambda: once(api, policy, args), args.interval)
+
+
+def _pause(seconds: float) -> None:
+    time.sleep(seconds)
+
+
+def watch(step: Callable[[], int], interval: float, sleep: Callable[[float], None] | None = None,
+          times: int | None = None) -> int:
+    """Run ``step`` every ``interval`` seconds until Ctrl-C (``times``: tests). A failed run is reported and
+    retried at the next tick; bad input (exit 2) stops at once."""
+    done = 0
+    try:
+        while True:
+            code = step()
+            if code == 2:
+                return code
+            sys.stdout.flush()
+            done += 1
+            if times is not None and done >= times:
+                return code
+            (sleep or _pause)(interval)
+    except KeyboardInterrupt:
+        return 0
+
+
+def once(api: Any, policy: CompiledPolicy, args: argparse.Namespace) -> int:
+    """Read, report, print (and apply). Exit code as the module docstring says."""
+    from webhook import cluster
     now = dt.datetime.now(dt.UTC)
     if args.at is not None:
         now = dt.datetime.combine(args.at, dt.time(12), tzinfo=dt.UTC)
+    objects = read(api, args.namespace)
+    if isinstance(objects, int):
+        return objects
+    report = build_report(policy, now, *objects)
+    target = policyreport.APIS[args.report_api]
+    reports = policyreport.build(report, args.report_api) if args.output == "policyreport" or args.apply else []
+    print_report(report, reports, args.output, args.watch)
+    if args.apply:
+        try:
+            changes = cluster.apply_policy_reports(
+                api, reports, target.group, target.version, target.plural,
+                ",".join(f"{k}={v}" for k, v in policyreport.MANAGED_BY.items()), args.namespace)
+        except cluster.ClusterError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        except Exception as exc:
+            print(f"error: writing {target.plural}.{target.group}: {cluster.describe_error(exc)}", file=sys.stderr)
+            return 1
+        for line in changes:
+            print(line, file=sys.stderr)
+    return 0
+
+
+def print_report(report: Report, reports: list[dict[str, Any]], output: str, watching: bool) -> None:
+    if output == "json":
+        print(json.dumps(report.to_json(), indent=2))
+    elif output == "yaml":
+        sys.stdout.write(("---\n" if watching else "") + yaml.safe_dump(report.to_json(), sort_keys=False))
+    elif output == "policyreport":
+        sys.stdout.write(yaml.safe_dump_all(reports, sort_keys=False, explicit_start=True) if reports else "")
+    else:
+        if watching:
+            sys.stdout.write(f"--- {report.generated.isoformat(timespec='seconds')}\n")
+        sys.stdout.write(render_text(report))
+
+
+def read(api: Any, namespace: str | None) -> tuple[list[Any], list[Any], list[Any], list[Any] | None] | int:
+    """Namespaces, Pods, ResourceClaims, DeviceClasses (None when resource.k8s.io/v1 is not served), or an
+    exit code after saying what failed."""
+    from webhook import cluster
     step = "namespaces"
     try:
-        with api:
-            if args.namespace:
-                ns = cluster.get_namespace(api, args.namespace)
-                if ns is None:
-                    print(f"error: namespace {args.namespace} not found", file=sys.stderr)
-                    return 2
-                namespaces = [ns]
-            else:
-                namespaces = cluster.list_namespaces(api)
-            step = "pods"
-            pods = cluster.list_pods(api, args.namespace)
-            step = "resourceclaims"
-            claims = cluster.list_claims(api, args.namespace)
-            step = "deviceclasses"
-            try:
-                classes = cluster.list_device_classes(api)
-            except cluster.ApiException as exc:
-                if exc.status != 404:
-                    raise
-                classes = None  # resource.k8s.io/v1 not served: no mapping check
+        if namespace:
+            ns = cluster.get_namespace(api, namespace)
+            if ns is None:
+                print(f"error: namespace {namespace} not found", file=sys.stderr)
+                return 2
+            namespaces = [ns]
+        else:
+            namespaces = cluster.list_namespaces(api)
+        step = "pods"
+        pods = cluster.list_pods(api, namespace)
+        step = "resourceclaims"
+        claims = cluster.list_claims(api, namespace)
+        step = "deviceclasses"
+        try:
+            classes = cluster.list_device_classes(api)
+        except cluster.ApiException as exc:
+            if exc.status != 404:
+                raise
+            classes = None  # resource.k8s.io/v1 not served: no mapping check
     except Exception as exc:  # API errors, connection errors: one line, no traceback
         print(f"error: reading {step} from the cluster: {cluster.describe_error(exc)}", file=sys.stderr)
         return 1
-    report = build_report(policy, now, namespaces, pods, claims, classes)
-    if args.output == "json":
-        print(json.dumps(report.to_json(), indent=2))
-    else:
-        sys.stdout.write(render_text(report))
-    return 0
+    return namespaces, pods, claims, classes

@@ -30,7 +30,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="directory with tls.crt and tls.key (a mounted Secret works; default: certs)")
     p.add_argument("--dev-certs", action="store_true",
                    help="generate a dev CA and serving certificate into --cert-dir first if tls.crt is missing")
-    p.add_argument("--bind", default="0.0.0.0:8443", help="HOST:PORT to listen on (default 0.0.0.0:8443)")
+    p.add_argument("--bind", default="0.0.0.0:8443",
+                   help="HOST:PORT to listen on (default 0.0.0.0:8443), or fd://N to serve on an inherited "
+                   "listening socket (socket hand-over, as the tests do)")
     p.add_argument("--workers", type=int, default=2, help="gunicorn worker processes (default 2)")
     p.add_argument("--threads", type=int, default=8, help="threads per worker (default 8)")
     p.add_argument("--keepalive", type=int, default=90,
@@ -55,6 +57,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="kubeconfig for the cluster view (default: in-cluster or $KUBECONFIG)")
     p.add_argument("--lookup-budget", type=float, default=0.2,
                    help="seconds a cluster lookup may take on the request path before falling back (default 0.2)")
+    p.add_argument("--gauge-interval", type=float, default=60.0, metavar="SECONDS",
+                   help="seconds between reads of the cluster for the live migration gauges on /metrics "
+                   "(one worker reads; default 60; 0 turns them off; needs the cluster view)")
     p.add_argument("--record", default=None,
                    help="append every AdmissionReview answered to this JSON-lines file (redacted; for `replay`)")
     p.add_argument("--record-max-bytes", type=int, default=64 * 1024 * 1024,
@@ -88,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         policy=policy, cert_dir=cert_dir, bind=args.bind, workers=args.workers, threads=args.threads,
         keepalive=args.keepalive, graceful_timeout=args.graceful_timeout,
         offline=offline, kubeconfig=args.kubeconfig, lookup_budget=args.lookup_budget,
-        record=args.record, record_max_bytes=args.record_max_bytes,
+        record=args.record, record_max_bytes=args.record_max_bytes, gauge_interval=args.gauge_interval,
         max_connections=args.max_connections, header_timeout=args.header_timeout, body_timeout=args.body_timeout,
         log_level="debug" if args.verbose else "info",
     ))
@@ -115,5 +120,6 @@ def _metrics_dir() -> None:
         path = tempfile.mkdtemp(prefix="dra-webhook-metrics-")
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = path
     os.makedirs(path, exist_ok=True)
-    for stale in glob.glob(os.path.join(path, "*.db")):
-        os.unlink(stale)
+    for stale in [*glob.glob(os.path.join(path, "*.db")), os.path.join(path, "migration.json")]:
+        if os.path.exists(stale):
+            os.unlink(stale)

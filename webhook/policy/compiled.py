@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from webhook.cluster_gates import GateSources
 from webhook.policy.model import (
     Action,
     Cohort,
@@ -125,7 +126,8 @@ class CompiledPolicy:
     files: tuple[str, ...] = ()
     name: str = ""
     prefix: str = ""
-    gates: Mapping[str, bool] = field(default_factory=dict)
+    gates: Mapping[str, bool] = field(default_factory=dict)  # with no cluster data (see gate_sources)
+    gate_sources: GateSources = field(default_factory=lambda: GateSources({}, {}, frozenset()))
     resources: Mapping[str, Resource] = field(default_factory=dict)  # by requested name
     legacy: Mapping[str, Resource] = field(default_factory=dict)  # legacy name -> resource
     by_class: Mapping[str, Resource] = field(default_factory=dict)  # deviceClassName -> resource
@@ -133,8 +135,10 @@ class CompiledPolicy:
     exceptions: tuple[CompiledException, ...] = ()
     stage_actions: Mapping[str, Action] = field(default_factory=dict)
     rule_actions: Mapping[str, Action] = field(default_factory=dict)
+    rule_error_action: Action = Action.Warn  # spec.enforcement.ruleErrors
     allowed_classes: frozenset[str] | None = None
     admin_namespaces: re.Pattern[str] | None = None
+    retired: re.Pattern[str] | None = None  # spec.retiredResourceNames, compiled
     training_labels: tuple[tuple[str, str], ...] = ()
     training_keys: tuple[str, ...] = ()
     device_tolerations: tuple[dict[str, Any], ...] = ()
@@ -152,6 +156,12 @@ class CompiledPolicy:
     def identity(self) -> str:
         """``<name>@<first 12 hex of sha256>``: what the `policy` annotation records."""
         return f"{self.name}@{self.sha256[:12]}"
+
+    def retires(self, name: str) -> str | None:
+        """The ``retiredResourceNames`` glob that matches ``name``, or None (the name is outside the migration)."""
+        if self.retired is None or not self.retired.fullmatch(name):
+            return None
+        return next(p for p in self.spec.retiredResourceNames if fnmatch.fnmatchcase(name, p))
 
     def key(self, name: str) -> str:
         """Annotation key under the policy's prefix."""
@@ -201,6 +211,16 @@ def _default_gates(version: str, overrides: Mapping[str, bool]) -> dict[str, boo
     return effective_gates(version, overrides)
 
 
+def _split_gates(spec_gates: str | Mapping[str, bool | str]) -> tuple[dict[str, bool], frozenset[str] | None]:
+    """(explicit values, gates left to the cluster); None for the latter means every unset gate."""
+    if isinstance(spec_gates, str):  # featureGates: auto
+        return {}, None
+    explicit = {k: v for k, v in spec_gates.items() if isinstance(v, bool) and k != "*"}
+    if spec_gates.get("*") == "auto":
+        return explicit, None
+    return explicit, frozenset(k for k, v in spec_gates.items() if v == "auto" and k != "*")
+
+
 def compile_policy(policy: MigrationPolicy, raw: bytes, files: tuple[str, ...] = ()) -> CompiledPolicy:
     """Compile a validated policy. Raises CompileError for cross-field mistakes."""
     spec = policy.spec
@@ -238,11 +258,18 @@ def compile_policy(policy: MigrationPolicy, raw: bytes, files: tuple[str, ...] =
             )
         cohorts.append(_compile_cohort(i, c))
 
+    if isinstance(spec.featureGates, dict) and spec.featureGates.get("*", "auto") != "auto":
+        raise CompileError(("spec", "featureGates", "*"), "'*' only takes auto (every gate not listed)")
+    explicit, auto = _split_gates(spec.featureGates)
     try:
-        gates = _default_gates(spec.kubernetesVersion, spec.featureGates)
+        gates = _default_gates(spec.kubernetesVersion, explicit)
     except KeyError as exc:
         gate = exc.args[0]
         raise CompileError(("spec", "featureGates", gate), f"unknown feature gate {gate!r}") from None
+    if auto is None:  # "auto" for every gate the policy does not set
+        auto = frozenset(gates) - frozenset(explicit)
+    for gate in auto - frozenset(gates):
+        raise CompileError(("spec", "featureGates", gate), f"unknown feature gate {gate!r}")
 
     return CompiledPolicy(
         source=policy,
@@ -251,6 +278,7 @@ def compile_policy(policy: MigrationPolicy, raw: bytes, files: tuple[str, ...] =
         name=policy.metadata.name,
         prefix=spec.annotationPrefix,
         gates=gates,
+        gate_sources=GateSources(gates, explicit, auto),
         resources=resources,
         legacy=legacy,
         by_class=by_class,
@@ -262,10 +290,12 @@ def compile_policy(policy: MigrationPolicy, raw: bytes, files: tuple[str, ...] =
             "migrated": spec.enforcement.migrated,
         },
         rule_actions=dict(spec.enforcement.rules),
+        rule_error_action=spec.enforcement.ruleErrors,
         allowed_classes=(
             frozenset(spec.claims.allowedDeviceClasses) if spec.claims.allowedDeviceClasses is not None else None
         ),
         admin_namespaces=_glob(spec.claims.adminAccessNamespaces),
+        retired=_glob(spec.retiredResourceNames),
         training_labels=tuple(spec.trainingJobs.labels.items()),
         training_keys=tuple(spec.trainingJobs.anyLabelKeys),
         device_tolerations=tuple(t.to_api() for t in spec.trainingJobs.deviceTolerations),

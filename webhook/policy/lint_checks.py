@@ -25,6 +25,7 @@ def warnings(
     line_of: Callable[[Loc], int],
     today: dt.date,
     device_classes: Iterable[Mapping[str, Any]] | None = None,
+    cluster_gates: Mapping[str, bool] | None = None,
 ) -> list[tuple[str, int, Loc, str]]:
     """Every warning as ``(file, line, key path, message)``, in file order.
 
@@ -40,6 +41,8 @@ def warnings(
     found += _unbounded_injected_tolerations(policy)
     if device_classes is not None:
         found += _cluster_classes(policy, device_classes)
+    if cluster_gates is not None:
+        found += _gates_against_cluster(policy, cluster_gates)
     out = [(file, line_of(loc), loc, message) for loc, message in found]
     out.sort(key=lambda w: w[1])
     return out
@@ -141,9 +144,23 @@ def _gates_not_in_version(policy: CompiledPolicy) -> list[tuple[Loc, str]]:
         (("spec", "featureGates", gate),
          f"feature gate {gate} is enabled but does not exist in Kubernetes {version}: the API server drops "
          "its fields, so the webhook lets through objects that lose them")
-        for gate, on in policy.spec.featureGates.items()
+        for gate, on in policy.gate_sources.explicit.items()
         if on and not known_in(version, gate)
     ]
+
+
+def _gates_against_cluster(policy: CompiledPolicy, cluster: Mapping[str, bool]) -> list[tuple[Loc, str]]:
+    """Explicit gate values the cluster contradicts: the webhook would judge fields by the wrong state."""
+    from webhook.cluster_gates import contradictions
+
+    out: list[tuple[Loc, str]] = []
+    for gate, mine, theirs in contradictions(policy.gate_sources, cluster):
+        effect = ("the webhook lets through fields the API server drops" if mine
+                  else "the webhook reports fields the cluster accepts")
+        out.append((("spec", "featureGates", gate),
+                    f"feature gate {gate} is {'on' if mine else 'off'} in the policy but "
+                    f"{'on' if theirs else 'off'} in the cluster: {effect}; set it to auto or fix the cluster"))
+    return out
 
 
 def _unbounded_injected_tolerations(policy: CompiledPolicy) -> list[tuple[Loc, str]]:

@@ -13,7 +13,7 @@ import difflib
 import re
 import types
 import typing
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -99,7 +99,7 @@ _MERGE = "tag:yaml.org,2002:merge"
 
 
 @dataclass
-class _Doc:
+class Document:
     file: str
     line: int
     data: Any
@@ -128,7 +128,7 @@ def _walk(
     loader: _Loader,
     node: yaml.Node,
     loc: Loc,
-    doc: _Doc,
+    doc: Document,
     problems: list[Problem],
     seen: set[int],
     merged: bool = False,
@@ -152,7 +152,7 @@ def _walk(
             line = key_node.start_mark.line + 1
             if key in first:
                 message = f"duplicate key {key!r} (first at line {first[key]})"
-                problems.append(Problem(doc.file, line, _path(loc + (key,)), message))
+                problems.append(Problem(doc.file, line, loc_path(loc + (key,)), message))
                 continue
             first[key] = line
             if merged and loc + (key,) in doc.lines:
@@ -186,16 +186,16 @@ def _yaml_problem(file: str, exc: yaml.YAMLError, raw: bytes) -> Problem:
     return Problem(file, 0, "", f"YAML error: {exc}")
 
 
-def _parse(file: str, raw: bytes) -> tuple[list[_Doc], list[Problem]]:
+def parse_documents(file: str, raw: bytes) -> tuple[list[Document], list[Problem]]:
     """All non-empty documents of one file, with their key lines."""
-    docs: list[_Doc] = []
+    docs: list[Document] = []
     problems: list[Problem] = []
     loader = None
     try:
         loader = _Loader(raw)  # reads ahead: may already raise on bad bytes
         while loader.check_node():
             node = loader.get_node()
-            doc = _Doc(file, node.start_mark.line + 1, None)
+            doc = Document(file, node.start_mark.line + 1, None)
             doc.lines[()] = doc.line
             _walk(loader, node, (), doc, problems, set())
             try:
@@ -220,7 +220,7 @@ def _parse(file: str, raw: bytes) -> tuple[list[_Doc], list[Problem]]:
 # ------------------------------------------------------------------------------------------- messages
 
 
-def _path(loc: Iterable[Any]) -> str:
+def loc_path(loc: Iterable[Any]) -> str:
     """``spec.cohorts[0].schedule[1].stage``; keys that are not plain words are quoted in brackets."""
     out = ""
     for part in loc:
@@ -263,7 +263,7 @@ _EXPECTED = {
 }
 
 
-def _unwrap(tp: Any) -> Any:
+def unwrap_optional(tp: Any) -> Any:
     if typing.get_origin(tp) in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(tp) if a is not type(None)]
         if len(args) == 1:
@@ -275,7 +275,7 @@ def _model_at(loc: Loc) -> type[BaseModel] | None:
     """The pydantic model that the mapping at ``loc`` is validated against (for key suggestions)."""
     tp: Any = MigrationPolicy
     for part in loc:
-        tp = _unwrap(tp)
+        tp = unwrap_optional(tp)
         if isinstance(tp, type) and issubclass(tp, BaseModel):
             fields = {f.alias or name: f for name, f in tp.model_fields.items()}
             if part not in fields:
@@ -287,7 +287,7 @@ def _model_at(loc: Loc) -> type[BaseModel] | None:
             tp = typing.get_args(tp)[1]
         else:
             return None
-    tp = _unwrap(tp)
+    tp = unwrap_optional(tp)
     return tp if isinstance(tp, type) and issubclass(tp, BaseModel) else None
 
 
@@ -319,7 +319,7 @@ def _value_error(message: str) -> str:
     return message
 
 
-def _refine(loc: Loc, message: str, data: Any) -> Loc:
+def refine_loc(loc: Loc, message: str, data: Any) -> Loc:
     """Point a validator's complaint about one entry (``'x' is ...``) at that entry's own line."""
     quoted = re.search(r"'([^']*)'", message)
     if not quoted:
@@ -363,7 +363,7 @@ def _translate(err: dict[str, Any], data: Any) -> tuple[Loc, str]:
         return loc, f"{_describe(value)} is not one of {shown}"
     if kind in ("value_error", "assertion_error"):
         message = _value_error(err["msg"])
-        return _refine(loc, message, data), message
+        return refine_loc(loc, message, data), message
     if kind.startswith("date") or kind.startswith("datetime"):
         reason = str(ctx.get("error", "")) or err["msg"]
         return loc, f"{_describe(value)} is not a date (YYYY-MM-DD): {reason}"
@@ -391,11 +391,11 @@ def _translate(err: dict[str, Any], data: Any) -> tuple[Loc, str]:
 class _Result:
     policy: CompiledPolicy | None
     problems: list[Problem]
-    doc: _Doc | None
+    doc: Document | None
     files: tuple[str, ...]
 
 
-def _validation_problems(doc: _Doc, exc: ValidationError) -> list[Problem]:
+def _validation_problems(doc: Document, exc: ValidationError) -> list[Problem]:
     errors = exc.errors(include_url=False)
     # A misspelt required key gives "unknown key 'nodeSelectr' (did you mean 'nodeSelector'?)" and
     # "required key 'nodeSelector' is missing"; the first says it all.
@@ -411,11 +411,11 @@ def _validation_problems(doc: _Doc, exc: ValidationError) -> list[Problem]:
         if err["type"] == "missing" and tuple(err["loc"]) in misspelt:
             continue
         loc, message = _translate(err, doc.data)
-        problems.append(Problem(doc.file, doc.line_of(loc), _path(loc), message))
+        problems.append(Problem(doc.file, doc.line_of(loc), loc_path(loc), message))
     return problems
 
 
-def _not_a_policy(doc: _Doc) -> Problem | None:
+def _not_a_policy(doc: Document) -> Problem | None:
     data = doc.data
     if not isinstance(data, dict):
         return Problem(doc.file, doc.line, "", f"a document must be a {KIND} mapping, got {_describe(data)}")
@@ -449,7 +449,7 @@ def _read(path: str | Path) -> _Result:
     problems: list[Problem] = []
     raws: list[bytes] = []
     shown: list[str] = []
-    candidates: list[_Doc] = []
+    candidates: list[Document] = []
     for file in files:
         name = str(file)
         try:
@@ -459,7 +459,7 @@ def _read(path: str | Path) -> _Result:
             continue
         raws.append(raw)
         shown.append(name)
-        docs, file_problems = _parse(name, raw)
+        docs, file_problems = parse_documents(name, raw)
         problems += file_problems
         for doc in docs:
             wrong = _not_a_policy(doc)
@@ -502,12 +502,12 @@ def _read(path: str | Path) -> _Result:
                 from webhook.rules.gates import effective_gates
 
                 hint = _suggest(loc[-1], effective_gates("1.37", {}))
-            problems.append(Problem(doc.file, doc.line_of(loc), _path(loc), exc.message + hint))
+            problems.append(Problem(doc.file, doc.line_of(loc), loc_path(loc), exc.message + hint))
     problems.sort(key=lambda p: (p.file, p.line))
     return _Result(policy, problems, candidates[0] if candidates else None, tuple(shown))
 
 
-def _name(doc: _Doc) -> str:
+def _name(doc: Document) -> str:
     metadata = doc.data.get("metadata")
     name = metadata.get("name") if isinstance(metadata, dict) else None
     return repr(name) if isinstance(name, str) else "(unnamed)"
@@ -537,6 +537,7 @@ def lint_report(
     path: str | Path,
     today: dt.date | None = None,
     device_classes: Iterable[dict[str, Any]] | None = None,
+    cluster_gates: Mapping[str, bool] | None = None,
 ) -> LintReport:
     """Errors plus warnings (``webhook.policy.lint``), judged as of ``today`` (UTC by default).
 
@@ -549,9 +550,9 @@ def lint_report(
     if result.policy is not None and result.doc is not None:
         today = today or dt.datetime.now(dt.UTC).date()
         for file, line, loc, message in checks.warnings(
-            result.policy, result.doc.file, result.doc.line_of, today, device_classes
+            result.policy, result.doc.file, result.doc.line_of, today, device_classes, cluster_gates
         ):
-            warnings.append(Problem(file, line, _path(loc), message))
+            warnings.append(Problem(file, line, loc_path(loc), message))
     return LintReport(result.policy, result.problems, warnings)
 
 

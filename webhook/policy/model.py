@@ -219,6 +219,12 @@ class Enforcement(Strict):
     rules: dict[str, Action] = Field(
         default_factory=dict, description="Per-rule overrides of the stage default (rule id: action), in every stage."
     )
+    ruleErrors: Literal[Action.Deny, Action.Warn, Action.Audit] = Field(
+        default=Action.Warn,
+        description="Action when a rule fails to evaluate an object (status rule-error), never stronger than the "
+        "rule's own action in the stage; exceptions apply. Warn (default): the object is admitted and the user "
+        "sees the failure; Deny fails closed.",
+    )
 
     @field_validator("rules")
     @classmethod
@@ -251,11 +257,19 @@ class PolicySpec(Strict):
     kubernetesVersion: Literal["1.36", "1.37"] = Field(
         default="1.37", description='Picks the feature-gate defaults; quote it ("1.37").'
     )
-    featureGates: dict[str, bool] = Field(
+    featureGates: Literal["auto"] | dict[str, bool | Literal["auto"]] = Field(
         default_factory=dict,
-        description="Gates the cluster has on or off (gate name: true/false); unset gates take the version's default.",
+        description="Gates the cluster has on or off (gate name: true/false); unset gates take the version's "
+        "default. `auto` (for all gates, or per gate; key `*` for every gate not listed) reads the API "
+        "server's own gate states from its /metrics; explicit true/false still win.",
     )
     resources: list[Resource] = Field(default_factory=list, description="Extended resources under migration.")
+    retiredResourceNames: list[str] = Field(
+        default_factory=list,
+        description="Extended-resource names (globs, e.g. nvidia.com/*) migrated cohorts must not request any "
+        "more unless a DeviceClass maps them (rule unmapped-extended-resource). Other names outside "
+        "`resources` (amd.com/gpu, google.com/tpu...) are outside the migration and never judged.",
+    )
     nodePools: NodePools = Field(
         default_factory=NodePools, description="Node pools GPU Pods are steered to (steer-node-pool)."
     )

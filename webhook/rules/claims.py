@@ -87,7 +87,15 @@ def device_count_exceeds(obj: dict[str, Any], ctx: Context) -> Outcome:
 
 @rule(ids.ALLOCATION_MODE_ALL, _CLAIM_KINDS, operations=("CREATE",))
 def allocation_mode_all(obj: dict[str, Any], ctx: Context) -> Outcome:
-    """``allocationMode: All`` takes every matching device on a node; refused unless the policy allows it."""
+    """``allocationMode: All`` takes every matching device on a node; refused unless the policy allows it.
+
+    A request with ``adminAccess: true`` takes nothing from anyone: admin-access claims "ignore all
+    ordinary claims to the device with respect to access modes and any resource allocations" and are
+    ignored by them (kubernetes/kubernetes ``staging/src/k8s.io/api/resource/v1/types.go``,
+    ``ExactDeviceRequest.AdminAccess``, 1.34+ GA). Monitoring agents such as the GPU operator's DCGM
+    exporter claim every GPU that way, so it is not refused here; ``admin-access-namespace`` still
+    decides where such claims may live.
+    """
     if ctx.policy.spec.claims.allowAllocationModeAll or not judged(obj, ctx):
         return NO_OUTCOME
     findings = [
@@ -98,7 +106,7 @@ def allocation_mode_all(obj: dict[str, Any], ctx: Context) -> Outcome:
             (f"{slot.path}.allocationMode",),
         )
         for slot in iter_requests(obj, ctx.kind)
-        if slot.body.get("allocationMode") == "All"
+        if slot.body.get("allocationMode") == "All" and slot.body.get("adminAccess") is not True
     ]
     return Outcome(findings) if findings else NO_OUTCOME
 
@@ -179,3 +187,44 @@ def _numa_findings(selectors: list[tuple[str, str]], constraints: list[tuple[str
                 )
             )
     return Outcome(findings) if findings else NO_OUTCOME
+
+
+@rule(ids.DEVICE_CLASS_TAKEOVER, ("DeviceClass",), operations=("CREATE", "UPDATE"))
+def device_class_takeover(obj: dict[str, Any], ctx: Context) -> Outcome:
+    """A DeviceClass claims the ``extendedResourceName`` of a policy resource (or a legacy name) it does not serve.
+
+    Only one class serves an extended resource: "If two device classes have the same name, then the class
+    created later is picked ... If two classes are created at the same time, then the name of the class
+    lexicographically sorted first is picked" (kubernetes/kubernetes v1.36
+    ``staging/src/k8s.io/api/resource/v1/types.go``, ``DeviceClassSpec.ExtendedResourceName``; the
+    scheduler's ``pkg/scheduler/framework/plugins/dynamicresources/extended/cache.go``
+    ``ExtendedResourceCache.OnDeviceClassEvent`` maps the name to the class of the latest event). A new
+    class such as the NVIDIA DRA driver's MIG demo class (``extendedResourceName: nvidia.com/gpu``)
+    silently hands every Pod asking for the policy resource devices of another kind. On UPDATE only a
+    newly set name is reported.
+    """
+    if ctx.group != "resource.k8s.io":
+        return NO_OUTCOME
+    ern = (obj.get("spec") or {}).get("extendedResourceName")
+    if not isinstance(ern, str) or not ern:
+        return NO_OUTCOME
+    if ctx.operation == "UPDATE" and ((ctx.old_object or {}).get("spec") or {}).get("extendedResourceName") == ern:
+        return NO_OUTCOME
+    policy = ctx.policy
+    res = policy.resources.get(ern) or policy.legacy.get(ern)
+    name = str((obj.get("metadata") or {}).get("name") or "")
+    if res is None or name == res.deviceClassName:
+        return NO_OUTCOME
+    if ern == res.name:
+        message = (f"DeviceClass {name} takes over {ern} from DeviceClass {res.deviceClassName}: Kubernetes "
+                   "serves an extended resource with its newest class only")
+    else:
+        message = (f"DeviceClass {name} takes over {ern}, the device-plugin name of {res.name}: DRA would "
+                   "serve it with this class")
+    return Outcome([Finding(
+        ids.DEVICE_CLASS_TAKEOVER,
+        message,
+        f"remove spec.extendedResourceName from {name} (Pods can still request "
+        f"deviceclass.resource.kubernetes.io/{name}), or change the policy to serve {ern} with {name}",
+        ("spec.extendedResourceName",),
+    )])

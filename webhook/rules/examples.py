@@ -61,9 +61,10 @@ EXAMPLES: dict[str, Example] = {
         ),
         Example(
             ids.UNMAPPED_EXTENDED_RESOURCE,
-            _pod("fpga-0", {"fpga.example.com/fpga": "1"}),
-            "Ask the platform team for a DeviceClass with spec.extendedResourceName set to the resource (and a "
-            "policy resource for it), or request the device with a ResourceClaim.",
+            _pod("mig-0", {"vendor.example.com/mig-1g.10gb": "1"}),
+            "The policy retires this name (spec.retiredResourceNames): request a policy resource or use a "
+            "ResourceClaim, or ask the platform team for a DeviceClass with spec.extendedResourceName set to it. "
+            "Names the policy does not retire (amd.com/gpu, google.com/tpu...) are outside the migration.",
         ),
         Example(
             ids.MAX_DEVICES_PER_POD,
@@ -134,6 +135,21 @@ EXAMPLES: dict[str, Example] = {
             namespace="",
         ),
         Example(
+            ids.DEVICE_CLASS_TAKEOVER,
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "DeviceClass",
+                "metadata": {"name": "mig-1g.gpu.example.com"},
+                "spec": {"selectors": [{"cel": {"expression": 'device.driver == "gpu.example.com" && '
+                                                'device.attributes["gpu.example.com"].type == "mig"'}}],
+                         "extendedResourceName": "example.com/gpu"},
+            },
+            "Drop spec.extendedResourceName from the new class (Pods can request it as "
+            "deviceclass.resource.kubernetes.io/<class>), or give it a name of its own, e.g. example.com/mig-1g: "
+            "one extended resource is served by exactly one DeviceClass, the newest.",
+            namespace="",
+        ),
+        Example(
             ids.GATED_FEATURE,
             {
                 "apiVersion": "v1",
@@ -176,6 +192,28 @@ EXAMPLES: dict[str, Example] = {
             _pod("infer-1", {"example.com/gpu": "1"}),
             "Nothing to fix: the annotations record the allocation path, stage, cohort and policy for "
             "`dra-webhook report`.",
+        ),
+        Example(
+            ids.SHARED_CLAIM_LIMIT,
+            {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": "embed"},
+                "spec": {
+                    "replicas": 300,
+                    "selector": {"matchLabels": {"app": "embed"}},
+                    "template": {
+                        "metadata": {"labels": {"app": "embed"}},
+                        "spec": {
+                            "resourceClaims": [{"name": "gpu", "resourceClaimName": "shared-gpus"}],
+                            "containers": [{"name": "embed", "image": IMAGE,
+                                            "resources": {"claims": [{"name": "gpu"}]}}],
+                        },
+                    },
+                },
+            },
+            "Replace resourceClaimName with resourceClaimTemplateName (a claim per Pod), or keep at most 256 Pods "
+            "on the shared claim.",
         ),
     )
 }

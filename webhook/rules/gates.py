@@ -22,6 +22,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from webhook.rules.base import NO_OUTCOME, Context, Finding, Outcome, rule
+from webhook.rules.gate_state import gates_in_force
 from webhook.rules.ids import GATED_FEATURE
 
 VERSIONS: tuple[str, ...] = ("1.36", "1.37")
@@ -647,13 +648,20 @@ def effective_gates(version: str, overrides: Mapping[str, bool]) -> dict[str, bo
 # --- the rule ------------------------------------------------------------------------------------
 
 
-def _state(gate: Gate, version: str) -> str:
-    """``beta, off by default in 1.37`` (+ ``; off in this policy`` when the policy overrides it)."""
+def _state(gate: Gate, version: str, from_cluster: bool = False) -> str:
+    """``beta, off by default in 1.37`` (+ ``; off in this policy`` / ``; off in the cluster``)."""
     stage = gate.stage_in(version)
+    if from_cluster:
+        return f"{stage.describe() + ' in ' + version if stage else 'not in ' + version}; off in the cluster"
     if stage is None:
         return f"not available in {version}"
     text = f"{stage.describe()} in {version}"
     return text if not stage.default else f"{text}; off in this policy"
+
+
+def _from_cluster(gate: Gate, ctx: Context, note: str | None) -> bool:
+    sources = ctx.policy.gate_sources
+    return note is None and gate.name in sources.auto and gate.name not in sources.explicit
 
 
 def _subject(paths: list[str], obj: dict[str, Any]) -> str:
@@ -701,22 +709,28 @@ def gated_feature(obj: dict[str, Any], ctx: Context) -> Outcome:
     rows = _BY_KIND.get((ctx.group, ctx.kind))
     if not rows:
         return NO_OUTCOME
-    gates = ctx.policy.gates
+    gates, note = gates_in_force(ctx)
+    auto = ctx.policy.gate_sources.auto
     version = ctx.policy.spec.kubernetesVersion
     old = ctx.old_object if ctx.operation == "UPDATE" else None
     findings: list[Finding] = []
     for gate, check in rows:
-        if ctx.kind in gate.semantic_kinds or gates.get(gate.name, False):
+        if ctx.kind in gate.semantic_kinds:
             continue
         paths = check(obj)
         # The API server keeps gated fields an object already uses (its "in use by old" check), so
         # only a first use is worth reporting.
         if not paths or (old is not None and check(old)):
             continue
+        if note is not None and gate.name in auto:
+            ctx.degraded.append(note)  # this decision wanted the cluster's value and did not have it
+        if gates.get(gate.name, False):
+            continue
         findings.append(
             Finding(
                 GATED_FEATURE,
-                f"{_subject(paths, obj)} feature gate {gate.name} ({_state(gate, version)})",
+                f"{_subject(paths, obj)} feature gate {gate.name} "
+                f"({_state(gate, version, _from_cluster(gate, ctx, note))})",
                 remediation(gate, version),
                 tuple(paths),
             )
@@ -780,7 +794,10 @@ def _podgroup_findings(pod: dict[str, Any], ctx: Context) -> list[Finding]:
     version = ctx.policy.spec.kubernetesVersion
     findings: list[Finding] = []
 
-    if not ctx.policy.gates.get(gate.name, False):
+    gates, note = gates_in_force(ctx)
+    if note is not None and gate.name in ctx.policy.gate_sources.auto:
+        ctx.degraded.append(note)
+    if not gates.get(gate.name, False):
         if podgroup is None:
             ctx.degraded.append(f"podgroup {namespace}/{group_name} unknown: all Pod claims assumed shared")
         else:
@@ -792,7 +809,8 @@ def _podgroup_findings(pod: dict[str, Any], ctx: Context) -> list[Finding]:
                 Finding(
                     GATED_FEATURE,
                     f"{_subject(entries, pod)} feature gate "
-                    f"{gate.name} ({_state(gate, version)}) to use the shared claim of PodGroup {group_name}; "
+                    f"{gate.name} ({_state(gate, version, _from_cluster(gate, ctx, note))}) "
+                    f"to use the shared claim of PodGroup {group_name}; "
                     "without it each Pod gets its own claim",
                     remediation(gate, version),
                     tuple(entries),

@@ -15,7 +15,10 @@ TRAINING_JOB_EXTENDED_RESOURCE = "training-job-extended-resource"
 INJECT_DEVICE_TOLERATIONS = "inject-device-tolerations"
 STEER_NODE_POOL = "steer-node-pool"
 TRACK_ROLLOUT = "track-rollout"
-# Not a policy rule: reported when a rule itself raised.
+DEVICE_CLASS_TAKEOVER = "device-class-takeover"
+SHARED_CLAIM_LIMIT = "shared-claim-limit"
+# Not a rule: the status of a rule that raised instead of judging the object (Kyverno's RuleStatusError).
+# It is reported under the failing rule's id; policy.spec.enforcement.ruleErrors picks its action.
 RULE_ERROR = "rule-error"
 
 RULE_IDS: tuple[str, ...] = (
@@ -34,4 +37,6 @@ RULE_IDS: tuple[str, ...] = (
     INJECT_DEVICE_TOLERATIONS,
     STEER_NODE_POOL,
     TRACK_ROLLOUT,
+    DEVICE_CLASS_TAKEOVER,
+    SHARED_CLAIM_LIMIT,
 )

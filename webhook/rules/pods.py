@@ -28,7 +28,6 @@ from webhook.objects import (
     object_name,
     pod_claims,
     pod_labels,
-    pod_templates,
     requested_names,
 )
 from webhook.patch import clone, private_path
@@ -36,7 +35,7 @@ from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.model import Resource
 from webhook.rules import ids
 from webhook.rules.base import Context, Finding, Outcome
-from webhook.rules.workloads import pod_rule
+from webhook.rules.workloads import AFFINITY, examined_templates, pod_rule, template_writes
 
 MESSAGE_MAX = 199
 NODE_POOL_ANNOTATION = "node-pool"
@@ -71,6 +70,13 @@ class Usage:
         return bool(self.er or self.legacy)
 
     @property
+    def dra_only(self) -> bool:
+        """A class's implicit name (``deviceclass.resource.kubernetes.io/<class>``) is requested: only DRA serves
+        it, whatever the stage, since no device plugin can advertise a ``kubernetes.io`` name (issue 14 item 2;
+        upstream pkg/scheduler/framework/plugins/dynamicresources/extended maps it to the class)."""
+        return any(n.startswith(DEVICECLASS_PREFIX) for n in self.er)
+
+    @property
     def uses_devices(self) -> bool:
         return self.gpu or bool(self.claims)
 
@@ -93,10 +99,14 @@ def rollout_path(u: Usage, stage: str) -> str | None:
     """design.md §5 ``path``: how the Pod gets its devices; None when it uses none under the policy."""
     if u.gpu and u.claims:
         return "mixed"
+    if u.legacy and u.dra_only:
+        return "mixed"
     if u.legacy:
         return "device-plugin"
     if u.er:
-        return "device-plugin" if stage == "legacy" else "dra-extended-resource"
+        if stage != "legacy" or all(n.startswith(DEVICECLASS_PREFIX) for n in u.er):
+            return "dra-extended-resource"
+        return "mixed" if u.dra_only else "device-plugin"
     if u.claims:
         return "dra-claim"
     return None
@@ -107,6 +117,8 @@ def target_pool(u: Usage, stage: str) -> str | None:
     (e.g. a namespace excepted from ``legacy-resource-name``), else ``dra``; None for non-GPU Pods."""
     if not u.gpu:
         return None
+    if u.dra_only:  # issue 14 item 2: never the device-plugin pool for a DRA-only name
+        return "dra"
     if stage == "legacy" or rollout_path(u, stage) == "device-plugin":
         return "devicePlugin"
     return "dra"
@@ -145,7 +157,7 @@ def legacy_resource_name(obj: dict[str, Any], ctx: Context) -> Outcome:
     if ctx.stage == "legacy":
         return Outcome()
     findings = []
-    for ref in pod_templates(obj, ctx.kind):
+    for ref in examined_templates(obj, ctx):
         for name, containers in requested_names(ref.spec(obj)).items():
             res = ctx.policy.legacy.get(name)
             if res is None:
@@ -164,11 +176,14 @@ def legacy_resource_name(obj: dict[str, Any], ctx: Context) -> Outcome:
 
 @pod_rule(ids.UNMAPPED_EXTENDED_RESOURCE)
 def unmapped_extended_resource(obj: dict[str, Any], ctx: Context) -> Outcome:
-    """In a migrated cohort a vendor resource nobody serves through DRA leaves the Pod Pending forever.
+    """In a migrated cohort a Pod requests a retired name (``retiredResourceNames``) that no DeviceClass maps.
 
-    Mapped means: a policy resource or legacy name (those have their own rules), a DeviceClass whose
-    ``extendedResourceName`` is the name, or for ``deviceclass.resource.kubernetes.io/<class>`` an
-    existing (or policy) class. Without cluster data only the policy counts, and the decision says so.
+    Names outside the policy's ``resources`` are outside the migration (``amd.com/gpu``, ``google.com/tpu``,
+    HAMi's ``nvidia.com/gpucores``): nodes may advertise them through their own device plugins, so they are
+    judged only when the policy lists them as retired. A retired name is fine once a DeviceClass maps it
+    (``extendedResourceName``). ``deviceclass.resource.kubernetes.io/<class>`` is served only by DRA, so
+    such a name whose class does not exist cannot be scheduled anywhere. Without cluster data only the
+    policy counts, and the decision says so.
     """
     if ctx.stage != "migrated":
         return Outcome()
@@ -177,34 +192,37 @@ def unmapped_extended_resource(obj: dict[str, Any], ctx: Context) -> Outcome:
     known: Mapping[str, str] | None = None
     classes: Mapping[str, Any] | None = None
     looked_up = False
-    for ref in pod_templates(obj, ctx.kind):
+    for ref in examined_templates(obj, ctx):
         for name, containers in requested_names(ref.spec(obj)).items():
-            if hardware(policy, name) is not None:
-                continue
+            implicit = name[len(DEVICECLASS_PREFIX) :] if name.startswith(DEVICECLASS_PREFIX) else None
+            pattern = policy.retires(name) if implicit is None else None
+            if hardware(policy, name) is not None or (implicit is None and pattern is None):
+                continue  # a policy resource (own rules), or a name outside the migration
             if not looked_up:
                 known, classes, looked_up = ctx.view.extended_resource_classes(), ctx.view.device_classes(), True
-            implicit = name[len(DEVICECLASS_PREFIX) :] if name.startswith(DEVICECLASS_PREFIX) else None
-            if known is not None and name in known:
+            if (known is not None and name in known) or (implicit is not None and classes is not None
+                                                          and implicit in classes):
                 continue
-            if implicit is not None and classes is not None and implicit in classes:
-                continue
-            offline = known is None
+            offline = known is None if implicit is None else classes is None
             if offline:
                 ctx.degraded.append(
                     f"{ids.UNMAPPED_EXTENDED_RESOURCE}: DeviceClasses unknown, only the policy's resources count"
                 )
-            mapper = "no policy resource maps (DeviceClasses unknown)" if offline else (
-                "no policy resource or DeviceClass maps")
             if implicit is not None:
-                what = f"{name}, but DeviceClass {implicit} is not known"
+                state = "is not known (DeviceClasses unknown)" if offline else "does not exist"
+                what = (f"{name}, but DeviceClass {implicit} {state}; only DRA serves this name, "
+                        "so no node can run the Pod")
                 fix = f"create DeviceClass {implicit}, or request an existing class"
             else:
-                what = f"{name}, which {mapper}"
-                fix = f"create a DeviceClass with extendedResourceName {name}, or use a ResourceClaim"
+                mapper = "no policy resource maps (DeviceClasses unknown)" if offline else (
+                    "no policy resource or DeviceClass maps")
+                what = f"{name}, which the policy retires (retiredResourceNames {pattern}) and {mapper}"
+                fix = (f"request a policy resource ({', '.join(sorted(policy.resources)) or 'none'}) or use a "
+                       f"ResourceClaim; or create a DeviceClass with extendedResourceName {name}")
             findings.append(
                 Finding(
                     ids.UNMAPPED_EXTENDED_RESOURCE,
-                    _clip(f"{ref.where()}{_who(containers)} {what}: the Pod would stay Pending"),
+                    _clip(f"{ref.where()}{_who(containers)} {what}"),
                     fix,
                     _resource_paths(ref, containers),
                 )
@@ -227,7 +245,7 @@ def max_devices_per_pod(obj: dict[str, Any], ctx: Context) -> Outcome:
         return res.name if res is not None and res.maxPerPod else None
 
     findings = []
-    for ref in pod_templates(obj, ctx.kind):
+    for ref in examined_templates(obj, ctx):
         spec = ref.spec(obj)
         for res_name, count in extended_requests(spec, group).items():
             res = policy.resources[res_name]
@@ -267,10 +285,9 @@ def _claim_classes(ctx: Context, entry: Mapping[str, Any]) -> tuple[set[str] | N
     fn = getattr(ctx.view, lookup, None)
     found = fn(ctx.namespace, str(name)) if callable(fn) else None
     if not isinstance(found, dict):
-        reason = getattr(ctx.view, "degraded_reason", None)
-        why = reason(kind.lower()) if callable(reason) else None
-        if why is None and callable(reason):
-            why = "not found"  # a live view answered: the object does not exist (yet)
+        why = ctx.view.degraded_reason(kind.lower())
+        if why is None:
+            why = "not found"  # the view answered: the object does not exist (yet)
         return None, f"{kind} {name}" + (f": {why}" if why else "")
     return {
         str(slot.body["deviceClassName"])
@@ -291,7 +308,7 @@ def mixed_allocation(obj: dict[str, Any], ctx: Context) -> Outcome:
     policy = ctx.policy
     ext: Mapping[str, str] | None = None  # looked up once, only when a Pod mixes
     findings = []
-    for ref in pod_templates(obj, ctx.kind):
+    for ref in examined_templates(obj, ctx):
         spec = ref.spec(obj)
         u = usage(spec, policy)
         if not (u.gpu and u.claims):
@@ -384,9 +401,9 @@ def training_job_extended_resource(obj: dict[str, Any], ctx: Context) -> Outcome
         return Outcome()
     policy = ctx.policy
     findings = []
-    for ref in pod_templates(obj, ctx.kind):
+    for ref in examined_templates(obj, ctx):
         deadlines = active_deadlines(obj, ref)
-        if not policy.is_training_job(pod_labels(obj, ctx.kind, ref), max(deadlines) if deadlines else None):
+        if not policy.is_training_job(pod_labels(obj, ctx.kind, ref, ctx.group), max(deadlines) if deadlines else None):
             continue
         spec = ref.spec(obj)
         by_res: dict[str, list[tuple[ContainerRef, int]]] = {}
@@ -556,8 +573,10 @@ def steer_node_pool(obj: dict[str, Any], ctx: Context) -> Outcome:
     pools = policy.spec.nodePools
     marker = policy.key(NODE_POOL_ANNOTATION)
     mutated: dict[str, Any] | None = None
-    findings = []
-    for ref in pod_templates(obj, ctx.kind):
+    findings: list[Finding] = []
+    if AFFINITY not in template_writes(obj, ctx):
+        return Outcome(findings)  # e.g. a started Job: its template is immutable
+    for ref in examined_templates(obj, ctx):
         want = target_pool(usage(ref.spec(obj), policy), ctx.stage)
         pool = getattr(pools, want) if want else None
         if pool is None:

@@ -8,8 +8,9 @@ Choices:
 - Pods created from an annotated template arrive with the keys already set; they are rewritten only
   where a value differs (e.g. the stage moved since the template was written), so no double work and
   an empty patch when nothing changed.
-- On a workload UPDATE that leaves the pod template itself unchanged, the template's annotations keep
-  their old values: rewriting them (new stage, new policy identity) would change the template and roll
+- On a workload UPDATE that leaves the pod template itself unchanged, or of a kind whose template may
+  not change now (a started Job, a running JobSet: ``workloads.template_writes``), the template's
+  annotations keep their old values: rewriting them (new stage, new policy identity) would change the template and roll
   out every Pod of a Deployment on an unrelated ``kubectl apply``. The controller's own metadata is
   always current (it does not trigger rollouts), and each new Pod is annotated at its own CREATE.
 - A ResourceClaimTemplate is annotated in its own ``metadata``, not ``spec.metadata``: ``spec`` is
@@ -30,7 +31,7 @@ from webhook.patch import private_path
 from webhook.rules import ids
 from webhook.rules.base import Context, Outcome, rule
 from webhook.rules.pods import rollout_path, usage
-from webhook.rules.workloads import pod_rule, template_unchanged
+from webhook.rules.workloads import ANNOTATIONS, pod_rule, template_unchanged, template_writes
 
 TRACK_NAMES = ("path", "stage", "cohort", "policy")
 
@@ -95,13 +96,14 @@ def track_rollout(obj: dict[str, Any], ctx: Context) -> Outcome:
     mutated = dict(obj)  # copy-on-write: only the metadata maps written below are new
     changed = False
     paths: list[str] = []
-    for ref in pod_templates(obj, ctx.kind):
+    frozen = ANNOTATIONS not in template_writes(obj, ctx)  # e.g. a started Job's template is immutable
+    for ref in pod_templates(obj, ctx.kind, ctx.group):
         path = rollout_path(usage(ref.spec(obj), ctx.policy), ctx.stage)
         if path is None:
             continue
         paths.append(path)
-        if not ref.path:
-            continue  # a Pod: its metadata is the object's, written below
+        if not ref.path or frozen:
+            continue  # a Pod: its metadata is the object's, written below; a frozen template: untouched
         values = tracking_values(ctx, path)
         desired = values
         if ctx.operation == "UPDATE" and template_unchanged(obj, ctx.old_object, ref, values):

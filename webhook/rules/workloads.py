@@ -1,15 +1,22 @@
 """How the Pod rules reach workload controllers.
 
-Every Pod rule also runs on the pod templates of Deployment, StatefulSet, DaemonSet, ReplicaSet, Job,
-CronJob, JobSet and PyTorchJob (``objects.pod_templates``), so a bad Deployment is refused when it is
-applied rather than when its ReplicaSet silently fails to make Pods.
+Every Pod rule also runs on the pod templates of the workload kinds in ``objects.KINDS`` (apps/v1,
+batch/v1, JobSet, Kubeflow training jobs, LeaderWorkerSet, KubeRay, Volcano), dispatched on API group
+and kind, so a bad Deployment is refused when it is applied rather than when its ReplicaSet silently
+fails to make Pods.
 
 Operations differ on purpose:
 - Pods: CREATE only. A Pod's spec is immutable after creation, and UPDATEs of existing Pods (labels,
   finalizers, ownerReferences by controllers) must never be refused for what the Pod asked for when it
   was admitted, possibly in an earlier stage.
-- Workload controllers: CREATE and UPDATE. An UPDATE carries the new pod template, which the
-  controller will stamp into new Pods, so it is re-evaluated in the current stage.
+- Workload controllers: CREATE and UPDATE, but on UPDATE only the templates the request itself changed
+  (``examined_templates``). A label change by Argo CD, a finalizer, Kueue unsuspending a queued JobSet:
+  none of them may be refused or rewritten because the cohort's stage moved since the object was
+  admitted. Rewriting an unchanged Deployment template rolls out every replica; the Pods a controller
+  makes later are judged at their own CREATE anyway.
+- Even a changed template is written only where the kind's own validation allows it
+  (``template_writes``): a batch/v1 Job's template is immutable once it has started, and JobSet's
+  webhook refuses any affinity change.
 """
 
 from __future__ import annotations
@@ -18,11 +25,17 @@ import copy
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from webhook.objects import WORKLOAD_KINDS, PodTemplateRef, get_path
-from webhook.rules.base import RuleFn, rule
+from webhook.objects import WORKLOAD_KINDS, PodTemplateRef, get_path, pod_templates
+from webhook.rules.base import Context, RuleFn, rule
 
 POD_OPERATIONS = ("CREATE",)
 WORKLOAD_OPERATIONS = ("CREATE", "UPDATE")
+WEBHOOK_ANNOTATIONS = ("path", "stage", "cohort", "policy", "node-pool")
+"""Template annotations (under the policy's prefix) the webhook itself writes: never a user's change."""
+
+AFFINITY = "affinity"
+ANNOTATIONS = "annotations"
+_ALL_WRITES = frozenset({AFFINITY, ANNOTATIONS})
 
 
 def pod_rule(
@@ -73,3 +86,45 @@ def _strip(template: dict[str, Any], keys: Iterable[str]) -> dict[str, Any]:
     if not meta:
         out.pop("metadata")
     return out
+
+
+def examined_templates(obj: Mapping[str, Any], ctx: Context) -> list[PodTemplateRef]:
+    """The pod templates the rules judge: every one on CREATE; on UPDATE only those the request changed.
+
+    A template that differs from the old object only in the webhook's own annotations is unchanged.
+    """
+    refs = pod_templates(obj, ctx.kind, ctx.group)
+    if ctx.operation != "UPDATE" or not refs:
+        return refs
+    ignore = [ctx.policy.key(k) for k in WEBHOOK_ANNOTATIONS]
+    return [r for r in refs if not template_unchanged(obj, ctx.old_object, r, ignore)]
+
+
+def template_writes(obj: Mapping[str, Any], ctx: Context) -> frozenset[str]:
+    """What the webhook may write into this object's pod templates: ``affinity`` and/or ``annotations``.
+
+    Everything on CREATE. On UPDATE, what the kind's own validation accepts:
+
+    - batch/v1 Job: the template is immutable unless the old Job is suspended and has never started
+      (then node affinity, node selector, tolerations, labels, annotations and scheduling gates may
+      change). Read in kubernetes/kubernetes v1.36 ``pkg/apis/batch/validation/validation.go``
+      (``ValidateJobSpecUpdate`` -> ``validatePodTemplateUpdate``, ``opts.AllowMutableSchedulingDirectives``)
+      and ``pkg/registry/batch/job/strategy.go`` (``validationOptionsForJob``:
+      ``suspended := oldJob.Spec.Suspend``, ``notStarted := oldJob.Status.StartTime == nil``).
+    - JobSet: ``replicatedJobs`` are immutable; while the old or new JobSet is suspended (Kueue) only
+      template annotations, labels, nodeSelector, tolerations and scheduling gates may change, never
+      affinity. Read in kubernetes-sigs/jobset main ``pkg/webhooks/jobset_webhook.go``
+      (``jobSetWebhook.ValidateUpdate``).
+    - every other kind: no template immutability (a Deployment rolls out the changed template).
+    """
+    if ctx.operation != "UPDATE":
+        return _ALL_WRITES
+    old = ctx.old_object or {}
+    if ctx.group == "batch" and ctx.kind == "Job":
+        suspended = get_path(old, ("spec", "suspend")) is True
+        started = get_path(old, ("status", "startTime")) is not None
+        return _ALL_WRITES if suspended and not started else frozenset()
+    if ctx.group == "jobset.x-k8s.io" and ctx.kind == "JobSet":
+        suspended = get_path(old, ("spec", "suspend")) is True or get_path(obj, ("spec", "suspend")) is True
+        return frozenset({ANNOTATIONS}) if suspended else frozenset()
+    return _ALL_WRITES

@@ -1,0 +1,89 @@
+"""Live migration gauges against the real control plane: Pods on each path, one drifted, counted once.
+
+A second `dra-webhook serve` (two workers, the gauges read every second) runs beside the harness's webhook
+with the webhook's own ServiceAccount token, so the shipped RBAC is what the gauges' cluster-wide lists get.
+The test's namespace is alone in its own cohort (`monitor-e2e`), so other tests' Pods never count here.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.e2e.conftest import policy_variant
+from tests.e2e.objects import claim_pod, claim_template, pod
+from tests.e2e.waits import eventually
+from tests.helpers import start_server
+
+pytestmark = pytest.mark.controllers
+TRAINING = {"workload.example.com/kind": "training"}
+COHORT = "monitor-e2e"
+MONITOR_POLICY = policy_variant({
+    "  - name: pilot-teams\n":
+    f"  - name: {COHORT}\n    namespaces: {{names: [\"mon-*\"]}}\n    schedule:\n"
+    "    - {stage: pilot, from: \"2000-01-01\"}\n  - name: pilot-teams\n",
+})
+
+
+def _gauges(server) -> dict[str, dict[tuple, float]]:
+    client = server.client()
+    try:
+        status, body = client.get("/metrics")
+    finally:
+        client.close()
+    assert status == 200
+    out: dict[str, dict[tuple, float]] = {}
+    for fam in text_string_to_metric_families(body.decode()):
+        for s in fam.samples:
+            if s.name.startswith("dra_webhook_migration_") and s.labels.get("cohort") == COHORT:
+                key = tuple(s.labels.get(k) for k in ("stage", "intended", "actual") if k in s.labels)
+                out.setdefault(s.name, {})[key] = s.value
+    return out
+
+
+def test_gauges_follow_the_cluster(cluster, kube, namespace, policy, tmp_path):
+    policy(MONITOR_POLICY)
+    ns = namespace("mon")
+    kube.create(pod("dra", ns))                                            # steered: dra-extended-resource
+    kube.create(pod("legacy", ns, resource="vendor.example.com/gpu"))      # device-plugin
+    kube.create(claim_template("train", ns, claim_labels=TRAINING))
+    kube.create(claim_pod("claim", ns, "train"))                           # dra-claim, injected tolerations
+    # Drift: intended for DRA (the webhook annotates it so), but bound straight to the device-plugin Node.
+    kube.create(pod("drifted", ns, nodeName="e2e-dp-1"))
+
+    def settled() -> bool:
+        pods = {p["metadata"]["name"]: p for p in kube.list("v1", "Pod", ns)}
+        return len(pods) == 4 and all(p["spec"].get("nodeName") for p in pods.values()) and bool(
+            pods["dra"].get("status", {}).get("extendedResourceClaimStatus"))
+    eventually(settled, "Pods bound", 60)
+    drifted = kube.get("v1", "Pod", "drifted", ns)
+    assert drifted["metadata"]["annotations"]["dra-migration.io/path"] == "dra-extended-resource"
+
+    policy_file = tmp_path / "policy.yaml"
+    policy_file.write_text(MONITOR_POLICY)
+    server = start_server(tmp_path, policy_file, "--kubeconfig", str(cluster.webhook.kubeconfig),
+                          "--gauge-interval", "1", workers=2, offline=False)
+    try:
+        expected_pods = {
+            ("pilot", "dra-extended-resource", "dra-extended-resource"): 1,
+            ("pilot", "device-plugin", "device-plugin"): 1,
+            ("pilot", "dra-claim", "dra-claim"): 1,
+            ("pilot", "dra-extended-resource", "device-plugin"): 1,
+        }
+        got = eventually(lambda: (g := _gauges(server)).get("dra_webhook_migration_pods") == expected_pods and g,
+                         "the gauges to show the four Pods", 60)
+        assert got["dra_webhook_migration_drifted_pods"] == {("pilot",): 1}
+        assert got["dra_webhook_migration_taint_unevictable_pods"] == {(): 1}  # the extended-resource Pod
+        assert got["dra_webhook_migration_claims_injected_tolerations"] == {(): 1}
+        assert got["dra_webhook_migration_cohort_stage"] == {("pilot",): 1}
+        for _ in range(5):  # whichever of the two workers answers, each Pod counts once
+            assert _gauges(server)["dra_webhook_migration_pods"] == expected_pods
+            time.sleep(0.2)
+        kube.delete("v1", "Pod", "drifted", ns)
+        eventually(lambda: _gauges(server).get("dra_webhook_migration_drifted_pods") == {("pilot",): 0},
+                   "the drift to clear once the Pod is gone", 60)
+    finally:
+        server.stop()
+    assert "403" not in server.output() and server.output().count("exports the migration gauges") == 1

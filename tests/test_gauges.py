@@ -1,0 +1,208 @@
+"""Live migration gauges: computed from the cluster (report rows), one exporter, bounded labels."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import time
+from collections import defaultdict
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.fakeapi import (
+    FakeAPI,
+    device_class,
+    exact_request,
+    make_policy,
+    namespace,
+    pod,
+    resource_claim,
+    validate,
+    write_policy,
+)
+from tests.helpers import start_server
+from webhook import gauges
+from webhook.app import StaticPolicy
+
+PATH = "dra-migration.io/path"
+INJECTED = "dra-migration.io/tolerations-injected"
+NOW = dt.datetime(2027, 1, 20, 9, 30, tzinfo=dt.UTC)  # pilot-teams: pilot until 2027-02-01
+GPU = {"example.com/gpu": 1}
+EXT = {"extendedResourceClaimStatus": {"resourceClaimName": "ext-claim-abcde", "requestMappings": [
+    {"containerName": "main", "resourceName": "example.com/gpu", "requestName": "container-0-request-0"}]}}
+
+
+def _pod(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+    obj = pod(*args, **kwargs)
+    obj["metadata"].setdefault("uid", f"uid-{obj['metadata']['name']}")
+    validate(obj)
+    return obj
+
+
+def scenario() -> gauges.ClusterObjects:
+    """Pods on each path in a cohort, one drifted, one unannotated, one in no cohort, one finished."""
+    pods = [
+        _pod("ml-a", "on-dp", requests=GPU, annotations={PATH: "device-plugin"}),
+        _pod("ml-a", "on-ext-1", requests=GPU, annotations={PATH: "dra-extended-resource"}, status=EXT),
+        _pod("ml-a", "on-ext-2", requests=GPU, annotations={PATH: "dra-extended-resource"}, status=EXT),
+        _pod("ml-a", "drifted", requests=GPU, annotations={PATH: "dra-extended-resource"}),
+        _pod("ml-a", "on-claim", claims=[("gpu", "gpu-template")], annotations={PATH: "dra-claim"}),
+        _pod("ml-a", "waiting", requests=GPU, annotations={PATH: "dra-extended-resource"}, node=None),
+        _pod("ml-a", "nobody", requests=GPU),
+        _pod("team-legacy", "old", requests=GPU, annotations={PATH: "device-plugin"}),
+        _pod("ml-a", "done", requests=GPU, annotations={PATH: "dra-extended-resource"},
+             status={**EXT, "phase": "Succeeded"}),
+    ]
+    claim = resource_claim("ml-a", "on-claim-gpu-x7k2p", requests=[exact_request("gpu", "gpu.example.com")],
+                           owner=pods[4], annotations={INJECTED: "1"})
+    return gauges.ClusterObjects(
+        [namespace("ml-a"), namespace("team-legacy"), namespace("lab", {"division": "research"})],
+        pods, [claim], [device_class("gpu.example.com", "example.com/gpu")],
+    )
+
+
+def _by_name(samples: list[gauges.Sample]) -> dict[str, dict[tuple, float]]:
+    out: dict[str, dict[tuple, float]] = defaultdict(dict)
+    for name, labels, value in samples:
+        out[name][tuple(sorted(labels.items()))] = value
+    return out
+
+
+def test_samples_from_a_scenario() -> None:
+    got = _by_name(gauges.samples(make_policy(), NOW, scenario()))
+    pods = {tuple(v for _, v in k): n for k, n in got["dra_webhook_migration_pods"].items()}
+    # label order sorted: actual, cohort, intended, stage
+    assert pods == {
+        ("device-plugin", "pilot-teams", "device-plugin", "pilot"): 1,
+        ("dra-extended-resource", "pilot-teams", "dra-extended-resource", "pilot"): 2,
+        ("device-plugin", "pilot-teams", "dra-extended-resource", "pilot"): 1,  # the drifted one
+        ("dra-claim", "pilot-teams", "dra-claim", "pilot"): 1,
+        ("pending", "pilot-teams", "dra-extended-resource", "pilot"): 1,
+        ("device-plugin", "pilot-teams", "none", "pilot"): 1,
+        ("device-plugin", "none", "device-plugin", "legacy"): 1,
+    }
+    assert got["dra_webhook_migration_drifted_pods"] == {
+        (("cohort", "none"), ("stage", "legacy")): 0, (("cohort", "pilot-teams"), ("stage", "pilot")): 1,
+        (("cohort", "research"), ("stage", "pilot")): 0}
+    injected = got["dra_webhook_migration_claims_injected_tolerations"]
+    assert injected[(("cohort", "pilot-teams"),)] == 1 and injected[(("cohort", "research"),)] == 0
+    # The two bound extended-resource Pods; the finished one is not counted (issue 141290).
+    assert got["dra_webhook_migration_taint_unevictable_pods"][(("cohort", "pilot-teams"),)] == 2
+    assert got["dra_webhook_migration_cohort_stage"] == {
+        (("cohort", "pilot-teams"), ("stage", "pilot")): 1, (("cohort", "research"), ("stage", "pilot")): 1}
+    midnight = dt.datetime(2027, 2, 1, tzinfo=dt.UTC).timestamp()
+    assert got["dra_webhook_migration_next_stage_change_timestamp_seconds"] == {
+        (("cohort", "pilot-teams"), ("stage", "migrated")): midnight}
+    assert got["dra_webhook_migration_stage_since_timestamp_seconds"][
+        (("cohort", "research"), ("stage", "pilot"))] == dt.datetime(2027, 1, 15, tzinfo=dt.UTC).timestamp()
+
+
+def test_labels_are_bounded_no_object_names() -> None:
+    names = {"on-dp", "on-ext-1", "on-ext-2", "drifted", "on-claim", "waiting", "nobody", "old", "done",
+             "ml-a", "team-legacy", "lab", "on-claim-gpu-x7k2p", "ext-claim-abcde"}
+    for name, labels, _ in gauges.samples(make_policy(), NOW, scenario()):
+        assert set(labels) == set(gauges.FAMILIES[name][1])
+        assert not names & set(labels.values()), (name, labels)
+
+
+def _families(text: bytes) -> dict[str, list]:
+    return {f.name: f.samples for f in text_string_to_metric_families(text.decode())}
+
+
+def test_exposition_drops_stale_counts_but_keeps_the_health_gauges(tmp_path) -> None:
+    clock = [NOW]
+    exporter = gauges.Exporter(str(tmp_path), StaticPolicy(make_policy()), scenario, interval=60,
+                               clock=lambda: clock[0])
+    assert exporter.refresh() is True
+    fams = _families(gauges.exposition(str(tmp_path), NOW.timestamp() + 10))
+    assert sum(s.value for s in fams["dra_webhook_migration_pods"]) == 8
+    assert fams["dra_webhook_migration_refresh_ok"][0].value == 1
+    later = NOW.timestamp() + 181  # staleAfter = max(3 x 60, 180) s
+    fams = _families(gauges.exposition(str(tmp_path), later))
+    assert "dra_webhook_migration_pods" not in fams
+    assert fams["dra_webhook_migration_last_success_timestamp_seconds"][0].value == NOW.timestamp()
+
+
+def test_failed_read_keeps_last_good_counts_and_says_so(tmp_path) -> None:
+    reads = [scenario]
+
+    def read() -> gauges.ClusterObjects:
+        return reads[0]()
+
+    def broken() -> gauges.ClusterObjects:
+        raise ConnectionError("API server unreachable")
+
+    exporter = gauges.Exporter(str(tmp_path), StaticPolicy(make_policy()), read, clock=lambda: NOW)
+    assert exporter.refresh()
+    reads[0] = broken
+    assert exporter.refresh() is False
+    fams = _families(gauges.exposition(str(tmp_path), NOW.timestamp()))
+    assert fams["dra_webhook_migration_refresh_ok"][0].value == 0
+    assert sum(s.value for s in fams["dra_webhook_migration_pods"]) == 8
+    assert "API server unreachable" in gauges.read_snapshot(str(tmp_path))["error"]
+
+
+def test_only_one_exporter_holds_the_lock(tmp_path) -> None:
+    a = gauges.Exporter(str(tmp_path), StaticPolicy(make_policy()), scenario)
+    b = gauges.Exporter(str(tmp_path), StaticPolicy(make_policy()), scenario)
+    assert a.try_lead() is True
+    assert b.try_lead() is False  # flock is per open file description: a second open conflicts
+    assert a.try_lead() is True  # idempotent for the holder
+    os.close(a._lock_fd)  # what the kernel does when the exporter process dies
+    assert b.try_lead() is True
+
+
+def _scrape(server) -> dict[str, list]:
+    client = server.client()
+    try:
+        status, body = client.get("/metrics")
+    finally:
+        client.close()
+    assert status == 200
+    return _families(body)
+
+
+def _eventually(check, what: str, timeout: float = 20):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("workers", [3])
+def test_live_server_exports_each_pod_once_with_several_workers(tmp_path, workers) -> None:
+    objs = scenario()
+    with FakeAPI() as api:
+        api.put(*objs.namespaces, *objs.device_classes, *objs.pods, *objs.claims)
+        kubeconfig = api.write_kubeconfig(tmp_path)
+        policy = tmp_path / "p.yaml"
+        policy.write_text(open(write_policy(tmp_path)).read())
+        server = start_server(tmp_path, policy, "--kubeconfig", kubeconfig, "--gauge-interval", "0.5",
+                              workers=workers, offline=False)
+        try:
+            def pods_total() -> float | None:
+                fams = _scrape(server)
+                samples = fams.get("dra_webhook_migration_pods")
+                return sum(s.value for s in samples) if samples else None
+
+            assert _eventually(pods_total, "the gauges") == 8
+            # Every scrape (whichever worker answers) counts each Pod exactly once.
+            for _ in range(6):
+                fams = _scrape(server)
+                assert sum(s.value for s in fams["dra_webhook_migration_pods"]) == 8
+                assert sum(s.value for s in fams["dra_webhook_migration_drifted_pods"]) == 1
+                unevictable = fams["dra_webhook_migration_taint_unevictable_pods"]
+                assert sum(s.value for s in unevictable) == 2
+            # A Pod deleted from the cluster leaves the gauges: they follow the cluster, not events.
+            api.delete("Pod", "drifted", "ml-a")
+            _eventually(lambda: sum(s.value for s in _scrape(server)["dra_webhook_migration_drifted_pods"]) == 0,
+                        "the drifted Pod to disappear from the gauges")
+            assert pods_total() == 7
+        finally:
+            server.stop()
+        assert server.output().count("exports the migration gauges") == 1

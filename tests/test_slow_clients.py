@@ -12,14 +12,11 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import re
 import selectors
 import signal
 import socket
 import ssl
-import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -27,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT, Server, gpu_pod, make_certs, review
+from tests.helpers import Server, gpu_pod, review, start_server
 
 HEADER_TIMEOUT = 10
 BODY_TIMEOUT = 10
@@ -35,44 +32,6 @@ SLOW_BODIES = 100
 STALLED_HANDSHAKES = 100
 #: Generous bound for "closed by the server within its deadline": deadline + this (loaded 2-core CI).
 SLACK = 25.0
-
-
-def start(tmp: Path, *args: str, workers: int = 2, threads: int = 4) -> Server:
-    """``dra-webhook serve`` on a socket bound here and handed over (``--bind fd://N``): no port race."""
-    certs = make_certs(tmp / "certs")
-    policy = tmp / "policy"
-    policy.mkdir()
-    (policy / "policy.yaml").write_bytes((ROOT / "tests/data/live-policy.yaml").read_bytes())
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(1024)
-    port = listener.getsockname()[1]
-    log = tmp / "server.log"
-    env = dict(os.environ, PROMETHEUS_MULTIPROC_DIR=str(tmp / "metrics"), PYTHONUNBUFFERED="1")
-    with listener:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "webhook", "serve", "--policy", str(policy), "--cert-dir", str(certs),
-             "--bind", f"fd://{listener.fileno()}", "--workers", str(workers), "--threads", str(threads),
-             "--offline", *args],
-            cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True,
-            pass_fds=[listener.fileno()],
-        )
-    server = Server(port, certs / "ca.crt", certs, policy, proc, log)
-    client = server.client()
-    deadline = time.monotonic() + 60
-    while True:
-        assert proc.poll() is None, f"server exited {proc.returncode}:\n{server.output()[-3000:]}"
-        try:
-            if client.get("/readyz")[0] == 200:
-                break
-        except (OSError, http.client.HTTPException):
-            pass
-        if time.monotonic() > deadline:
-            server.stop()
-            raise AssertionError(f"server not ready in 60 s:\n{server.output()[-3000:]}")
-        time.sleep(0.1)
-    client.close()
-    return server
 
 
 def workers_of(server: Server) -> set[int]:
@@ -181,7 +140,7 @@ def admission_body() -> tuple[str, bytes]:
 
 @pytest.fixture()
 def server(tmp_path: Path):
-    s = start(tmp_path, "--header-timeout", str(HEADER_TIMEOUT), "--body-timeout", str(BODY_TIMEOUT))
+    s = start_server(tmp_path, None, "--header-timeout", str(HEADER_TIMEOUT), "--body-timeout", str(BODY_TIMEOUT))
     yield s
     s.stop()
 
@@ -239,7 +198,7 @@ def test_200_slow_connections_do_not_starve_admission(server: Server):
 
 def test_connection_cap_evicts_stalled_connections_and_health_still_answers(tmp_path: Path):
     """One worker capped at 20 connections, 60 stalled handshakes: probes and reviews still get in."""
-    server = start(tmp_path, "--max-connections", "20", "--header-timeout", "60", workers=1)
+    server = start_server(tmp_path, None, "--max-connections", "20", "--header-timeout", "60", workers=1)
     stalled: list[socket.socket] = []
     try:
         hello = partial_client_hello(server)

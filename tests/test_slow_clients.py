@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import Server, gpu_pod, review, start_server
+from webhook.worker import MAX_HEAD, Framing
 
 HEADER_TIMEOUT = 10
 BODY_TIMEOUT = 10
@@ -221,3 +222,53 @@ def test_connection_cap_evicts_stalled_connections_and_health_still_answers(tmp_
         for s in stalled:
             s.close()
         assert server.stop(signal.SIGTERM) == 0
+
+
+# ------------------------------------------------------------ request framing read by the event loop
+
+
+@pytest.mark.parametrize(("data", "complete"), [
+    (b"GET /healthz HTTP/1.1\r\nHost: x\r\n", False),
+    (b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", True),
+    (b"POST /v HTTP/1.1\r\nContent-Length: 5\r\n\r\nabcd", False),
+    (b"POST /v HTTP/1.1\r\ncontent-length: 5\r\n\r\nabcde", True),
+    (b"POST /v HTTP/1.1\r\nContent-Length: 99999999\r\n\r\n", True),  # over the limit: the app refuses now
+    (b"POST /v HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n", True),  # the parser answers 400
+    (b"POST /v HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n", False),
+    (b"POST /v HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n", False),
+    (b"POST /v HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n", True),
+    (b"POST /v HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nX-T: 1\r\n\r\n", True),
+    (b"POST /v HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", True),  # malformed: the parser answers 400
+    (b"POST /v HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", True),
+    (b"GET / HTTP/1.1\r\nX: " + b"a" * (MAX_HEAD + 1), True),  # head too large: the parser answers 400
+])
+def test_framing_knows_when_a_request_is_complete(data: bytes, complete: bool):
+    framing = Framing()
+    assert framing.complete(bytearray(data)) is complete
+    # fed byte by byte, the incremental scan reaches the same answer
+    framing, buf = Framing(), bytearray()
+    for i in range(len(data)):
+        buf += data[i:i + 1]
+        if framing.complete(buf):
+            break
+    assert framing.complete(buf) is complete
+
+
+def test_expect_100_continue_gets_continue_before_the_body(live_server: Server):
+    uid, body = admission_body()
+    ctx = ssl.create_default_context(cafile=str(live_server.ca))
+    with socket.create_connection(("127.0.0.1", live_server.port), timeout=20) as raw, \
+            ctx.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+        tls.sendall(b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                    b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % len(body))
+        assert tls.recv(4096).startswith(b"HTTP/1.1 100 Continue\r\n\r\n")
+        tls.sendall(body)
+        data = b""
+        while not re.search(rb"\r\n\r\n.*\}$", data, re.S):
+            chunk = tls.recv(65536)
+            assert chunk, data
+            data += chunk
+    final = data[data.rindex(b"HTTP/1.1 "):]  # after any repeated 1xx
+    head, _, payload = final.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200"), head
+    assert json.loads(payload)["response"]["uid"] == uid

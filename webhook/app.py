@@ -24,6 +24,8 @@ from webhook.view import ClusterView, OfflineView
 
 log = logging.getLogger(__name__)
 
+_STATUS = {200: "200 OK", 400: "400 Bad Request", 413: "413 Request Entity Too Large",
+           415: "415 Unsupported Media Type", 500: "500 Internal Server Error"}
 MAX_BODY = 7 * 1024 * 1024  # two 3 MiB objects plus the envelope (webhook-conventions.md §1.1)
 
 
@@ -92,23 +94,29 @@ def create_app(
     known_kinds = engine.handled_kinds()
 
     def admit(phase: str) -> Response:
+        # A wrong Content-Type is refused before the body is read, as before the fast path existed.
+        body = _read_body() if request.mimetype == "application/json" else b""
+        status, data = answer_body(phase, request.mimetype, body)
+        return _raw(data, status)
+
+    def answer_body(phase: str, mimetype: str, body: bytes) -> tuple[int, bytes]:
+        """Status and JSON bytes for one admission POST (shared by the flask view and the WSGI fast path)."""
         started = time.perf_counter()
         endpoint = "/" + phase
-        if request.mimetype != "application/json":
+        if mimetype != "application/json":
             metrics.BAD_REQUESTS.labels("415").inc()
-            return _json({"error": f"Content-Type is {request.mimetype or 'missing'!r}, expected "
-                                   "'application/json' (an AdmissionReview)", "status": 415}, 415)
-        body = _read_body()
+            return 415, orjson.dumps({"error": f"Content-Type is {mimetype or 'missing'!r}, expected "
+                                               "'application/json' (an AdmissionReview)", "status": 415})
         try:
             req = review.parse(body)
         except review.EnvelopeError as exc:
             metrics.BAD_REQUESTS.labels(str(exc.status)).inc()
             log.warning("%s: rejected body (%d bytes): %s", endpoint, len(body), exc.log_message)
-            return _json({"error": exc.message, "status": exc.status}, exc.status)
+            return exc.status, orjson.dumps({"error": exc.message, "status": exc.status})
         except review.RequestError as exc:
             metrics.BAD_REQUESTS.labels("400").inc()
             log.warning("%s uid=%s: malformed request: %s", endpoint, exc.uid, exc.log_message)
-            return _raw(admission.malformed(exc).body())
+            return 200, admission.malformed(exc).body()
         if recorder is not None:
             recorder(body, endpoint)
         policy = policies.current
@@ -118,7 +126,7 @@ def create_app(
         kind = req.kind if req.kind in known_kinds else "other"  # bounded label values, whatever is posted
         metrics.REQUESTS.labels(endpoint, kind, req.operation, str(answer.allowed).lower()).inc()
         metrics.DURATION.labels(endpoint).observe(time.perf_counter() - started)
-        return _raw(answer.body())
+        return 200, answer.body()
 
     def _observe(req: review.AdmissionRequest, answer: admission.AdmissionResponse, policy: CompiledPolicy,
                  phase: str) -> None:
@@ -200,5 +208,31 @@ def create_app(
     def unexpected(exc: Exception) -> Response:
         log.exception("unexpected error on %s %s", request.method, request.path)
         return _json({"error": "internal error; see the webhook's logs", "status": 500}, 500)
+
+    # Fast path (issue 17): flask's request context, routing and response objects cost about as much as
+    # the rules for a small review. POSTs to the two admission endpoints with a length within the limit
+    # are answered by the same answer_body() straight from WSGI; everything else (other methods and
+    # paths, chunked bodies, bodies over the limit) goes through flask and its error handlers.
+    # tests/test_app_fast_path.py checks both paths answer byte for byte the same.
+    flask_wsgi = app.wsgi_app
+    phases = {"/mutate": "mutate", "/validate": "validate"}
+
+    def wsgi(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        phase = phases.get(environ.get("PATH_INFO", ""))
+        length = environ.get("CONTENT_LENGTH")
+        if phase is None or environ.get("REQUEST_METHOD") != "POST" or not length or not length.isdigit() \
+                or int(length) > MAX_BODY:
+            return flask_wsgi(environ, start_response)  # everything else, with flask's error handling
+        try:
+            mimetype = environ.get("CONTENT_TYPE", "").split(";", 1)[0].strip().lower()
+            status, data = answer_body(phase, mimetype, environ["wsgi.input"].read(int(length)))
+        except Exception:
+            log.exception("unexpected error on POST %s", environ.get("PATH_INFO"))
+            status, data = 500, orjson.dumps({"error": "internal error; see the webhook's logs", "status": 500})
+        start_response(_STATUS.get(status, f"{status} Error"),
+                       [("Content-Type", "application/json"), ("Content-Length", str(len(data)))])
+        return [data]
+
+    app.wsgi_app = wsgi  # type: ignore[method-assign]
 
     return app

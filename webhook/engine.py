@@ -27,6 +27,9 @@ log = logging.getLogger(__name__)
 load_all()
 
 _ORDER = {Action.Off: 0, Action.Audit: 1, Action.Warn: 2, Action.Deny: 3}
+#: Kinds never denied, whatever the policy says (issue 13 item 4): a denial is honoured under any failure
+#: policy, and refusing a ResourceSlice stops a DRA driver publishing its devices. Deny becomes Warn.
+NEVER_DENIED_KINDS = frozenset({"ResourceSlice"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,10 +124,10 @@ def evaluate(
             errors.append(rule.id)
             finding = Finding(rule.id, f"rule {rule.id} could not evaluate this object ({type(exc).__name__})",
                               "report this to the platform team with the request uid " + req.uid)
-            verdicts.append(Verdict(finding, base))
+            verdicts.append(Verdict(finding, _capped(req.kind, base)))
             continue
         for finding in outcome.findings:
-            verdicts.append(_verdict(finding, base, policy, namespace, now))
+            verdicts.append(_verdict(finding, _capped(req.kind, base), policy, namespace, now))
         audit.update(outcome.notes)
         if outcome.mutated is not None and rule.mutating and _mutation_enabled(policy, rule.id, namespace, now):
             current = outcome.mutated
@@ -178,6 +181,10 @@ def _context(
         user=req.user,
         degraded=degraded,
     )
+
+
+def _capped(kind: str, action: Action) -> Action:
+    return Action.Warn if action is Action.Deny and kind in NEVER_DENIED_KINDS else action
 
 
 def _verdict(finding: Finding, base: Action, policy: CompiledPolicy, namespace: str, now: dt.datetime) -> Verdict:

@@ -34,9 +34,8 @@ DURING_OUTAGE = {
     "ResourceClaimTemplate": BLOCKED,   # resources.validate: Fail
     "DeviceClass": BLOCKED,             # resources.validate: Fail (cluster-scoped: namespaceSelector n/a)
     "ResourceSlice": CREATED,           # resourceslices.validate: Ignore, resources.mutate: Ignore
-    # Not matched at all on 1.36: the rules list devicetaintrules only at v1, which 1.36 does not serve
-    # (v1beta2 / v1alpha3), and matchPolicy Equivalent has no v1 to convert to. Fail would block it.
-    "DeviceTaintRule v1beta2": CREATED,
+    # resources.validate: Fail, now that the rules list v1beta2/v1alpha3 (what 1.36 serves; issue 13 item 8).
+    "DeviceTaintRule v1beta2": BLOCKED,
     # Claims other components create, for Pods that were themselves admitted:
     # matchCondition exclude-scheduler-extended-resource-claims (user system:kube-scheduler + annotation):
     "scheduler's extended-resource claim": CREATED,

@@ -65,10 +65,12 @@ SELECTOR = {k: COMMON_LABELS[k] for k in ("app.kubernetes.io/name", "app.kuberne
 # Every kind whose pod templates the webhook examines (webhook/objects.py KINDS), plus the gate-check kinds.
 WORKLOAD_KINDS = {
     *((k.group, v, k.resource) for k in OBJECT_KINDS for v in k.versions),
-    *(("scheduling.k8s.io", v, r) for v in ("v1beta1", "v1alpha3") for r in ("podgroups", "workloads")),
+    # v1alpha2: the only version Kubernetes 1.36 serves (issue 13 item 8).
+    *(("scheduling.k8s.io", v, r) for v in ("v1beta1", "v1alpha3", "v1alpha2") for r in ("podgroups", "workloads")),
 }
 CLAIM_KINDS = {("resource.k8s.io", "v1", "resourceclaims"), ("resource.k8s.io", "v1", "resourceclaimtemplates")}
-DEVICE_KINDS = {("resource.k8s.io", "v1", "deviceclasses"), ("resource.k8s.io", "v1", "devicetaintrules")}
+DEVICE_KINDS = {("resource.k8s.io", "v1", "deviceclasses"),
+                *(("resource.k8s.io", v, "devicetaintrules") for v in ("v1", "v1beta2", "v1alpha3"))}
 SLICE_KINDS = {("resource.k8s.io", "v1", "resourceslices")}
 ALL_KINDS = WORKLOAD_KINDS | CLAIM_KINDS | DEVICE_KINDS | SLICE_KINDS
 # Validation that fails closed: what the policy protects and what is immutable once admitted.
@@ -378,7 +380,8 @@ def test_rules_cover_exactly_the_kinds_the_engine_handles(rendered: tuple[str, l
         assert not extra and not missing, f"{kind}: extra {extra}, missing {missing}"
     for _, hook in webhooks(objs):
         for rule in hook["rules"]:
-            cluster = {r for r in rule["resources"] if ("resource.k8s.io", "v1", r) in DEVICE_KINDS | SLICE_KINDS}
+            cluster = {r for r in rule["resources"] for v in rule["apiVersions"]
+                       if ("resource.k8s.io", v, r) in DEVICE_KINDS | SLICE_KINDS}
             assert rule["scope"] == ("Cluster" if cluster else "Namespaced"), rule
 
 

@@ -6,6 +6,7 @@ import datetime as dt
 import os
 import time
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -181,7 +182,7 @@ def test_live_server_exports_each_pod_once_with_several_workers(tmp_path, worker
         api.put(*objs.namespaces, *objs.device_classes, *objs.pods, *objs.claims)
         kubeconfig = api.write_kubeconfig(tmp_path)
         policy = tmp_path / "p.yaml"
-        policy.write_text(open(write_policy(tmp_path)).read())
+        policy.write_text(Path(write_policy(tmp_path)).read_text())
         server = start_server(tmp_path, policy, "--kubeconfig", kubeconfig, "--gauge-interval", "0.5",
                               workers=workers, offline=False)
         try:

@@ -264,7 +264,7 @@ POLICY_VARIANTS = [(f"{src}:{stage}", p) for src, doc in _corpus_policy_docs() f
 def acts(req: AdmissionRequest, policy: CompiledPolicy, phase: str) -> bool:
     """Whether the webhook would do anything visible: a finding of any action, a patch, a denial."""
     d = engine.evaluate(req, policy, OfflineView(), phase, NOW)
-    return bool(d.verdicts or d.patch or not d.allowed or d.warnings or d.errors)
+    return bool(d.verdicts or d.patch or not d.allowed)  # warnings and rule errors are verdicts
 
 
 def admission_request(obj: dict[str, Any], operation: str = "CREATE", old: dict[str, Any] | None = None,
@@ -402,6 +402,12 @@ INERT: dict[tuple[str, ...], str] = {
     ("J", "suspend"): "workloads.template_writes: only limits what may be written on an UPDATE",
     ("spec", "suspend"): "as above (JobSet)",
     ("status", "startTime"): "as above (Job)",
+    ("spec", "replicas"): "shared-claim-limit: counts Pods only for a template naming a claim (a trigger)",
+    ("spec", "strategy"): "as above (a Deployment's surge)",
+    ("J", "parallelism"): "as above (a Job's Pods at once)",
+    ("spec", "replicatedJobs", "[]", "replicas"): "as above (a JobSet's)",
+    ("spec", "pytorchReplicaSpecs", "Master", "replicas"): "as above (a PyTorchJob's)",
+    ("spec", "pytorchReplicaSpecs", "Worker", "replicas"): "as above (a PyTorchJob's)",
 }
 
 

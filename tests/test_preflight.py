@@ -74,7 +74,9 @@ def tol(key: str = "example.com/maintenance", operator: str = "Exists", seconds:
         ({"key": "example.com/other", "operator": "Exists"}, False),
         ({"key": "example.com/maintenance", "operator": "Exists", "effect": "NoSchedule"}, False),
         ({"key": "example.com/maintenance", "operator": "Exists", "effect": "NoExecute"}, True),
-        ({"key": "", "operator": "Equal", "value": "firmware"}, False),  # empty key needs Exists
+        # Upstream resourceclaim.ToleratesTaint: an empty key matches every key, Equal then compares values.
+        ({"key": "", "operator": "Equal", "value": "firmware"}, True),
+        ({"key": "", "operator": "Equal", "value": "other"}, False),
     ],
 )
 def test_tolerates(toleration: dict, matches: bool) -> None:
@@ -88,7 +90,20 @@ def test_eviction_outcomes() -> None:
     assert eviction([tol(seconds=300), tol(key="", seconds=60)], MAINT) == Eviction(AFTER, 60)  # smallest wins
     assert eviction([tol(seconds=0)], MAINT) == Eviction(AT_ONCE)
     assert eviction([tol()], MAINT) == Eviction(NEVER)
-    assert eviction([tol(), tol(key="", seconds=30)], MAINT) == Eviction(AFTER, 30)
+    # One NoExecute toleration without seconds: never evicted, whatever the others say (claimEvictionTime).
+    assert eviction([tol(), tol(key="", seconds=30)], MAINT) == Eviction(NEVER)
+    assert eviction([tol(seconds=-5)], MAINT) == Eviction(AT_ONCE)  # negative seconds count as 0
+    assert eviction([tol(seconds=-5), tol(seconds=60)], MAINT) == Eviction(AT_ONCE)
+
+
+def test_only_noexecute_tolerations_protect() -> None:
+    # kubernetes pkg/controller/devicetainteviction/device_taint_eviction.go (ab3cec07), claimEvictionTime:
+    # a toleration with no effect (or NoSchedule) lets the allocator place the claim, then evicts at once.
+    no_effect = {"key": "example.com/maintenance", "operator": "Exists"}
+    assert tolerates(no_effect, MAINT)
+    assert eviction([no_effect], MAINT) == Eviction(AT_ONCE)
+    assert eviction([tol(effect="NoSchedule")], MAINT) == Eviction(AT_ONCE)
+    assert eviction([no_effect, tol(seconds=90)], MAINT) == Eviction(AFTER, 90)
     assert eviction([], Taint("example.com/maintenance", effect="NoSchedule")) == Eviction(NEVER)
     assert eviction([], Taint("example.com/maintenance", effect="None")) == Eviction(NEVER)
 
@@ -156,9 +171,17 @@ def scenario(training_at_once: bool = True) -> tuple[list[dict], list[dict]]:
                        results=[result("gpu-0", pool="node-b")], reserved_for=[reserved_pod(pods[3])]),
         resource_claim("ml-b", "unallocated", requests=[exact_request("gpu", "gpu.example.com")]),
     ]
+    for p, c in zip(pods, [claims[0], claims[1], claims[2], claims[3]], strict=True):
+        bind(p, "gpu", c["metadata"]["name"])
     for obj in pods + claims:
         validate(obj)
     return pods, claims
+
+
+def bind(p: dict, ref: str, claim: str) -> dict:
+    """What the resourceclaim controller records: the generated claim's name for ``spec.resourceClaims[ref]``."""
+    p.setdefault("status", {}).setdefault("resourceClaimStatuses", []).append({"name": ref, "resourceClaimName": claim})
+    return p
 
 
 def test_three_outcomes_and_exit_3_for_a_training_job() -> None:
@@ -211,6 +234,8 @@ def test_noschedule_evicts_nothing() -> None:
 
 def test_podgroup_reservation_reaches_member_pods() -> None:
     members = [pod("ml-a", f"w-{i}", pod_group="trainers", labels=TRAINING, uid=f"uid-w-{i}") for i in range(2)]
+    for m in members:  # the shared claim is named in each member's spec.resourceClaims
+        m["spec"]["resourceClaims"] = [{"name": "fabric", "resourceClaimName": "trainers-fabric-x"}]
     other = pod("ml-a", "loner", uid="uid-loner")
     pg_ref = {"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": "trainers", "uid": "uid-pg"}
     claim = resource_claim("ml-a", "trainers-fabric-x", requests=[exact_request("fabric", "gpu.example.com")],
@@ -220,7 +245,8 @@ def test_podgroup_reservation_reaches_member_pods() -> None:
     assert [p.name for p in res.pods] == ["w-0", "w-1"] and res.exit_code == 3
 
 
-def test_firstavailable_subrequest_tolerations_from_spec() -> None:
+def test_tolerations_only_from_the_allocation() -> None:
+    # The request's own tolerations do not count: claimEvictionTime reads results[].tolerations only.
     claim = resource_claim(
         "ml-a", "fa", results=[result("gpu-0", request="gpu/big")], reserved_for=[],
         requests=[{"name": "gpu", "firstAvailable": [
@@ -230,8 +256,58 @@ def test_firstavailable_subrequest_tolerations_from_spec() -> None:
     )
     validate(claim)
     res = analyse(DeviceSelector(DRIVER), MAINT, [claim], [], make_policy())
-    assert res.claims[0].eviction == Eviction(AFTER, 120)
+    assert res.claims[0].eviction == Eviction(AT_ONCE)
     assert res.pods == [] and any("no Pod" in n for n in res.notes)
+
+
+def extended_pod_and_claim(training: bool = True) -> tuple[dict, dict]:
+    """A Pod on the extended-resource path: the scheduler's claim sits in status.extendedResourceClaimStatus."""
+    p = pod("ml-a", "ext-0", requests={"example.com/gpu": 1}, labels=TRAINING if training else None,
+            uid="uid-ext-0", status={"extendedResourceClaimStatus": {
+                "resourceClaimName": "ext-0-extended-resources-x1",
+                "requestMappings": [{"containerName": "main", "resourceName": "example.com/gpu",
+                                     "requestName": "container-0-request-0"}]}})
+    claim = resource_claim("ml-a", "ext-0-extended-resources-x1", owner=p, reserved_for=[reserved_pod(p)],
+                           requests=[exact_request("container-0-request-0", "gpu.example.com")],
+                           results=[result("gpu-7", request="container-0-request-0")],
+                           annotations={"resource.kubernetes.io/extended-resource-claim": "true"})
+    validate(p)
+    validate(claim)
+    return p, claim
+
+
+def test_extended_resource_pods_are_not_evicted_and_need_a_drain() -> None:
+    # Upstream podEvictionTime only follows pod.spec.resourceClaims (kubernetes/kubernetes#141290).
+    p, claim = extended_pod_and_claim()
+    res = analyse(DeviceSelector(DRIVER), MAINT, [claim], [p], make_policy())
+    [impact] = res.pods
+    assert (impact.eviction.outcome, impact.eviction.seconds) == (NEVER, None)
+    assert "drain" in impact.eviction.reason and res.exit_code == 0
+    assert any("141290" in n and "drain" in n for n in res.notes)
+    assert "drain it by hand" in render_text(res)
+    assert res.to_json()["pods"][0]["reason"] == impact.eviction.reason
+
+
+def test_only_bound_live_reserved_pods_are_evicted() -> None:
+    pods, claims = scenario()
+    del pods[0]["spec"]["nodeName"]
+    pods[1]["metadata"]["deletionTimestamp"] = "2026-12-03T11:00:00Z"
+    claims[2]["status"]["reservedFor"] = []  # svc-0: still owner-referenced, no longer reserved
+    claims[2]["status"]["allocation"]["devices"]["results"][0]["tolerations"] = []
+    res = analyse(DeviceSelector(DRIVER, "node-a"), MAINT, claims, pods, make_policy())
+    reasons = {p.name: (p.eviction.outcome, p.eviction.reason) for p in res.pods}
+    assert reasons["train-0"] == (NEVER, "not bound to a node")
+    assert reasons["serve-0"] == (NEVER, "already being deleted")
+    assert "svc-0" not in reasons  # not a consumer any more (no reservation, no owner reference)
+    assert res.exit_code == 0
+
+
+def test_owner_without_reservation_is_not_evicted() -> None:
+    pods, claims = scenario()
+    claims[0]["status"]["reservedFor"] = []
+    res = analyse(DeviceSelector(DRIVER, "node-a"), MAINT, claims, pods, make_policy())
+    assert {p.name: p.eviction.reason for p in res.pods}["train-0"] == "not in the claim's reservedFor"
+    assert res.exit_code == 0
 
 
 # -- the command, against the fake API server ----------------------------------------------------------------

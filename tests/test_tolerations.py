@@ -102,8 +102,8 @@ def broad(obj: dict[str, Any], **ctx_args: Any) -> list[str]:
         ({"key": "example.com/maintenance", "operator": "Exists", "effect": "NoExecute"}, "forever"),
         (
             {"key": "example.com/maintenance", "operator": "Exists"},
-            "forever",
-        ),  # empty effect includes NoExecute
+            "evicted at once",
+        ),  # no effect: the allocator places the claim, eviction is not delayed (claimEvictionTime, ab3cec07)
         (
             {
                 "key": "example.com/x",

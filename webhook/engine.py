@@ -27,6 +27,11 @@ from webhook.view import ClusterView, OfflineView
 log = logging.getLogger(__name__)
 load_all()
 
+#: Kinds never denied, whatever the policy says (issue 13 item 4): a denial is honoured under any failure
+#: policy, and refusing a ResourceSlice stops a DRA driver publishing its devices. Deny becomes Warn.
+NEVER_DENIED_KINDS = frozenset({"ResourceSlice"})
+
+
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """A finding with the action the policy gave it (``excepted`` names the exception that switched it off)."""
@@ -114,10 +119,11 @@ def evaluate(
             log.error("rule %s failed on request uid=%s (%s %s/%s): %s", rule.id, req.uid, req.kind,
                       namespace, req.name or "<generated>", type(exc).__name__)
             log.debug("rule %s traceback (uid=%s)", rule.id, req.uid, exc_info=True)
-            verdicts.append(_failure(rule.id, type(exc).__name__, base, policy, namespace, now, req.uid))
+            verdicts.append(_failure(rule.id, type(exc).__name__, _capped(req.kind, base), policy, namespace, now,
+                                     req.uid))
             continue
         for finding in outcome.findings:
-            verdicts.append(_verdict(finding, base, policy, namespace, now))
+            verdicts.append(_verdict(finding, _capped(req.kind, base), policy, namespace, now))
         notes.update(outcome.notes)
         if outcome.mutated is not None and rule.mutating and _mutation_enabled(policy, rule.id, namespace, now):
             current = outcome.mutated
@@ -176,6 +182,10 @@ def _context(
         user=req.user,
         degraded=degraded,
     )
+
+
+def _capped(kind: str, action: Action) -> Action:
+    return Action.Warn if action is Action.Deny and kind in NEVER_DENIED_KINDS else action
 
 
 def _verdict(finding: Finding, base: Action, policy: CompiledPolicy, namespace: str, now: dt.datetime) -> Verdict:

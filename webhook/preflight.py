@@ -4,8 +4,20 @@ Given a device selector with DeviceTaintRule semantics (dra-1.37.md §2.3: drive
 an empty selector selects every device, an omitted one none) and a taint, find the allocated claims on
 those devices (``status.allocation.devices.results[]``), the Pods using them (``status.reservedFor``,
 owner references, PodGroup members) and, for each Pod, whether a NoExecute taint evicts it at once,
-after N seconds, or never (§3). Tolerations are the copies in ``results[].tolerations`` (what the
-eviction controller uses: the request as it was at allocation time), else the request's own.
+after N seconds, or never (§3).
+
+The decision mirrors kubernetes/kubernetes pkg/controller/devicetainteviction/device_taint_eviction.go
+(read at commit ab3cec07, v1.36/1.37 line), ``(*Controller).podEvictionTime`` and
+``(*Controller).claimEvictionTime``, and ``resourceclaim.ToleratesTaint``
+(staging/src/k8s.io/dynamic-resource-allocation/resourceclaim/toleration.go):
+
+- only Pods with ``spec.nodeName``, not being deleted and reserved in the claim's ``reservedFor`` are evicted;
+- only claims named in ``pod.spec.resourceClaims`` count: a Pod on the extended-resource path (its claim is
+  in ``status.extendedResourceClaimStatus``) is never evicted (upstream issue kubernetes/kubernetes#141290),
+  so it keeps running on a device under maintenance and must be drained by hand;
+- tolerations come only from ``status.allocation.devices.results[].tolerations`` (absent = none), and only
+  those with effect ``NoExecute`` protect; one matching without ``tolerationSeconds`` = never evicted,
+  otherwise evicted at taint time + min(max(tolerationSeconds, 0)).
 """
 
 from __future__ import annotations
@@ -62,6 +74,7 @@ class Eviction:
 
     outcome: str
     seconds: int | None = None
+    reason: str = ""  # why a Pod on a tainted device is not evicted, when that needs action
 
     @property
     def order(self) -> tuple[int, int]:
@@ -73,7 +86,7 @@ class Eviction:
             return "evicted at once"
         if self.outcome == AFTER:
             return f"evicted after {self.seconds}s"
-        return "not evicted"
+        return f"not evicted ({self.reason})" if self.reason else "not evicted"
 
 
 def load_rule(text: str, source: str = "-") -> tuple[DeviceSelector | None, Taint]:
@@ -113,51 +126,35 @@ def load_rule(text: str, source: str = "-") -> tuple[DeviceSelector | None, Tain
 
 
 def tolerates(toleration: Mapping[str, Any], taint: Taint) -> bool:
-    """Device toleration matching (dra-1.37.md §3): empty key + Exists matches every key; Equal needs the
-    value; an empty effect matches every effect."""
+    """``resourceclaim.ToleratesTaint`` (upstream): an empty effect matches every effect, an empty key every
+    key; ``Exists`` matches any value, ``Equal`` (or no operator) needs the same value, even with an empty key."""
     effect = toleration.get("effect") or ""
     if effect and effect != taint.effect:
         return False
     key = toleration.get("key") or ""
-    operator = toleration.get("operator") or "Equal"
-    if not key:
-        return operator == "Exists"
-    if key != taint.key:
+    if key and key != taint.key:
         return False
+    operator = toleration.get("operator") or "Equal"
     if operator == "Exists":
         return True
     return operator == "Equal" and (toleration.get("value") or "") == taint.value
 
 
 def eviction(tolerations: Iterable[Mapping[str, Any]], taint: Taint) -> Eviction:
-    """What a taint does to a device user with these tolerations, as the eviction controller decides:
-    untolerated NoExecute evicts at once; among matching tolerations the smallest ``tolerationSeconds``
-    wins (0 or less = at once); matching tolerations without seconds tolerate forever."""
+    """What a taint does to a device user with these tolerations, as upstream ``claimEvictionTime`` decides:
+    only tolerations with effect ``NoExecute`` protect (one with no effect still lets the allocator place the
+    claim, but the Pod is then evicted at once); one matching without ``tolerationSeconds`` tolerates forever;
+    otherwise the smallest ``max(tolerationSeconds, 0)`` wins."""
     if taint.effect != "NoExecute":
         return Eviction(NEVER)
-    matching = [t for t in tolerations if tolerates(t, taint)]
+    matching = [t for t in tolerations if t.get("effect") == "NoExecute" and tolerates(t, taint)]
     if not matching:
         return Eviction(AT_ONCE)
-    seconds = [t["tolerationSeconds"] for t in matching if isinstance(t.get("tolerationSeconds"), int)]
-    if not seconds:
+    seconds = [t.get("tolerationSeconds") for t in matching]
+    if any(not isinstance(s, int) for s in seconds):
         return Eviction(NEVER)
-    least = min(seconds)
-    return Eviction(AT_ONCE) if least <= 0 else Eviction(AFTER, least)
-
-
-def request_tolerations(claim: Mapping[str, Any], request: str) -> list[dict[str, Any]]:
-    """Tolerations of request ``name`` or ``name/subrequest`` in the claim's spec."""
-    main, _, sub = request.partition("/")
-    for req in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
-        if req.get("name") != main:
-            continue
-        if sub:
-            for entry in req.get("firstAvailable") or []:
-                if entry.get("name") == sub:
-                    return list(entry.get("tolerations") or [])
-            return []
-        return list((req.get("exactly") or {}).get("tolerations") or [])
-    return []
+    least = max(min(s for s in seconds if isinstance(s, int)), 0)
+    return Eviction(AT_ONCE) if least == 0 else Eviction(AFTER, least)
 
 
 # -- the analysis ----------------------------------------------------------------------------------------
@@ -213,7 +210,7 @@ class Preflight:
 
     def to_json(self) -> dict[str, Any]:
         def ev(e: Eviction) -> dict[str, Any]:
-            return {"outcome": e.outcome, "seconds": e.seconds}
+            return {"outcome": e.outcome, "seconds": e.seconds, **({"reason": e.reason} if e.reason else {})}
 
         sel = self.selector
         return {
@@ -285,23 +282,31 @@ def analyse(
             continue
         evictions = []
         for r in selected:
-            tols = r["tolerations"] if "tolerations" in r else request_tolerations(claim, r.get("request", ""))
-            evictions.append(eviction(tols or [], taint))
+            # Only the allocation's copies count (claimEvictionTime); absent means no toleration.
+            evictions.append(eviction(r.get("tolerations") or [], taint))
         worst = min(evictions, key=lambda e: e.order)
         meta = claim["metadata"]
         ns = meta.get("namespace", "")
         devices = [f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}" for r in selected]
         hit = ClaimHit(ns, meta["name"], devices, worst, _consumers(claim, pods_by_ns))
         hits.append(hit)
+        reserved = _reserved(claim, pods_by_ns)
         for pod_name in hit.pods:
+            pod = next((p for p in pods_by_ns.get(ns, []) if p["metadata"]["name"] == pod_name), None)
+            effect = _pod_eviction(pod, meta["name"], pod_name in reserved, worst)
             impact = impacts.get((ns, pod_name))
             if impact is None:
-                pod = next((p for p in pods_by_ns.get(ns, []) if p["metadata"]["name"] == pod_name), None)
-                impact = impacts[(ns, pod_name)] = PodImpact(ns, pod_name, worst, _training(pod, policy))
-            elif worst.order < impact.eviction.order:
-                impact.eviction = worst
+                impact = impacts[(ns, pod_name)] = PodImpact(ns, pod_name, effect, _training(pod, policy))
+            elif effect.order < impact.eviction.order:
+                impact.eviction = effect
             impact.claims.append(hit.name)
             impact.devices += [d for d in devices if d not in impact.devices]
+    if any(p.eviction.reason == EXTENDED_PATH for p in impacts.values()):
+        notes.append(
+            "Pods on the extended-resource path are not evicted by device taints (kube-controller-manager only "
+            "follows pod.spec.resourceClaims, kubernetes/kubernetes#141290): they keep running on the tainted "
+            "devices; drain them by hand, or move them to a claim template with tolerations"
+        )
     unused = [h for h in hits if not h.pods]
     if unused:
         notes.append(f"{len(unused)} allocated claim(s) on the selected devices have no Pod using them")
@@ -312,6 +317,51 @@ def analyse(
         sorted(impacts.values(), key=lambda p: (p.eviction.order, p.namespace, p.name)),
         notes,
     )
+
+
+EXTENDED_PATH = "extended-resource path: drain it by hand"
+
+
+def _reserved(claim: Mapping[str, Any], pods_by_ns: Mapping[str, list[dict[str, Any]]]) -> set[str]:
+    """Pods the claim is reserved for (directly or through a reserving PodGroup), without owner references."""
+    status_only = {**claim, "metadata": {**(claim.get("metadata") or {}), "ownerReferences": []}}
+    return set(_consumers(status_only, pods_by_ns))
+
+
+def _pod_eviction(pod: Mapping[str, Any] | None, claim_name: str, reserved: bool, claim: Eviction) -> Eviction:
+    """Upstream ``(*Controller).podEvictionTime``: an unbound Pod, one being deleted, or one the claim is not
+    reserved for is left alone; only claims in ``pod.spec.resourceClaims`` count, so the claim of the
+    extended-resource path (``status.extendedResourceClaimStatus``) never evicts (kubernetes#141290)."""
+    if pod is None:
+        return claim
+    if not (pod.get("spec") or {}).get("nodeName"):
+        return Eviction(NEVER, reason="not bound to a node")
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return Eviction(NEVER, reason="already being deleted")
+    if not reserved:
+        return Eviction(NEVER, reason="not in the claim's reservedFor")
+    if claim_name in _spec_claim_names(pod):
+        return claim
+    extended = ((pod.get("status") or {}).get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
+    if extended == claim_name:
+        return Eviction(NEVER, reason=EXTENDED_PATH)
+    return Eviction(NEVER, reason="claim not in pod.spec.resourceClaims")
+
+
+def _spec_claim_names(pod: Mapping[str, Any]) -> set[str]:
+    """Claim names behind ``pod.spec.resourceClaims``: direct names, and generated ones from
+    ``status.resourceClaimStatuses`` (upstream ``resourceclaim.Name``)."""
+    generated = {
+        s.get("name"): s.get("resourceClaimName")
+        for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []
+    }
+    names: set[str] = set()
+    for ref in (pod.get("spec") or {}).get("resourceClaims") or []:
+        templated = generated.get(ref.get("name")) if ref.get("resourceClaimTemplateName") else None
+        name = ref.get("resourceClaimName") or templated
+        if name:
+            names.add(name)
+    return names
 
 
 def _training(pod: dict[str, Any] | None, policy: CompiledPolicy | None) -> bool | None:

@@ -148,8 +148,9 @@ def test_controller_does_not_evict_extended_resource_pods(kube, maintenance):
     assert results[0]["pool"] == "e2e-maint"  # it does sit on a tainted device
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "preflight predicts 'at-once' for extended-resource-path Pods, but kube-controller-manager 1.36/1.37 never "
-    "evicts those (upstream issue 141290); issue 13 fixes preflight: remove this marker when it lands"))
 def test_preflight_predicts_no_eviction_for_extended_resource_pods(maintenance):
+    # webhook.preflight mirrors podEvictionTime: the extended-resource claim never evicts; it says to drain.
     assert maintenance["predicted"].get(EXTENDED_POD) == ("never", None), maintenance["report"]
+    [entry] = [p for p in maintenance["report"]["pods"] if p["pod"] == EXTENDED_POD]
+    assert "drain" in entry["reason"], entry
+    assert any("141290" in n for n in maintenance["report"]["notes"]), maintenance["report"]["notes"]

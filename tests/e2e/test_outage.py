@@ -34,12 +34,13 @@ DURING_OUTAGE = {
     "ResourceClaimTemplate": BLOCKED,   # resources.validate: Fail
     "DeviceClass": BLOCKED,             # resources.validate: Fail (cluster-scoped: namespaceSelector n/a)
     "ResourceSlice": CREATED,           # resourceslices.validate: Ignore, resources.mutate: Ignore
-    # Not matched at all on 1.36: the rules list devicetaintrules only at v1, which 1.36 does not serve
-    # (v1beta2 / v1alpha3), and matchPolicy Equivalent has no v1 to convert to. Fail would block it.
-    "DeviceTaintRule v1beta2": CREATED,
+    # resources.validate: Fail, now that the rules list v1beta2/v1alpha3 (what 1.36 serves; issue 13 item 8).
+    "DeviceTaintRule v1beta2": BLOCKED,
     # Claims other components create, for Pods that were themselves admitted:
-    "scheduler's extended-resource claim": BLOCKED,  # resources.validate: Fail (user system:kube-scheduler)
-    "resourceclaim controller's claim": BLOCKED,     # resources.validate: Fail (the controller's account)
+    # matchCondition exclude-scheduler-extended-resource-claims (user system:kube-scheduler + annotation):
+    "scheduler's extended-resource claim": CREATED,
+    # matchCondition exclude-resourceclaim-controller (system:serviceaccount:kube-system:resource-claim-controller):
+    "resourceclaim controller's claim": CREATED,
 }
 
 
@@ -78,6 +79,24 @@ def _failure_event(kube, ns: str, name: str) -> str:
     raise AssertionError(f"events of {name}: {[(e.get('reason'), e.get('message')) for e in mine]}")
 
 
+def _generated_claim(kube, ns: str) -> bool:
+    return any("resource.kubernetes.io/pod-claim-name" in (c["metadata"].get("annotations") or {})
+               for c in kube.list("resource.k8s.io/v1", "ResourceClaim", ns))
+
+
+def _settled(kube, ns: str, pod_name: str, created, what: str) -> str:
+    """CREATED once ``created()`` holds, BLOCKED once the component reported the webhook refusing it."""
+    def outcome() -> str | None:
+        if created():
+            return CREATED
+        try:
+            _failure_event(kube, ns, pod_name)
+        except AssertionError:
+            return None
+        return BLOCKED
+    return eventually(outcome, f"{what}: created or refused", 60)
+
+
 def test_shipped_failure_policies_during_an_outage_and_recovery(cluster, kube, namespace):
     ns = namespace("pilot")
     kube.create(claim_template("ready", ns))  # made while the webhook is up, used during the outage
@@ -93,13 +112,12 @@ def test_shipped_failure_policies_during_an_outage_and_recovery(cluster, kube, n
         # The scheduler's claim: a Pod pinned to the DRA Node asking for example.com/gpu (extended-resource path;
         # pinned because the mutating webhook that would steer it is down too).
         kube.create(pod("extended", ns, nodeSelector={"kubernetes.io/hostname": GPU_NODE}))
-        eventually(lambda: _failure_event(kube, ns, "extended"), "the scheduler reporting its claim refused", 30)
-        observed["scheduler's extended-resource claim"] = BLOCKED if not _bound(kube, ns, "extended") else CREATED
+        observed["scheduler's extended-resource claim"] = _settled(
+            kube, ns, "extended", lambda: _bound(kube, ns, "extended"), "the extended-resource Pod")
         # The resourceclaim controller's claim for a Pod using a template.
         kube.create(claim_pod("templated", ns, "ready"))
-        eventually(lambda: _failure_event(kube, ns, "templated"), "the resourceclaim controller's claim refused", 30)
-        observed["resourceclaim controller's claim"] = (
-            BLOCKED if not kube.list("resource.k8s.io/v1", "ResourceClaim", ns) else CREATED)
+        observed["resourceclaim controller's claim"] = _settled(
+            kube, ns, "templated", lambda: _generated_claim(kube, ns), "the templated Pod's claim")
         # Last, after every ResourceSlice change of this test (see KNOWN_SCHEDULER_PANIC).
         observed["DeviceTaintRule v1beta2"] = _attempt(kube, TAINT_RULE)
     finally:

@@ -39,15 +39,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="seconds an idle keep-alive connection stays open (default 90; the API server keeps 90)")
     p.add_argument("--graceful-timeout", type=int, default=20,
                    help="seconds in-flight requests get after SIGTERM (default 20)")
-    p.add_argument("--max-connections", type=_positive_int, default=500,
+    p.add_argument("--max-connections", type=_positive_int, default=500, metavar="N",
                    help="open connections per worker (default 500). At the limit the oldest connection that "
                    "has not sent a complete request is closed to admit a new one, and a WARNING is logged; "
                    "keep workers x this below the pod's open-files limit")
-    p.add_argument("--header-timeout", type=_positive_float, default=10.0,
+    p.add_argument("--header-timeout", type=_positive_float, default=10.0, metavar="SECONDS",
                    help="seconds a connection gets for the TLS handshake and the request line and headers "
                    "(default 10; also for the next request on a kept-alive connection, from its first byte). "
                    "The API server sends a review in one write; only slow or stalled clients hit this")
-    p.add_argument("--body-timeout", type=_positive_float, default=10.0,
+    p.add_argument("--body-timeout", type=_positive_float, default=10.0, metavar="SECONDS",
                    help="seconds the request body may take after the headers (default 10). Requests are read "
                    "whole before a thread runs them, so slow clients never hold a thread")
     p.add_argument("--offline", action="store_true",

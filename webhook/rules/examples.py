@@ -118,8 +118,9 @@ EXAMPLES: dict[str, Example] = {
         Example(
             ids.TOLERATION_TOO_BROAD,
             _claim("tolerate-all", {"tolerations": [{"operator": "Exists"}]}),
-            "Tolerate a specific taint key, and for NoExecute set tolerationSeconds (at most "
-            "claims.maxTolerationSeconds) so device maintenance can still evict after a checkpoint window.",
+            "Tolerate a specific taint key with effect NoExecute and tolerationSeconds (at most "
+            "claims.maxTolerationSeconds). A toleration with no effect lets the allocator place the claim on a "
+            "NoExecute-tainted device, and the Pod is then evicted at once: only NoExecute tolerations delay it.",
         ),
         Example(
             ids.NONSTANDARD_NUMA_ATTRIBUTE,
@@ -166,7 +167,7 @@ EXAMPLES: dict[str, Example] = {
             _pod("train-0", {"example.com/gpu": "4"}, {"workload.example.com/kind": "training"}),
             "Request the devices through a ResourceClaimTemplate carrying the policy's device tolerations (the "
             "finding's remediation is a ready-to-apply template), so a maintenance taint gives the job time to "
-            "checkpoint instead of evicting it.",
+            "checkpoint and is then moved, instead of running on unnoticed on a device under maintenance.",
         ),
         Example(
             ids.INJECT_DEVICE_TOLERATIONS,

@@ -394,8 +394,11 @@ def training_job_extended_resource(obj: dict[str, Any], ctx: Context) -> Outcome
     """A long training job on the extended-resource path cannot tolerate device taints (advisory).
 
     The scheduler's claim for an extended resource carries no tolerations and a DeviceClass cannot add
-    any (dra-1.37.md §7), so a NoExecute maintenance taint evicts the job. The remediation is a ready
-    ResourceClaimTemplate with the policy's ``trainingJobs.deviceTolerations``.
+    any (dra-1.37.md §7); and the device-taint eviction controller only follows ``pod.spec.resourceClaims``
+    (kubernetes pkg/controller/devicetainteviction/device_taint_eviction.go, podEvictionTime; issue
+    kubernetes/kubernetes#141290), so a NoExecute maintenance taint does not move the job at all: it keeps
+    running on a device under maintenance. The remediation is a ready ResourceClaimTemplate with the
+    policy's ``trainingJobs.deviceTolerations``, which gives a real checkpoint window.
     """
     if ctx.stage == "legacy":
         return Outcome()
@@ -422,11 +425,12 @@ def training_job_extended_resource(obj: dict[str, Any], ctx: Context) -> Outcome
             findings.append(
                 Finding(
                     ids.TRAINING_JOB_EXTENDED_RESOURCE,
-                    _clip(f"{ref.where()}training job requests {res.name} as an extended resource, which cannot "
-                          "carry device tolerations"),
+                    _clip(f"{ref.where()}training job requests {res.name} as an extended resource: no device "
+                          "taint moves it, it keeps running on a device under maintenance"),
                     "use a ResourceClaimTemplate with device tolerations instead\n"
-                    "# The scheduler's claim for an extended resource has no tolerations and a DeviceClass cannot\n"
-                    "# add any, so a NoExecute device taint evicts the job. Ready to apply:\n"
+                    "# Kubernetes 1.36/1.37 does not evict Pods on the extended-resource path for NoExecute\n"
+                    "# device taints (kubernetes/kubernetes#141290): nothing moves the job, it must be drained by\n"
+                    "# hand. A claim with these tolerations is evicted after a checkpoint window. Ready to apply:\n"
                     f"{snippet}",
                     _resource_paths(ref, [c for c, _ in counts]),
                     advisory=True,

@@ -53,10 +53,16 @@ def _too_broad(tol: dict[str, Any], max_seconds: int | None) -> list[str]:
     # Tolerating every effect-None taint is harmless (None is informational), so that is not flagged.
     if not key and operator == "Exists" and effect != "None":
         reasons.append(f"an empty key with operator Exists tolerates every {effect or 'device'} taint")
-    if effect in ("", "NoExecute"):
-        what = "NoExecute taints" if effect else "all effects, NoExecute included,"
+    if effect == "" and (seconds is None or (max_seconds is not None and seconds > max_seconds)):
+        # kubernetes pkg/controller/devicetainteviction/device_taint_eviction.go (ab3cec07), claimEvictionTime:
+        # only tolerations with effect NoExecute delay an eviction; tolerationSeconds here protects nothing.
+        reasons.append(
+            "with no effect it lets the allocator place the claim on a NoExecute-tainted device, and the Pod is "
+            "then evicted at once (only NoExecute tolerations delay eviction)"
+        )
+    elif effect == "NoExecute":
         if seconds is None:
-            reasons.append(f"it tolerates {what} forever (no tolerationSeconds)")
+            reasons.append("it tolerates NoExecute taints forever (no tolerationSeconds)")
         elif max_seconds is not None and seconds > max_seconds:
             reasons.append(f"tolerationSeconds {seconds} is above the limit of {max_seconds}")
     return reasons
@@ -87,8 +93,9 @@ def toleration_too_broad(obj: dict[str, Any], ctx: Context) -> Outcome:
                         ids.TOLERATION_TOO_BROAD,
                         f"request {slot.name!r} toleration ({_describe(tol)}) is too broad: "
                         + "; ".join(reasons),
-                        f"tolerate a specific taint key, and for NoExecute set tolerationSeconds to {limit} "
-                        "so device maintenance can still evict the Pod after a checkpoint window",
+                        f"tolerate a specific taint key with effect NoExecute and tolerationSeconds {limit}: "
+                        "a toleration without an effect lets the allocator place the claim on a NoExecute-tainted "
+                        "device, but only NoExecute tolerations delay eviction, so the Pod is then evicted at once",
                         (f"{slot.path}.tolerations[{j}]",),
                     )
                 )

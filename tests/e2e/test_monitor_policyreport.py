@@ -13,6 +13,7 @@ import yaml
 from kubernetes import client
 
 from tests.e2e.conftest import DEFAULT_POLICY
+from tests.e2e.kube import Denied
 from tests.e2e.objects import pod
 from tests.e2e.waits import eventually
 
@@ -46,6 +47,20 @@ def crds(kube):
     yield
     for name in names:
         kube.call("DELETE", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
+    # A CRD's deletion finishes only after the apiextensions finalizer has removed every object of it; until
+    # then a POST of the same CRD answers 409 "object is being deleted" (the next parameter's setup hit that
+    # in CI). Wait until both are really gone.
+    eventually(lambda: all(_gone(kube, name) for name in names), "the PolicyReport CRDs to be deleted", 60)
+
+
+def _gone(kube, name: str) -> bool:
+    try:
+        kube.call("GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
+    except Denied as exc:
+        if exc.status == 404:
+            return True
+        raise
+    return False
 
 
 @pytest.fixture()

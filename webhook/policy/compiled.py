@@ -17,6 +17,7 @@ from functools import cached_property
 from typing import Any
 
 from webhook.cluster_gates import GateSources
+from webhook.gate_catalogue import effective_gates
 from webhook.policy.model import (
     Action,
     Cohort,
@@ -204,13 +205,6 @@ class CompiledPolicy:
         return bool(min_deadline and active_deadline and active_deadline >= min_deadline)
 
 
-def _default_gates(version: str, overrides: Mapping[str, bool]) -> dict[str, bool]:
-    # Imported here: the gate catalogue lives with the rules and must not import the policy package.
-    from webhook.rules.gates import effective_gates
-
-    return effective_gates(version, overrides)
-
-
 def _split_gates(spec_gates: str | Mapping[str, bool | str]) -> tuple[dict[str, bool], frozenset[str] | None]:
     """(explicit values, gates left to the cluster); None for the latter means every unset gate."""
     if isinstance(spec_gates, str):  # featureGates: auto
@@ -262,7 +256,7 @@ def compile_policy(policy: MigrationPolicy, raw: bytes, files: tuple[str, ...] =
         raise CompileError(("spec", "featureGates", "*"), "'*' only takes auto (every gate not listed)")
     explicit, auto = _split_gates(spec.featureGates)
     try:
-        gates = _default_gates(spec.kubernetesVersion, explicit)
+        gates = effective_gates(spec.kubernetesVersion, explicit)
     except KeyError as exc:
         gate = exc.args[0]
         raise CompileError(("spec", "featureGates", gate), f"unknown feature gate {gate!r}") from None

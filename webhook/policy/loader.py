@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from webhook.gate_catalogue import effective_gates
 from webhook.policy.compiled import CompiledPolicy, CompileError, compile_policy
 from webhook.policy.model import MigrationPolicy
 
@@ -499,8 +500,6 @@ def _read(path: str | Path) -> _Result:
             loc = tuple(exc.path)
             hint = ""
             if exc.message.startswith("unknown feature gate") and loc:
-                from webhook.rules.gates import effective_gates
-
                 hint = _suggest(loc[-1], effective_gates("1.37", {}))
             problems.append(Problem(doc.file, doc.line_of(loc), loc_path(loc), exc.message + hint))
     problems.sort(key=lambda p: (p.file, p.line))

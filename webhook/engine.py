@@ -102,61 +102,54 @@ def evaluate(
     meta_ns = (obj.get("metadata") or {}).get("namespace")
     namespace = req.namespace or (meta_ns if isinstance(meta_ns, str) else "")
     ctx = _context(req, policy, view or OfflineView(), phase, now, namespace)
-    run = _Run(obj)
-    for rule in selected:
-        _run_rule(rule, req, ctx, run)
-    return _decide(obj, ctx, run)
+    verdicts: list[Verdict] = []
+    notes: dict[str, str] = {}
+    current = obj
+    for rule in selected:  # inline, not a helper per rule: this loop is the per-request hot path
+        base = policy.action_for(rule.id, ctx.stage)
+        if base is Action.Off:
+            continue
+        try:
+            outcome = rule.fn(current, ctx)
+        except Exception as exc:  # a broken rule must not take the request down
+            verdicts.append(_rule_failed(rule.id, exc, req, ctx, _capped(req.kind, base)))
+            continue
+        for finding in outcome.findings:
+            verdicts.append(_verdict(finding, _capped(req.kind, base), policy, namespace, now))
+        notes.update(outcome.notes)
+        if outcome.mutated is not None and rule.mutating and _mutation_enabled(policy, rule.id, namespace, now):
+            current = outcome.mutated
+    return _decide(obj, current, ctx, verdicts, notes)
 
 
-@dataclass(slots=True)
-class _Run:
-    """What the rules of one request have produced so far: verdicts, notes and the chained object."""
-
-    current: dict[str, Any]
-    verdicts: list[Verdict] = field(default_factory=list)
-    notes: dict[str, str] = field(default_factory=dict)
-
-
-def _run_rule(rule: Rule, req: AdmissionRequest, ctx: Context, run: _Run) -> None:
-    """Run one rule on the current object and record its verdicts, notes and (if enabled) its mutation."""
-    policy, namespace, now = ctx.policy, ctx.namespace, ctx.now
-    base = policy.action_for(rule.id, ctx.stage)
-    if base is Action.Off:
-        return
-    try:
-        outcome = rule.fn(run.current, ctx)
-    except Exception as exc:  # a broken rule must not take the request down
-        # The exception text may quote request values (a bad quantity, a secret-looking string):
-        # name the failure at ERROR, keep the traceback for DEBUG.
-        log.error("rule %s failed on request uid=%s (%s %s/%s): %s", rule.id, req.uid, req.kind,
-                  namespace, req.name or "<generated>", type(exc).__name__)
-        log.debug("rule %s traceback (uid=%s)", rule.id, req.uid, exc_info=True)
-        run.verdicts.append(_failure(rule.id, type(exc).__name__, _capped(req.kind, base), policy, namespace, now,
-                                     req.uid))
-        return
-    for finding in outcome.findings:
-        run.verdicts.append(_verdict(finding, _capped(req.kind, base), policy, namespace, now))
-    run.notes.update(outcome.notes)
-    if outcome.mutated is not None and rule.mutating and _mutation_enabled(policy, rule.id, namespace, now):
-        run.current = outcome.mutated
+def _rule_failed(rule_id: str, exc: Exception, req: AdmissionRequest, ctx: Context, base: Action) -> Verdict:
+    """Log a rule that raised and turn it into its rule-error verdict."""
+    # The exception text may quote request values (a bad quantity, a secret-looking string):
+    # name the failure at ERROR, keep the traceback for DEBUG.
+    log.error("rule %s failed on request uid=%s (%s %s/%s): %s", rule_id, req.uid, req.kind,
+              ctx.namespace, req.name or "<generated>", type(exc).__name__)
+    log.debug("rule %s traceback (uid=%s)", rule_id, req.uid, exc_info=True)
+    return _failure(rule_id, type(exc).__name__, base, ctx.policy, ctx.namespace, ctx.now, req.uid)
 
 
-def _decide(obj: dict[str, Any], ctx: Context, run: _Run) -> Decision:
-    """The decision from the rules' run: denied if any verdict denies, patched only when allowed."""
+def _decide(
+    obj: dict[str, Any], current: dict[str, Any], ctx: Context, verdicts: list[Verdict], notes: dict[str, str]
+) -> Decision:
+    """The decision from the rules' verdicts: denied if any verdict denies, patched only when allowed."""
     decision = Decision(
-        allowed=not any(v.action is Action.Deny for v in run.verdicts),
-        verdicts=run.verdicts,
-        notes=run.notes,
+        allowed=not any(v.action is Action.Deny for v in verdicts),
+        verdicts=verdicts,
+        notes=notes,
         # Cluster-scoped objects (DeviceClasses, slices, taint rules) belong to no cohort: their findings take
         # the default stage's action, but they carry no stage of their own (issue 14 item 8).
         stage=ctx.stage if ctx.namespace else "",
         cohort=ctx.cohort.name if ctx.cohort else "",
     )
-    if run.current is not obj and decision.allowed:
-        ops = make_patch(obj, run.current)
+    if current is not obj and decision.allowed:
+        ops = make_patch(obj, current)
         if ops:
             decision.patch = ops
-            decision.mutated = run.current
+            decision.mutated = current
     if ctx.degraded:
         decision.notes["cluster-view-degraded"] = "; ".join(dict.fromkeys(ctx.degraded))
     return decision

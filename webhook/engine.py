@@ -92,42 +92,50 @@ def evaluate(
 ) -> Decision:
     """Evaluate one admission request under a policy. Never raises for a rule's failure."""
     req = request if isinstance(request, AdmissionRequest) else parse_request(request)
-    now = now or dt.datetime.now(dt.UTC)
-    view = view or OfflineView()
     obj = req.object
     if obj is None or req.operation in ("DELETE", "CONNECT") or req.sub_resource:
         return Decision(allowed=True)
     selected = rules_for(req.kind, phase, req.operation)
     if not selected:
         return Decision(allowed=True)
-
+    now = now or dt.datetime.now(dt.UTC)
     meta_ns = (obj.get("metadata") or {}).get("namespace")
     namespace = req.namespace or (meta_ns if isinstance(meta_ns, str) else "")
-    ctx = _context(req, policy, view, phase, now, namespace)
+    ctx = _context(req, policy, view or OfflineView(), phase, now, namespace)
     verdicts: list[Verdict] = []
     notes: dict[str, str] = {}
     current = obj
-    for rule in selected:
+    for rule in selected:  # inline, not a helper per rule: this loop is the per-request hot path
         base = policy.action_for(rule.id, ctx.stage)
         if base is Action.Off:
             continue
         try:
             outcome = rule.fn(current, ctx)
         except Exception as exc:  # a broken rule must not take the request down
-            # The exception text may quote request values (a bad quantity, a secret-looking string):
-            # name the failure at ERROR, keep the traceback for DEBUG.
-            log.error("rule %s failed on request uid=%s (%s %s/%s): %s", rule.id, req.uid, req.kind,
-                      namespace, req.name or "<generated>", type(exc).__name__)
-            log.debug("rule %s traceback (uid=%s)", rule.id, req.uid, exc_info=True)
-            verdicts.append(_failure(rule.id, type(exc).__name__, _capped(req.kind, base), policy, namespace, now,
-                                     req.uid))
+            verdicts.append(_rule_failed(rule.id, exc, req, ctx, _capped(req.kind, base)))
             continue
         for finding in outcome.findings:
             verdicts.append(_verdict(finding, _capped(req.kind, base), policy, namespace, now))
         notes.update(outcome.notes)
         if outcome.mutated is not None and rule.mutating and _mutation_enabled(policy, rule.id, namespace, now):
             current = outcome.mutated
+    return _decide(obj, current, ctx, verdicts, notes)
 
+
+def _rule_failed(rule_id: str, exc: Exception, req: AdmissionRequest, ctx: Context, base: Action) -> Verdict:
+    """Log a rule that raised and turn it into its rule-error verdict."""
+    # The exception text may quote request values (a bad quantity, a secret-looking string):
+    # name the failure at ERROR, keep the traceback for DEBUG.
+    log.error("rule %s failed on request uid=%s (%s %s/%s): %s", rule_id, req.uid, req.kind,
+              ctx.namespace, req.name or "<generated>", type(exc).__name__)
+    log.debug("rule %s traceback (uid=%s)", rule_id, req.uid, exc_info=True)
+    return _failure(rule_id, type(exc).__name__, base, ctx.policy, ctx.namespace, ctx.now, req.uid)
+
+
+def _decide(
+    obj: dict[str, Any], current: dict[str, Any], ctx: Context, verdicts: list[Verdict], notes: dict[str, str]
+) -> Decision:
+    """The decision from the rules' verdicts: denied if any verdict denies, patched only when allowed."""
     decision = Decision(
         allowed=not any(v.action is Action.Deny for v in verdicts),
         verdicts=verdicts,

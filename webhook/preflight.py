@@ -91,6 +91,18 @@ class Eviction:
 
 def load_rule(text: str, source: str = "-") -> tuple[DeviceSelector | None, Taint]:
     """Selector and taint of the one DeviceTaintRule in a YAML document. ``None`` selector = no devices."""
+    rule = _the_rule(text, source)
+    if not str(rule.get("apiVersion", "")).startswith("resource.k8s.io/"):
+        raise InputError(f"{source}: apiVersion {rule.get('apiVersion')!r} is not resource.k8s.io/*")
+    spec = rule.get("spec")
+    if not isinstance(spec, dict):
+        raise InputError(f"{source}: spec is missing")
+    taint = _taint(spec, source)
+    return _rule_selector(spec, source), taint
+
+
+def _the_rule(text: str, source: str) -> dict[str, Any]:
+    """The one DeviceTaintRule among the YAML documents of ``text``."""
     try:
         docs = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as exc:
@@ -98,31 +110,34 @@ def load_rule(text: str, source: str = "-") -> tuple[DeviceSelector | None, Tain
     rules = [d for d in docs if isinstance(d, dict) and d.get("kind") == "DeviceTaintRule"]
     if len(rules) != 1:
         raise InputError(f"{source}: expected exactly one DeviceTaintRule, found {len(rules)}")
-    rule = rules[0]
-    if not str(rule.get("apiVersion", "")).startswith("resource.k8s.io/"):
-        raise InputError(f"{source}: apiVersion {rule.get('apiVersion')!r} is not resource.k8s.io/*")
-    spec = rule.get("spec")
-    if not isinstance(spec, dict):
-        raise InputError(f"{source}: spec is missing")
+    rule: dict[str, Any] = rules[0]
+    return rule
+
+
+def _taint(spec: dict[str, Any], source: str) -> Taint:
     taint = spec.get("taint")
     if not isinstance(taint, dict) or not taint.get("key"):
         raise InputError(f"{source}: spec.taint.key is required")
     effect = taint.get("effect")
     if effect not in EFFECTS:
         raise InputError(f"{source}: spec.taint.effect must be one of {', '.join(EFFECTS)}, not {effect!r}")
-    selector = None
-    if "deviceSelector" in spec and spec["deviceSelector"] is not None:
-        sel = spec["deviceSelector"]
-        if not isinstance(sel, dict):
-            raise InputError(f"{source}: spec.deviceSelector must be a mapping")
-        unknown = set(sel) - {"driver", "pool", "device"}
-        if unknown:
-            raise InputError(
-                f"{source}: spec.deviceSelector.{sorted(unknown)[0]} is not supported in resource.k8s.io/v1 "
-                "(only driver, pool and device; deviceClassName and CEL selectors were removed in 1.35)"
-            )
-        selector = DeviceSelector(sel.get("driver") or None, sel.get("pool") or None, sel.get("device") or None)
-    return selector, Taint(str(taint["key"]), str(taint.get("value") or ""), effect)
+    return Taint(str(taint["key"]), str(taint.get("value") or ""), effect)
+
+
+def _rule_selector(spec: dict[str, Any], source: str) -> DeviceSelector | None:
+    """The rule's ``deviceSelector``: only driver, pool and device exist in resource.k8s.io/v1."""
+    sel = spec.get("deviceSelector")
+    if sel is None:
+        return None
+    if not isinstance(sel, dict):
+        raise InputError(f"{source}: spec.deviceSelector must be a mapping")
+    unknown = set(sel) - {"driver", "pool", "device"}
+    if unknown:
+        raise InputError(
+            f"{source}: spec.deviceSelector.{sorted(unknown)[0]} is not supported in resource.k8s.io/v1 "
+            "(only driver, pool and device; deviceClassName and CEL selectors were removed in 1.35)"
+        )
+    return DeviceSelector(sel.get("driver") or None, sel.get("pool") or None, sel.get("device") or None)
 
 
 def tolerates(toleration: Mapping[str, Any], taint: Taint) -> bool:
@@ -239,19 +254,25 @@ def _consumers(claim: Mapping[str, Any], pods_by_ns: Mapping[str, list[dict[str,
     ns = meta.get("namespace", "")
     names: list[str] = []
     for ref in (claim.get("status") or {}).get("reservedFor") or []:
-        group, resource = ref.get("apiGroup") or "", ref.get("resource")
-        if group == "" and resource == "pods":
-            names.append(ref.get("name", ""))
-        elif group == "scheduling.k8s.io" and resource == "podgroups":
-            names += [
-                p["metadata"]["name"]
-                for p in pods_by_ns.get(ns, [])
-                if ((p.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName") == ref.get("name")
-            ]
+        names += _reserved_pods(ref, pods_by_ns.get(ns, []))
     for ref in meta.get("ownerReferences") or []:
         if ref.get("kind") == "Pod" and ref.get("apiVersion") == "v1" and ref.get("controller"):
             names.append(ref.get("name", ""))
     return list(dict.fromkeys(n for n in names if n))
+
+
+def _reserved_pods(ref: Mapping[str, Any], pods: list[dict[str, Any]]) -> list[str]:
+    """Pod names one ``reservedFor`` entry stands for: the Pod itself, or the members of a PodGroup."""
+    group, resource = ref.get("apiGroup") or "", ref.get("resource")
+    if group == "" and resource == "pods":
+        return [ref.get("name", "")]
+    if group == "scheduling.k8s.io" and resource == "podgroups":
+        return [
+            p["metadata"]["name"]
+            for p in pods
+            if ((p.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName") == ref.get("name")
+        ]
+    return []
 
 
 def analyse(
@@ -265,6 +286,26 @@ def analyse(
     pods_by_ns: dict[str, list[dict[str, Any]]] = {}
     for p in pods:
         pods_by_ns.setdefault(p["metadata"].get("namespace", ""), []).append(p)
+    notes = _input_notes(selector, taint, policy)
+    hits: list[ClaimHit] = []
+    impacts: dict[tuple[str, str], PodImpact] = {}
+    for claim in claims if selector is not None else ():  # no selector: no devices, so no claims
+        hit = _claim_hit(claim, selector, taint, pods_by_ns)
+        if hit is not None:
+            hits.append(hit)
+            _add_impacts(impacts, hit, claim, pods_by_ns, policy)
+    notes += _outcome_notes(hits, impacts)
+    return Preflight(
+        selector,
+        taint,
+        sorted(hits, key=lambda h: (h.namespace, h.name)),
+        sorted(impacts.values(), key=lambda p: (p.eviction.order, p.namespace, p.name)),
+        notes,
+    )
+
+
+def _input_notes(selector: DeviceSelector | None, taint: Taint, policy: CompiledPolicy | None) -> list[str]:
+    """What the rule or the missing policy already tells before any claim is looked at."""
     notes: list[str] = []
     if selector is None:
         notes.append("the rule has no deviceSelector: it selects no devices")
@@ -272,35 +313,50 @@ def analyse(
         notes.append(f"effect {taint.effect} evicts nothing (only NoExecute does)")
     if policy is None:
         notes.append("no policy: training jobs are not recognised")
+    return notes
 
-    hits: list[ClaimHit] = []
-    impacts: dict[tuple[str, str], PodImpact] = {}
-    for claim in claims if selector is not None else ():
-        results = ((((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results")) or []
-        selected = [r for r in results if selector.matches(r)]
-        if not selected:
-            continue
-        evictions = []
-        for r in selected:
-            # Only the allocation's copies count (claimEvictionTime); absent means no toleration.
-            evictions.append(eviction(r.get("tolerations") or [], taint))
-        worst = min(evictions, key=lambda e: e.order)
-        meta = claim["metadata"]
-        ns = meta.get("namespace", "")
-        devices = [f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}" for r in selected]
-        hit = ClaimHit(ns, meta["name"], devices, worst, _consumers(claim, pods_by_ns))
-        hits.append(hit)
-        reserved = _reserved(claim, pods_by_ns)
-        for pod_name in hit.pods:
-            pod = next((p for p in pods_by_ns.get(ns, []) if p["metadata"]["name"] == pod_name), None)
-            effect = _pod_eviction(pod, meta["name"], pod_name in reserved, worst)
-            impact = impacts.get((ns, pod_name))
-            if impact is None:
-                impact = impacts[(ns, pod_name)] = PodImpact(ns, pod_name, effect, _training(pod, policy))
-            elif effect.order < impact.eviction.order:
-                impact.eviction = effect
-            impact.claims.append(hit.name)
-            impact.devices += [d for d in devices if d not in impact.devices]
+
+def _claim_hit(
+    claim: dict[str, Any], selector: DeviceSelector | None, taint: Taint,
+    pods_by_ns: Mapping[str, list[dict[str, Any]]],
+) -> ClaimHit | None:
+    """The claim's selected devices and its worst eviction, or None when none of its devices is selected."""
+    results = ((((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results")) or []
+    selected = [r for r in results if selector is not None and selector.matches(r)]
+    if not selected:
+        return None
+    # Only the allocation's copies count (claimEvictionTime); absent means no toleration.
+    evictions = [eviction(r.get("tolerations") or [], taint) for r in selected]
+    worst = min(evictions, key=lambda e: e.order)
+    meta = claim["metadata"]
+    devices = [f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}" for r in selected]
+    return ClaimHit(meta.get("namespace", ""), meta["name"], devices, worst, _consumers(claim, pods_by_ns))
+
+
+def _add_impacts(
+    impacts: dict[tuple[str, str], PodImpact],
+    hit: ClaimHit,
+    claim: dict[str, Any],
+    pods_by_ns: Mapping[str, list[dict[str, Any]]],
+    policy: CompiledPolicy | None,
+) -> None:
+    """Record what the claim's eviction does to each of its Pods (a Pod keeps its earliest eviction)."""
+    ns = hit.namespace
+    reserved = _reserved(claim, pods_by_ns)
+    for pod_name in hit.pods:
+        pod = next((p for p in pods_by_ns.get(ns, []) if p["metadata"]["name"] == pod_name), None)
+        effect = _pod_eviction(pod, hit.name, pod_name in reserved, hit.eviction)
+        impact = impacts.get((ns, pod_name))
+        if impact is None:
+            impact = impacts[(ns, pod_name)] = PodImpact(ns, pod_name, effect, _training(pod, policy))
+        elif effect.order < impact.eviction.order:
+            impact.eviction = effect
+        impact.claims.append(hit.name)
+        impact.devices += [d for d in hit.devices if d not in impact.devices]
+
+
+def _outcome_notes(hits: list[ClaimHit], impacts: Mapping[tuple[str, str], PodImpact]) -> list[str]:
+    notes: list[str] = []
     if any(p.eviction.reason == EXTENDED_PATH for p in impacts.values()):
         notes.append(
             "Pods on the extended-resource path are not evicted by device taints (kube-controller-manager only "
@@ -310,13 +366,7 @@ def analyse(
     unused = [h for h in hits if not h.pods]
     if unused:
         notes.append(f"{len(unused)} allocated claim(s) on the selected devices have no Pod using them")
-    return Preflight(
-        selector,
-        taint,
-        sorted(hits, key=lambda h: (h.namespace, h.name)),
-        sorted(impacts.values(), key=lambda p: (p.eviction.order, p.namespace, p.name)),
-        notes,
-    )
+    return notes
 
 
 EXTENDED_PATH = "extended-resource path: drain it by hand"

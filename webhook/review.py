@@ -106,44 +106,23 @@ def parse(body: bytes) -> AdmissionRequest:
 
 def parse_request(req: dict[str, Any]) -> AdmissionRequest:
     """Check the ``request`` part of a review (uid already known to be a string)."""
-    uid = req.get("uid") if isinstance(req.get("uid"), str) else ""
-    gvk = req.get("kind")
-    if not isinstance(gvk, dict) or not isinstance(gvk.get("kind"), str) or not gvk.get("kind"):
-        raise RequestError(uid, "request.kind must be an object with group, version and kind")
-    group, version = gvk.get("group", ""), gvk.get("version", "")
-    if not isinstance(group, str) or not isinstance(version, str):
-        raise RequestError(uid, "request.kind.group and request.kind.version must be strings")
-    operation = req.get("operation")
-    if not isinstance(operation, str) or operation not in OPERATIONS:  # a list is unhashable: TypeError
-        raise RequestError(uid, f"request.operation is {_show(operation)}, "
-                                "expected one of CREATE, UPDATE, DELETE, CONNECT",
-                           log_message="request.operation is not one of CREATE, UPDATE, DELETE, CONNECT")
-    obj, old = req.get("object"), req.get("oldObject")
-    for name, value in (("object", obj), ("oldObject", old)):
-        if value is not None and not isinstance(value, dict):
-            raise RequestError(uid, f"request.{name} is a JSON {_json_type(value)}, expected an object or null")
-    if operation in ("CREATE", "UPDATE") and obj is None:
-        raise RequestError(uid, f"request.object is null on {operation}; nothing to evaluate")
-    if obj is not None:
-        obj_kind = obj.get("kind")
-        if obj_kind is not None and obj_kind != gvk["kind"]:
-            raise RequestError(
-                uid, f"request.object.kind is {_show(obj_kind)} but request.kind.kind is {_show(gvk['kind'])}",
-                log_message="request.object.kind differs from request.kind.kind")
-        meta = obj.get("metadata", {})
-        if not isinstance(meta, dict):
-            raise RequestError(uid, "request.object.metadata must be an object")
+    raw_uid = req.get("uid")
+    uid = raw_uid if isinstance(raw_uid, str) else ""
+    group, version, kind = _gvk(req, uid)
+    operation = _operation(req, uid)
+    obj, old = _objects(req, uid, operation, kind)
     namespace, name = req.get("namespace") or "", req.get("name") or ""
     if not isinstance(namespace, str) or not isinstance(name, str):
         raise RequestError(uid, "request.namespace and request.name must be strings")
     dry_run = req.get("dryRun") or False
-    user = req.get("userInfo") if isinstance(req.get("userInfo"), dict) else {}
+    user_info = req.get("userInfo")
+    user: dict[str, Any] = user_info if isinstance(user_info, dict) else {}
     sub = req.get("subResource") or ""
     return AdmissionRequest(
         uid=uid,
         group=group,
         version=version,
-        kind=gvk["kind"],
+        kind=kind,
         operation=operation,
         namespace=namespace,
         name=name,
@@ -154,6 +133,48 @@ def parse_request(req: dict[str, Any]) -> AdmissionRequest:
         user=user,
         raw=req,
     )
+
+
+def _gvk(req: dict[str, Any], uid: str) -> tuple[str, str, str]:
+    """(group, version, kind) of ``request.kind``."""
+    gvk = req.get("kind")
+    if not isinstance(gvk, dict) or not isinstance(gvk.get("kind"), str) or not gvk.get("kind"):
+        raise RequestError(uid, "request.kind must be an object with group, version and kind")
+    group, version = gvk.get("group", ""), gvk.get("version", "")
+    if not isinstance(group, str) or not isinstance(version, str):
+        raise RequestError(uid, "request.kind.group and request.kind.version must be strings")
+    return group, version, gvk["kind"]
+
+
+def _operation(req: dict[str, Any], uid: str) -> str:
+    operation = req.get("operation")
+    if not isinstance(operation, str) or operation not in OPERATIONS:  # a list is unhashable: TypeError
+        raise RequestError(uid, f"request.operation is {_show(operation)}, "
+                                "expected one of CREATE, UPDATE, DELETE, CONNECT",
+                           log_message="request.operation is not one of CREATE, UPDATE, DELETE, CONNECT")
+    return operation
+
+
+def _objects(
+    req: dict[str, Any], uid: str, operation: str, kind: str
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """(object, oldObject): objects or null, the object present on CREATE/UPDATE and of ``request.kind``."""
+    obj, old = req.get("object"), req.get("oldObject")
+    for name, value in (("object", obj), ("oldObject", old)):
+        if value is not None and not isinstance(value, dict):
+            raise RequestError(uid, f"request.{name} is a JSON {_json_type(value)}, expected an object or null")
+    if operation in ("CREATE", "UPDATE") and obj is None:
+        raise RequestError(uid, f"request.object is null on {operation}; nothing to evaluate")
+    if obj is not None:
+        obj_kind = obj.get("kind")
+        if obj_kind is not None and obj_kind != kind:
+            raise RequestError(
+                uid, f"request.object.kind is {_show(obj_kind)} but request.kind.kind is {_show(kind)}",
+                log_message="request.object.kind differs from request.kind.kind")
+        meta = obj.get("metadata", {})
+        if not isinstance(meta, dict):
+            raise RequestError(uid, "request.object.metadata must be an object")
+    return obj, old
 
 
 def limit_warnings(warnings: list[str]) -> list[str]:

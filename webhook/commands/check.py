@@ -15,7 +15,7 @@ import argparse
 import datetime as dt
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -23,6 +23,9 @@ from webhook import review
 from webhook.defaults import default_policy
 from webhook.inputs import NAMESPACED_DEFAULT, InputError, Item, meta_of, parse_at, read_items
 from webhook.view import ClusterView, OfflineView, StaticView
+
+if TYPE_CHECKING:
+    from webhook.policy.compiled import CompiledPolicy
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 EXIT_UNEXAMINED = 3
@@ -74,7 +77,6 @@ def _version() -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from webhook.admission import admit
     from webhook.policy.loader import PolicyError, load
 
     try:
@@ -82,40 +84,16 @@ def run(args: argparse.Namespace) -> int:
     except PolicyError as exc:
         print(f"policy error:\n{exc}", file=sys.stderr)
         return 2
-    paths = [*args.files, *args.filename]
-    if not paths:
-        print("input error: no input: give FILE arguments or -f FILE ('-' for stdin)", file=sys.stderr)
-        return 2
     try:
-        now = parse_at(args.at) or dt.datetime.now(dt.UTC)
+        now = _inputs_time(args)
     except InputError as exc:
         print(f"input error: {exc}", file=sys.stderr)
         return 2
-    items: list[Item] = []
     errors: list[str] = []
-    for path in _expand_paths(paths, args.recursive, errors):
-        items.extend(read_items(path, args.namespace, args.operation, errors))
-    for err in errors:
-        print(f"input error: {err}", file=sys.stderr)
+    items = _read_inputs(args, errors)
     if not items:
-        if not errors:
-            print("input error: no objects found in the given files", file=sys.stderr)
         return 2
-    for item in items:
-        if item.note:
-            print(f"note: {item.note}", file=sys.stderr)
-
-    view = input_view([i.request for i in items])
-    results = []
-    for item in items:
-        if item.request.group == "" and item.request.kind == "Namespace":
-            results.append(_unexamined(item, "used as the cluster view (namespace labels) for the other objects"))
-            continue
-        if not examined(item.request.group, item.request.kind):
-            results.append(_unexamined(item))
-            continue
-        mutate, validate = admit(item.request, policy, view, now)
-        results.append(_result(item, mutate, validate))
+    results = _check_items(items, policy, now)
     if args.output == "json":
         sys.stdout.write(orjson.dumps({"policy": policy.identity, "results": results},
                                       option=orjson.OPT_INDENT_2).decode() + "\n")
@@ -123,11 +101,54 @@ def run(args: argparse.Namespace) -> int:
         print(f"policy {policy.identity}")
         for r in results:
             _print_text(r)
+    return _exit_code(results, errors, args.fail_on_unexamined)
+
+
+def _inputs_time(args: argparse.Namespace) -> dt.datetime:
+    """The evaluation time (``--at``, else now); InputError for no input at all or a bad ``--at``."""
+    if not [*args.files, *args.filename]:
+        raise InputError("no input: give FILE arguments or -f FILE ('-' for stdin)")
+    return parse_at(args.at) or dt.datetime.now(dt.UTC)
+
+
+def _read_inputs(args: argparse.Namespace, errors: list[str]) -> list[Item]:
+    """Every object in the given files; input errors (appended to ``errors``) and notes go to stderr."""
+    items: list[Item] = []
+    for path in _expand_paths([*args.files, *args.filename], args.recursive, errors):
+        items.extend(read_items(path, args.namespace, args.operation, errors))
+    for err in errors:
+        print(f"input error: {err}", file=sys.stderr)
+    if not items and not errors:
+        print("input error: no objects found in the given files", file=sys.stderr)
+    for item in items:
+        if item.note:
+            print(f"note: {item.note}", file=sys.stderr)
+    return items
+
+
+def _check_items(items: list[Item], policy: CompiledPolicy, now: dt.datetime) -> list[dict[str, Any]]:
+    """Each object through both phases, with the input's cluster objects as the view."""
+    from webhook.admission import admit
+
+    view = input_view([i.request for i in items])
+    results = []
+    for item in items:
+        if item.request.group == "" and item.request.kind == "Namespace":
+            results.append(_unexamined(item, "used as the cluster view (namespace labels) for the other objects"))
+        elif not examined(item.request.group, item.request.kind):
+            results.append(_unexamined(item))
+        else:
+            mutate, validate = admit(item.request, policy, view, now)
+            results.append(_result(item, mutate, validate))
+    return results
+
+
+def _exit_code(results: list[dict[str, Any]], errors: list[str], fail_on_unexamined: bool) -> int:
     if errors:
         return 2
     if any(not r["allowed"] for r in results):
         return 1
-    if args.fail_on_unexamined and any(not r["examined"] for r in results):
+    if fail_on_unexamined and any(not r["examined"] for r in results):
         return EXIT_UNEXAMINED
     return 0
 

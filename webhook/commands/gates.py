@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import Any
 
-from webhook.rules.gates import GATES, VERSIONS, Gate
+from webhook.gate_catalogue import GATES, VERSIONS, Gate
 
 
 def add_parser(subparsers: Any) -> None:

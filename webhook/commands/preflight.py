@@ -57,22 +57,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def _selection(args: argparse.Namespace, policy: CompiledPolicy) -> tuple[DeviceSelector | None, Taint, list[str]]:
     """Selector and taint from the flags or the rule file, plus notes on what was assumed."""
-    notes: list[str] = []
     if args.filename:
-        if args.pool or args.device:
-            raise InputError("--pool and --device go with --driver; with -f the rule's deviceSelector is used")
-        try:
-            text = sys.stdin.read() if args.filename == "-" else Path(args.filename).read_text()
-        except OSError as exc:
-            raise InputError(f"cannot read {args.filename}: {exc.strerror or exc}") from None
-        selector, taint = load_rule(text, args.filename)
-        effect = args.effect or taint.effect
-        if args.effect is None and taint.effect == "None":
-            effect = "NoExecute"
-            notes.append("the rule's effect is None (a dry run): evaluated as NoExecute")
-        taint = Taint(args.taint_key or taint.key, taint.value if args.taint_value is None else args.taint_value,
-                      effect)
-        return selector, taint, notes
+        return _rule_selection(args)
+    notes: list[str] = []
     key = args.taint_key
     if not key:
         key = next((t.get("key") for t in policy.device_tolerations
@@ -82,6 +69,25 @@ def _selection(args: argparse.Namespace, policy: CompiledPolicy) -> tuple[Device
         notes.append(f"taint key {key} taken from the policy's trainingJobs.deviceTolerations")
     selector = DeviceSelector(args.driver, args.pool or None, args.device or None)
     return selector, Taint(key, args.taint_value or "", args.effect or "NoExecute"), notes
+
+
+def _rule_selection(args: argparse.Namespace) -> tuple[DeviceSelector | None, Taint, list[str]]:
+    """``-f``: the rule's selector and taint, the taint flags overriding the rule's key, value and effect."""
+    if args.pool or args.device:
+        raise InputError("--pool and --device go with --driver; with -f the rule's deviceSelector is used")
+    try:
+        text = sys.stdin.read() if args.filename == "-" else Path(args.filename).read_text()
+    except OSError as exc:
+        raise InputError(f"cannot read {args.filename}: {exc.strerror or exc}") from None
+    selector, taint = load_rule(text, args.filename)
+    notes: list[str] = []
+    effect = args.effect or taint.effect
+    if args.effect is None and taint.effect == "None":
+        effect = "NoExecute"
+        notes.append("the rule's effect is None (a dry run): evaluated as NoExecute")
+    taint = Taint(args.taint_key or taint.key, taint.value if args.taint_value is None else args.taint_value,
+                  effect)
+    return selector, taint, notes
 
 
 def run(args: argparse.Namespace) -> int:

@@ -131,20 +131,7 @@ def compare(req: Any, subject: str, base_policy: Any, new_policy: Any, chain: bo
     base = judge(req, base_policy, chain, now)
     new = judge(req, new_policy, chain, now)
     ns = req.namespace or "(cluster)"
-    changes: list[Change] = []
-    if base.allowed and not new.allowed:
-        rules = [r for r in new.denied_by if r not in base.denied_by] or list(new.denied_by) or ["(no rule)"]
-        changes.append(Change("newly denied", subject, ns, rules, [f"{r}: {new.denied_by[r]}" for r in rules
-                                                                   if r in new.denied_by]))
-    elif not base.allowed and new.allowed:
-        rules = list(base.denied_by) or ["(no rule)"]
-        changes.append(Change("newly allowed", subject, ns, rules, [f"{r}: was {base.denied_by[r]}" for r in rules
-                                                                    if r in base.denied_by]))
-    if new.allowed:
-        fresh = {k: r for k, r in new.warned.items() if k not in base.warned}
-        if fresh:
-            rules = list(dict.fromkeys(fresh.values()))
-            changes.append(Change("new warnings", subject, ns, rules, [f"{r}: {m}" for (r, m) in fresh]))
+    changes = [*_decision_changes(base, new, subject, ns), *_warning_changes(base, new, subject, ns)]
     if base.allowed and new.allowed and chain:
         before = base.patched if base.patched is not None else req.object
         after = new.patched if new.patched is not None else req.object
@@ -153,6 +140,30 @@ def compare(req: Any, subject: str, base_policy: Any, new_policy: Any, chain: bo
             rules = _patch_rules(req, base_policy, new_policy, now, paths)
             changes.append(Change("different patches", subject, ns, rules, [f"fields: {', '.join(paths)}"]))
     return changes
+
+
+def _decision_changes(base: Judgement, new: Judgement, subject: str, ns: str) -> list[Change]:
+    """``newly denied`` (by the rules that deny now and did not before) or ``newly allowed``."""
+    if base.allowed and not new.allowed:
+        rules = [r for r in new.denied_by if r not in base.denied_by] or list(new.denied_by) or ["(no rule)"]
+        return [Change("newly denied", subject, ns, rules, [f"{r}: {new.denied_by[r]}" for r in rules
+                                                           if r in new.denied_by])]
+    if not base.allowed and new.allowed:
+        rules = list(base.denied_by) or ["(no rule)"]
+        return [Change("newly allowed", subject, ns, rules, [f"{r}: was {base.denied_by[r]}" for r in rules
+                                                            if r in base.denied_by])]
+    return []
+
+
+def _warning_changes(base: Judgement, new: Judgement, subject: str, ns: str) -> list[Change]:
+    """``new warnings`` of an object the new policy admits."""
+    if not new.allowed:
+        return []
+    fresh = {k: r for k, r in new.warned.items() if k not in base.warned}
+    if not fresh:
+        return []
+    rules = list(dict.fromkeys(fresh.values()))
+    return [Change("new warnings", subject, ns, rules, [f"{r}: {m}" for (r, m) in fresh])]
 
 
 # ---------------------------------------------------------------------------------------------- replay

@@ -8,8 +8,12 @@ The format is documented in ``webhook/suites.py`` and shown by ``--help``.
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from webhook.rules.ids import RULE_IDS
+
+if TYPE_CHECKING:
+    from webhook.suites import Report, Result
 
 EPILOG = """\
 suite format (YAML, one MigrationPolicyTest per file; paths relative to the suite file):
@@ -66,36 +70,46 @@ def run(args: argparse.Namespace) -> int:
     from webhook.suites import run_suites
 
     report = run_suites(args.dirs)
-    rows = [r for r in report.results if not (args.quiet and r.passed)]
-    if rows:
-        width_case = min(60, max(len(r.case) for r in rows))
-        width_where = max(len(f"{r.suite}:{r.line}") for r in rows)
-        print(f"{'RESULT':<6}  {'SUITE':<{width_where}}  {'CASE':<{width_case}}  OBJECT")
-        for r in rows:
-            case = r.case if len(r.case) <= width_case else r.case[: width_case - 1] + "…"
-            print(f"{'PASS' if r.passed else 'FAIL':<6}  {r.suite + ':' + str(r.line):<{width_where}}  "
-                  f"{case:<{width_case}}  {r.subject}")
-    for r in report.failed:
-        print(f"\nFAIL {r.suite}:{r.line}: {r.case}: {r.subject} ({r.source})")
-        for line in r.diff:
-            print(f"    {line}")
-
-    if report.broken:
-        print("\nBROKEN suites (fix these first):")
-        for b in report.broken:
-            print(f"  {b}")
-
-    covered = report.covered
-    missing = [rule for rule in RULE_IDS if rule not in covered]
-    passed = len(report.results) - len(report.failed)
-    summary = (f"\n{passed} passed, {len(report.failed)} failed"
-               f"{f', {len(report.broken)} problem(s) in broken suites' if report.broken else ''}"
-               f" ({report.suites} suite{'s' if report.suites != 1 else ''}); "
-               f"rules covered: {len(RULE_IDS) - len(missing)}/{len(RULE_IDS)}")
-    print(summary)
+    _print_table([r for r in report.results if not (args.quiet and r.passed)])
+    _print_problems(report)
+    missing = [rule for rule in RULE_IDS if rule not in report.covered]
+    print(_summary(report, missing))
     if missing and args.require_all_rules:
         print(f"rules no passing expectation shows firing: {', '.join(missing)}")
     code = report.exit_code
     if code == 0 and args.require_all_rules and missing:
         code = 1
     return code
+
+
+def _print_table(rows: list[Result]) -> None:
+    """One line per case: result, suite:line, the case (clipped to 60 columns) and the object."""
+    if not rows:
+        return
+    width_case = min(60, max(len(r.case) for r in rows))
+    width_where = max(len(f"{r.suite}:{r.line}") for r in rows)
+    print(f"{'RESULT':<6}  {'SUITE':<{width_where}}  {'CASE':<{width_case}}  OBJECT")
+    for r in rows:
+        case = r.case if len(r.case) <= width_case else r.case[: width_case - 1] + "…"
+        print(f"{'PASS' if r.passed else 'FAIL':<6}  {r.suite + ':' + str(r.line):<{width_where}}  "
+              f"{case:<{width_case}}  {r.subject}")
+
+
+def _print_problems(report: Report) -> None:
+    """Each failure with its diff, then the broken suites."""
+    for r in report.failed:
+        print(f"\nFAIL {r.suite}:{r.line}: {r.case}: {r.subject} ({r.source})")
+        for line in r.diff:
+            print(f"    {line}")
+    if report.broken:
+        print("\nBROKEN suites (fix these first):")
+        for b in report.broken:
+            print(f"  {b}")
+
+
+def _summary(report: Report, missing: list[str]) -> str:
+    passed = len(report.results) - len(report.failed)
+    return (f"\n{passed} passed, {len(report.failed)} failed"
+            f"{f', {len(report.broken)} problem(s) in broken suites' if report.broken else ''}"
+            f" ({report.suites} suite{'s' if report.suites != 1 else ''}); "
+            f"rules covered: {len(RULE_IDS) - len(missing)}/{len(RULE_IDS)}")

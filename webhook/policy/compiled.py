@@ -11,12 +11,13 @@ import datetime as dt
 import fnmatch
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
 from webhook.cluster_gates import GateSources
+from webhook.gate_catalogue import effective_gates
 from webhook.policy.model import (
     Action,
     Cohort,
@@ -204,13 +205,6 @@ class CompiledPolicy:
         return bool(min_deadline and active_deadline and active_deadline >= min_deadline)
 
 
-def _default_gates(version: str, overrides: Mapping[str, bool]) -> dict[str, bool]:
-    # Imported here: the gate catalogue lives with the rules and must not import the policy package.
-    from webhook.rules.gates import effective_gates
-
-    return effective_gates(version, overrides)
-
-
 def _split_gates(spec_gates: str | Mapping[str, bool | str]) -> tuple[dict[str, bool], frozenset[str] | None]:
     """(explicit values, gates left to the cluster); None for the latter means every unset gate."""
     if isinstance(spec_gates, str):  # featureGates: auto
@@ -224,53 +218,9 @@ def _split_gates(spec_gates: str | Mapping[str, bool | str]) -> tuple[dict[str, 
 def compile_policy(policy: MigrationPolicy, raw: bytes, files: tuple[str, ...] = ()) -> CompiledPolicy:
     """Compile a validated policy. Raises CompileError for cross-field mistakes."""
     spec = policy.spec
-    resources: dict[str, Resource] = {}
-    legacy: dict[str, Resource] = {}
-    by_class: dict[str, Resource] = {}
-    for i, res in enumerate(spec.resources):
-        if res.name in resources or res.name in legacy:
-            raise CompileError(("spec", "resources", i, "name"), f"resource {res.name!r} is listed twice")
-        resources[res.name] = res
-        for j, name in enumerate(res.legacyNames):
-            if name in resources or name in legacy or name == res.name:
-                raise CompileError(
-                    ("spec", "resources", i, "legacyNames", j), f"resource name {name!r} is mapped twice"
-                )
-            legacy[name] = res
-        by_class.setdefault(res.deviceClassName, res)
-    for i, res in enumerate(spec.resources):
-        for j, name in enumerate(res.legacyNames):
-            if name in resources:
-                raise CompileError(
-                    ("spec", "resources", i, "legacyNames", j),
-                    f"{name!r} is both a legacy name and a migrated resource",
-                )
-
-    names_seen: set[str] = set()
-    cohorts = []
-    for i, c in enumerate(spec.cohorts):
-        if c.name in names_seen:
-            raise CompileError(("spec", "cohorts", i, "name"), f"cohort {c.name!r} is defined twice")
-        names_seen.add(c.name)
-        if not c.namespaces.names and c.namespaces.selector is None:
-            raise CompileError(
-                ("spec", "cohorts", i, "namespaces"), "a cohort needs namespace names or a selector"
-            )
-        cohorts.append(_compile_cohort(i, c))
-
-    if isinstance(spec.featureGates, dict) and spec.featureGates.get("*", "auto") != "auto":
-        raise CompileError(("spec", "featureGates", "*"), "'*' only takes auto (every gate not listed)")
-    explicit, auto = _split_gates(spec.featureGates)
-    try:
-        gates = _default_gates(spec.kubernetesVersion, explicit)
-    except KeyError as exc:
-        gate = exc.args[0]
-        raise CompileError(("spec", "featureGates", gate), f"unknown feature gate {gate!r}") from None
-    if auto is None:  # "auto" for every gate the policy does not set
-        auto = frozenset(gates) - frozenset(explicit)
-    for gate in auto - frozenset(gates):
-        raise CompileError(("spec", "featureGates", gate), f"unknown feature gate {gate!r}")
-
+    resources, legacy, by_class = _compile_resources(spec.resources)
+    cohorts = _compile_cohorts(spec.cohorts)
+    gates, explicit, auto = _compile_gates(spec.kubernetesVersion, spec.featureGates)
     return CompiledPolicy(
         source=policy,
         sha256=hashlib.sha256(raw).hexdigest(),
@@ -300,6 +250,69 @@ def compile_policy(policy: MigrationPolicy, raw: bytes, files: tuple[str, ...] =
         training_keys=tuple(spec.trainingJobs.anyLabelKeys),
         device_tolerations=tuple(t.to_api() for t in spec.trainingJobs.deviceTolerations),
     )
+
+
+def _compile_resources(
+    listed: Sequence[Resource],
+) -> tuple[dict[str, Resource], dict[str, Resource], dict[str, Resource]]:
+    """(by name, by legacy name, by device class); each name, legacy or not, mapped once."""
+    resources: dict[str, Resource] = {}
+    legacy: dict[str, Resource] = {}
+    by_class: dict[str, Resource] = {}
+    for i, res in enumerate(listed):
+        if res.name in resources or res.name in legacy:
+            raise CompileError(("spec", "resources", i, "name"), f"resource {res.name!r} is listed twice")
+        resources[res.name] = res
+        for j, name in enumerate(res.legacyNames):
+            if name in resources or name in legacy or name == res.name:
+                raise CompileError(
+                    ("spec", "resources", i, "legacyNames", j), f"resource name {name!r} is mapped twice"
+                )
+            legacy[name] = res
+        by_class.setdefault(res.deviceClassName, res)
+    for i, res in enumerate(listed):
+        for j, name in enumerate(res.legacyNames):
+            if name in resources:
+                raise CompileError(
+                    ("spec", "resources", i, "legacyNames", j),
+                    f"{name!r} is both a legacy name and a migrated resource",
+                )
+    return resources, legacy, by_class
+
+
+def _compile_cohorts(listed: Sequence[Cohort]) -> list[CompiledCohort]:
+    """Cohorts in policy order; names unique, each with namespace names or a selector."""
+    names_seen: set[str] = set()
+    cohorts = []
+    for i, c in enumerate(listed):
+        if c.name in names_seen:
+            raise CompileError(("spec", "cohorts", i, "name"), f"cohort {c.name!r} is defined twice")
+        names_seen.add(c.name)
+        if not c.namespaces.names and c.namespaces.selector is None:
+            raise CompileError(
+                ("spec", "cohorts", i, "namespaces"), "a cohort needs namespace names or a selector"
+            )
+        cohorts.append(_compile_cohort(i, c))
+    return cohorts
+
+
+def _compile_gates(
+    version: str, spec_gates: str | Mapping[str, bool | str]
+) -> tuple[dict[str, bool], dict[str, bool], frozenset[str]]:
+    """(gates in force by default, the policy's explicit values, the gates left to the cluster)."""
+    if isinstance(spec_gates, dict) and spec_gates.get("*", "auto") != "auto":
+        raise CompileError(("spec", "featureGates", "*"), "'*' only takes auto (every gate not listed)")
+    explicit, auto = _split_gates(spec_gates)
+    try:
+        gates = effective_gates(version, explicit)
+    except KeyError as exc:
+        gate = exc.args[0]
+        raise CompileError(("spec", "featureGates", gate), f"unknown feature gate {gate!r}") from None
+    if auto is None:  # "auto" for every gate the policy does not set
+        auto = frozenset(gates) - frozenset(explicit)
+    for gate in auto - frozenset(gates):
+        raise CompileError(("spec", "featureGates", gate), f"unknown feature gate {gate!r}")
+    return gates, explicit, auto
 
 
 def _compile_cohort(index: int, c: Cohort) -> CompiledCohort:

@@ -13,6 +13,7 @@ import fnmatch
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from webhook.gate_catalogue import known_in
 from webhook.policy.compiled import CompiledPolicy
 
 Loc = tuple[str | int, ...]
@@ -137,8 +138,6 @@ def _classes_mapped_twice(policy: CompiledPolicy) -> list[tuple[Loc, str]]:
 
 
 def _gates_not_in_version(policy: CompiledPolicy) -> list[tuple[Loc, str]]:
-    from webhook.rules.gates import known_in
-
     version = policy.spec.kubernetesVersion
     return [
         (("spec", "featureGates", gate),

@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from webhook.gate_catalogue import effective_gates
 from webhook.policy.compiled import CompiledPolicy, CompileError, compile_policy
 from webhook.policy.model import MigrationPolicy
 
@@ -343,45 +344,62 @@ def _translate(err: dict[str, Any], data: Any) -> tuple[Loc, str]:
     kind: str = err["type"]
     loc: Loc = tuple(err["loc"])
     value = err.get("input")
-    ctx = err.get("ctx") or {}
     if loc and loc[-1] == "[key]":
         loc = loc[:-1]
         return loc, f"key {_describe(loc[-1] if loc else value)} is not valid: {err['msg']}"
-    if kind == "extra_forbidden":
-        allowed = _allowed_keys(loc[:-1])
-        hint = _suggest(loc[-1], allowed)
-        if not hint and allowed:
-            hint = f" (allowed keys: {', '.join(allowed)})"
-        return loc, f"unknown key {str(loc[-1])!r}{hint}"
-    if kind == "missing":
-        return loc, f"required key {str(loc[-1])!r} is missing"
-    if kind in ("enum", "literal_error"):
-        choices = _choices(ctx)
-        shown = ", ".join(c if c else '""' for c in choices)
-        if not isinstance(value, str) and str(value) in choices:
-            return loc, f'{_describe(value)} is not one of {shown}: quote it ("{value}")'
-        return loc, f"{_describe(value)} is not one of {shown}"
     if kind in ("value_error", "assertion_error"):
         message = _value_error(err["msg"])
         return refine_loc(loc, message, data), message
+    return loc, _message(kind, loc, value, err.get("ctx") or {}, err["msg"])
+
+
+_BOUNDS = {"greater_than_equal": "at least", "greater_than": "more than", "less_than_equal": "at most",
+           "less_than": "less than"}
+
+
+def _message(kind: str, loc: Loc, value: Any, ctx: dict[str, Any], msg: str) -> str:
+    """The message for a pydantic error of type ``kind`` (anything but a bad key or a validator's own words)."""
+    if kind == "extra_forbidden":
+        return _unknown_key(loc)
+    if kind == "missing":
+        return f"required key {str(loc[-1])!r} is missing"
+    if kind in ("enum", "literal_error"):
+        return _not_one_of(value, _choices(ctx))
     if kind.startswith("date") or kind.startswith("datetime"):
-        reason = str(ctx.get("error", "")) or err["msg"]
-        return loc, f"{_describe(value)} is not a date (YYYY-MM-DD): {reason}"
-    if kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
-        words = {"greater_than_equal": "at least", "greater_than": "more than"}
-        words |= {"less_than_equal": "at most", "less_than": "less than"}
+        reason = str(ctx.get("error", "")) or msg
+        return f"{_describe(value)} is not a date (YYYY-MM-DD): {reason}"
+    if kind in _BOUNDS:
         limit = next(iter(ctx.values()), "?")
-        return loc, f"must be {words[kind]} {limit}, got {_describe(value)}"
+        return f"must be {_BOUNDS[kind]} {limit}, got {_describe(value)}"
     if kind == "string_too_short":
         if ctx.get("min_length") == 1:
-            return loc, "must not be empty"
-        return loc, f"must be at least {ctx.get('min_length')} characters long"
+            return "must not be empty"
+        return f"must be at least {ctx.get('min_length')} characters long"
+    return _wrong_type(kind, value) or msg[:1].lower() + msg[1:]
+
+
+def _unknown_key(loc: Loc) -> str:
+    allowed = _allowed_keys(loc[:-1])
+    hint = _suggest(loc[-1], allowed)
+    if not hint and allowed:
+        hint = f" (allowed keys: {', '.join(allowed)})"
+    return f"unknown key {str(loc[-1])!r}{hint}"
+
+
+def _not_one_of(value: Any, choices: list[str]) -> str:
+    shown = ", ".join(c if c else '""' for c in choices)
+    if not isinstance(value, str) and str(value) in choices:
+        return f'{_describe(value)} is not one of {shown}: quote it ("{value}")'
+    return f"{_describe(value)} is not one of {shown}"
+
+
+def _wrong_type(kind: str, value: Any) -> str | None:
+    """``expected a string, got 3: quote it`` for the type errors of ``_EXPECTED``; None for other kinds."""
     for prefix, noun in _EXPECTED.items():
         if kind in (f"{prefix}_type", f"{prefix}_parsing", f"{prefix}_from_float"):
             hint = ": quote it" if noun == "a string" and isinstance(value, int | float | bool) else ""
-            return loc, f"expected {noun}, got {_describe(value)}{hint}"
-    message = err["msg"]
-    return loc, message[:1].lower() + message[1:]
+            return f"expected {noun}, got {_describe(value)}{hint}"
+    return None
 
 
 # ---------------------------------------------------------------------------------------------- load
@@ -499,8 +517,6 @@ def _read(path: str | Path) -> _Result:
             loc = tuple(exc.path)
             hint = ""
             if exc.message.startswith("unknown feature gate") and loc:
-                from webhook.rules.gates import effective_gates
-
                 hint = _suggest(loc[-1], effective_gates("1.37", {}))
             problems.append(Problem(doc.file, doc.line_of(loc), loc_path(loc), exc.message + hint))
     problems.sort(key=lambda p: (p.file, p.line))

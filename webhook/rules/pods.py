@@ -189,36 +189,21 @@ def unmapped_extended_resource(obj: dict[str, Any], ctx: Context) -> Outcome:
         return Outcome()
     policy = ctx.policy
     findings = []
-    known: Mapping[str, str] | None = None
-    classes: Mapping[str, Any] | None = None
-    looked_up = False
+    lookup = _MappedNames(ctx)
     for ref in examined_templates(obj, ctx):
         for name, containers in requested_names(ref.spec(obj)).items():
             implicit = name[len(DEVICECLASS_PREFIX) :] if name.startswith(DEVICECLASS_PREFIX) else None
             pattern = policy.retires(name) if implicit is None else None
             if hardware(policy, name) is not None or (implicit is None and pattern is None):
                 continue  # a policy resource (own rules), or a name outside the migration
-            if not looked_up:
-                known, classes, looked_up = ctx.view.extended_resource_classes(), ctx.view.device_classes(), True
-            if (known is not None and name in known) or (implicit is not None and classes is not None
-                                                          and implicit in classes):
+            if lookup.maps(name, implicit):
                 continue
-            offline = known is None if implicit is None else classes is None
+            offline = lookup.offline(implicit)
             if offline:
                 ctx.degraded.append(
                     f"{ids.UNMAPPED_EXTENDED_RESOURCE}: DeviceClasses unknown, only the policy's resources count"
                 )
-            if implicit is not None:
-                state = "is not known (DeviceClasses unknown)" if offline else "does not exist"
-                what = (f"{name}, but DeviceClass {implicit} {state}; only DRA serves this name, "
-                        "so no node can run the Pod")
-                fix = f"create DeviceClass {implicit}, or request an existing class"
-            else:
-                mapper = "no policy resource maps (DeviceClasses unknown)" if offline else (
-                    "no policy resource or DeviceClass maps")
-                what = f"{name}, which the policy retires (retiredResourceNames {pattern}) and {mapper}"
-                fix = (f"request a policy resource ({', '.join(sorted(policy.resources)) or 'none'}) or use a "
-                       f"ResourceClaim; or create a DeviceClass with extendedResourceName {name}")
+            what, fix = _unmapped_text(name, implicit, pattern, offline, policy)
             findings.append(
                 Finding(
                     ids.UNMAPPED_EXTENDED_RESOURCE,
@@ -228,6 +213,50 @@ def unmapped_extended_resource(obj: dict[str, Any], ctx: Context) -> Outcome:
                 )
             )
     return Outcome(findings)
+
+
+class _MappedNames:
+    """The cluster's extended-resource mappings and DeviceClasses, asked for once and only when needed."""
+
+    def __init__(self, ctx: Context) -> None:
+        self._ctx = ctx
+        self._looked_up = False
+        self._known: Mapping[str, str] | None = None
+        self._classes: Mapping[str, Any] | None = None
+
+    def _look_up(self) -> None:
+        if not self._looked_up:
+            view = self._ctx.view
+            self._known, self._classes = view.extended_resource_classes(), view.device_classes()
+            self._looked_up = True
+
+    def offline(self, implicit: str | None) -> bool:
+        """Whether the data that would judge this name (mappings, or classes for an implicit name) is missing."""
+        self._look_up()
+        return self._known is None if implicit is None else self._classes is None
+
+    def maps(self, name: str, implicit: str | None) -> bool:
+        """Whether a DeviceClass maps ``name`` (or, for an implicit name, the class exists)."""
+        self._look_up()
+        return (self._known is not None and name in self._known) or (
+            implicit is not None and self._classes is not None and implicit in self._classes)
+
+
+def _unmapped_text(
+    name: str, implicit: str | None, pattern: str | None, offline: bool, policy: CompiledPolicy
+) -> tuple[str, str]:
+    """(what is wrong, how to fix it) for a retired or implicit name nothing maps."""
+    if implicit is not None:
+        state = "is not known (DeviceClasses unknown)" if offline else "does not exist"
+        what = (f"{name}, but DeviceClass {implicit} {state}; only DRA serves this name, "
+                "so no node can run the Pod")
+        return what, f"create DeviceClass {implicit}, or request an existing class"
+    mapper = "no policy resource maps (DeviceClasses unknown)" if offline else (
+        "no policy resource or DeviceClass maps")
+    what = f"{name}, which the policy retires (retiredResourceNames {pattern}) and {mapper}"
+    fix = (f"request a policy resource ({', '.join(sorted(policy.resources)) or 'none'}) or use a "
+           f"ResourceClaim; or create a DeviceClass with extendedResourceName {name}")
+    return what, fix
 
 
 @pod_rule(ids.MAX_DEVICES_PER_POD)
@@ -489,11 +518,22 @@ def _steer(
     ``key In [value]`` expressions are removed first.
     """
     spec = template["spec"]
-    meta = template.get("metadata") if isinstance(template.get("metadata"), dict) else {}
-    ann = annotations_of(meta)
     node_selector = spec.get("nodeSelector") if isinstance(spec.get("nodeSelector"), dict) else {}
     old_terms = get_path(spec, (*_REQUIRED, "nodeSelectorTerms"))
     old_terms = old_terms if isinstance(old_terms, list) else []
+    terms = _without_previous(old_terms, previous)
+    conflict = _conflict(selector, node_selector, terms)
+    if conflict is not None:
+        return False, conflict
+    terms, added = _add_pool(terms, {k: v for k, v in selector.items() if node_selector.get(k) != v})
+    changed = terms != old_terms
+    if changed:
+        _write_terms(spec, terms)
+    return _mark(template, marker, want, added, previous) or changed, None
+
+
+def _without_previous(old_terms: list[Any], previous: Mapping[str, str] | None) -> list[dict[str, Any]]:
+    """Copies of the terms without the exact expressions of the ``previous`` pool; a term left empty goes."""
     terms: list[dict[str, Any]] = []
     for term in old_terms:
         term = clone(term) if isinstance(term, dict) else {}
@@ -508,46 +548,58 @@ def _steer(
                 if not term:
                     continue  # a term that held only our earlier steering
         terms.append(term)
+    return terms
 
+
+def _conflict(selector: Mapping[str, str], node_selector: Mapping[str, Any], terms: list[dict[str, Any]]) -> str | None:
+    """The Pod's own constraint that rules out a node with the pool's labels, if any."""
     for key, value in selector.items():
         if key in node_selector and node_selector[key] != value:
-            return False, f"nodeSelector {key}={node_selector[key]}"
+            return f"nodeSelector {key}={node_selector[key]}"
         for term in terms:
             for expr in term.get("matchExpressions") or []:
                 if isinstance(expr, dict) and expr.get("key") == key and not _admits(expr, value):
-                    return False, f"node affinity {_describe(expr)}"
+                    return f"node affinity {_describe(expr)}"
+    return None
 
-    need = {k: v for k, v in selector.items() if node_selector.get(k) != v}
+
+def _add_pool(terms: list[dict[str, Any]], need: Mapping[str, str]) -> tuple[list[dict[str, Any]], bool]:
+    """ANDs ``key In [value]`` for each needed label into every term (one term if none): (terms, added any)."""
+    if not need:
+        return terms, False
+    terms = terms or [{}]
     added = False
-    if need:
-        if not terms:
-            terms = [{}]
-        for term in terms:
-            exprs = term.setdefault("matchExpressions", [])
-            for key, value in need.items():
-                if not any(_is_exact(e, key, value) for e in exprs):
-                    exprs.append({"key": key, "operator": "In", "values": [value]})
-                    added = True
+    for term in terms:
+        exprs = term.setdefault("matchExpressions", [])
+        for key, value in need.items():
+            if not any(_is_exact(e, key, value) for e in exprs):
+                exprs.append({"key": key, "operator": "In", "values": [value]})
+                added = True
+    return terms, added
 
-    changed = False
-    if terms != old_terms:
-        changed = True
-        if terms:
-            node_affinity = spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
-            required = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
-            required["nodeSelectorTerms"] = terms
-        else:
-            _drop_required(spec)
-    current = ann.get(marker)
+
+def _write_terms(spec: dict[str, Any], terms: list[dict[str, Any]]) -> None:
+    if terms:
+        node_affinity = spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
+        required = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+        required["nodeSelectorTerms"] = terms
+    else:
+        _drop_required(spec)
+
+
+def _mark(template: dict[str, Any], marker: str, want: str, added: bool, previous: Mapping[str, str] | None) -> bool:
+    """Set the marker to the pool steered to, or drop a stale one once nothing of ours is left; True if changed."""
+    meta = template.get("metadata")
+    current = annotations_of(meta if isinstance(meta, dict) else {}).get(marker)
     if added and current != want:
         template.setdefault("metadata", {}).setdefault("annotations", {})[marker] = want
-        changed = True
-    elif not added and current is not None and current != want and previous is not None:
+        return True
+    if not added and current is not None and current != want and previous is not None:
         template["metadata"]["annotations"].pop(marker)
         if not template["metadata"]["annotations"]:
             template["metadata"].pop("annotations")
-        changed = True
-    return changed, None
+        return True
+    return False
 
 
 def _drop_required(spec: dict[str, Any]) -> None:

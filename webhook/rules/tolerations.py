@@ -21,6 +21,7 @@ from webhook.claim_objects import (
     CLAIM_KINDS,
     MAX_TOLERATIONS_PER_REQUEST,
     TEMPLATE_KIND,
+    RequestSlot,
     claim_labels,
     iter_requests,
     normalize_toleration,
@@ -163,25 +164,10 @@ def inject_device_tolerations(obj: dict[str, Any], ctx: Context) -> Outcome:
     findings: list[Finding] = []
     carried = added = 0
     for slot in iter_requests(mutated, ctx.kind):
-        existing = slot.body.get("tolerations")
-        existing = [t for t in existing if isinstance(t, dict)] if isinstance(existing, list) else []
-        have = {toleration_identity(t) for t in existing}
-        missing = [dict(t) for t in wanted if toleration_identity(t) not in have]
-        if missing and len(existing) + len(missing) > MAX_TOLERATIONS_PER_REQUEST:
-            findings.append(
-                Finding(
-                    ids.INJECT_DEVICE_TOLERATIONS,
-                    f"request {slot.name!r} already has {len(existing)} tolerations; adding the policy's "
-                    f"{len(missing)} would pass the limit of {MAX_TOLERATIONS_PER_REQUEST}, none were added",
-                    "remove tolerations this request does not need, or add the policy's device tolerations "
-                    "yourself in place of broader ones",
-                    (f"{slot.path}.tolerations",),
-                    advisory=True,
-                )
-            )
-        elif missing:
-            slot.body["tolerations"] = [*(slot.body.get("tolerations") or []), *missing]
-            added += len(missing)
+        finding, added_here = _inject_into(slot, wanted)
+        if finding is not None:
+            findings.append(finding)
+        added += added_here
         present = {normalize_toleration(t) for t in slot.body.get("tolerations") or [] if isinstance(t, dict)}
         carried += sum(1 for t in wanted if normalize_toleration(t) in present)
 
@@ -193,6 +179,28 @@ def inject_device_tolerations(obj: dict[str, Any], ctx: Context) -> Outcome:
         return Outcome(findings) if findings else NO_OUTCOME
     notes = {INJECTED_ANNOTATION: str(added)} if added else {}
     return Outcome(findings, mutated, notes)
+
+
+def _inject_into(slot: RequestSlot, wanted: tuple[dict[str, Any], ...]) -> tuple[Finding | None, int]:
+    """Add to one request the wanted tolerations it lacks: (advisory when they would not fit, number added)."""
+    existing = slot.body.get("tolerations")
+    existing = [t for t in existing if isinstance(t, dict)] if isinstance(existing, list) else []
+    have = {toleration_identity(t) for t in existing}
+    missing = [dict(t) for t in wanted if toleration_identity(t) not in have]
+    if not missing:
+        return None, 0
+    if len(existing) + len(missing) > MAX_TOLERATIONS_PER_REQUEST:
+        return Finding(
+            ids.INJECT_DEVICE_TOLERATIONS,
+            f"request {slot.name!r} already has {len(existing)} tolerations; adding the policy's "
+            f"{len(missing)} would pass the limit of {MAX_TOLERATIONS_PER_REQUEST}, none were added",
+            "remove tolerations this request does not need, or add the policy's device tolerations "
+            "yourself in place of broader ones",
+            (f"{slot.path}.tolerations",),
+            advisory=True,
+        ), 0
+    slot.body["tolerations"] = [*(slot.body.get("tolerations") or []), *missing]
+    return None, len(missing)
 
 
 def _annotate(metadata: dict[str, Any], key: str, value: str) -> None:

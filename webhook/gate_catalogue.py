@@ -1,0 +1,622 @@
+"""The feature-gate catalogue: which gates each Kubernetes version has and which fields they guard.
+
+A leaf module (it imports nothing from ``webhook``) so the policy compiler, loader and linter can
+resolve gate defaults without reaching into the ``gated-feature`` rule (``webhook.rules.gates``).
+
+The API server silently drops a field whose feature gate is off (or rejects it, e.g.
+``partitionTypeAttribute``) *before* validating webhooks run, and answers 201 without a warning
+(dra-1.37.md §11). One table, ``GATES``, one row per gate: stage/default per Kubernetes version, and per
+kind ("group/Kind", core kinds bare) a check ``(obj) -> [JSON path, ...]`` of the guarded fields the
+object uses. Checks are written against the 1.37 wire shapes (resource.k8s.io/v1
+``exactly``/``firstAvailable``, scheduling.k8s.io v1beta1/v1alpha3). A field counts as used when it is
+present and not null, false or empty: that is also when the API server's drop logic would change anything.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+VERSIONS: tuple[str, ...] = ("1.36", "1.37")
+
+Check = Callable[[dict[str, Any]], list[str]]
+
+# Path shown (and put in Finding.paths) when the kind itself is gated rather than a field.
+KIND_PATH = "kind"
+
+_CONTROL_PLANE = ("kube-apiserver", "kube-scheduler", "kube-controller-manager")
+_WITH_KUBELET = (*_CONTROL_PLANE, "kubelet")
+
+POD = "Pod"
+JOB = "batch/Job"
+PODGROUP = "scheduling.k8s.io/PodGroup"
+WORKLOAD = "scheduling.k8s.io/Workload"
+COMPOSITE = "scheduling.k8s.io/CompositePodGroup"
+CLAIM = "resource.k8s.io/ResourceClaim"
+TEMPLATE = "resource.k8s.io/ResourceClaimTemplate"
+SLICE = "resource.k8s.io/ResourceSlice"
+DEVICE_CLASS = "resource.k8s.io/DeviceClass"
+TAINT_RULE = "resource.k8s.io/DeviceTaintRule"
+POOL_STATUS = "resource.k8s.io/ResourcePoolStatusRequest"
+
+
+@dataclass(frozen=True, slots=True)
+class GateStage:
+    """A gate in one Kubernetes version."""
+
+    stage: str  # "alpha" | "beta" | "GA"
+    default: bool
+    locked: bool = False
+    # The API version kube-apiserver must serve for the guarded kind/fields in this release.
+    runtime_config: str | None = None
+
+    def describe(self) -> str:
+        if self.locked:
+            return f"{self.stage}, locked {'on' if self.default else 'off'}"
+        return f"{self.stage}, {'on' if self.default else 'off'} by default"
+
+
+@dataclass(frozen=True, slots=True)
+class Gate:
+    """One row of the catalogue."""
+
+    name: str
+    v1_36: GateStage | None  # None: the gate does not exist in 1.36
+    v1_37: GateStage
+    checks: tuple[tuple[str, Check], ...]  # ("group/Kind", check)
+    guards: str  # short human list of the guarded fields, for `dra-webhook gates`
+    requires: tuple[str, ...] = ()  # gates that must be on too for this one to work
+    components: tuple[str, ...] = _CONTROL_PLANE
+    # Kinds where the field is kept with the gate off but means something else (the Pod's claim entry
+    # stays, it just is not shared): findings there are advisory.
+    semantic_kinds: frozenset[str] = frozenset()
+    _by_kind: Mapping[str, Check] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_by_kind", dict(self.checks))
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        return tuple(kind for kind, _ in self.checks)
+
+    def stage_in(self, version: str) -> GateStage | None:
+        if version == "1.36":
+            return self.v1_36
+        if version == "1.37":
+            return self.v1_37
+        raise ValueError(f"unknown Kubernetes version {version!r}; known: {', '.join(VERSIONS)}")
+
+    def predicate(self, obj: dict[str, Any]) -> list[str]:
+        """JSON paths of this gate's fields that ``obj`` uses (kind taken from the object itself)."""
+        check = self._by_kind.get(_kind_key(obj))
+        return check(obj) if check is not None else []
+
+
+# --- helpers over raw dicts (never trust shapes: offline input may be anything) --------------------
+
+
+def _d(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _l(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _used(value: Any) -> bool:
+    return value is not None and value is not False and value != [] and value != {} and value != ""
+
+
+def _key(name: str) -> str:
+    """Map keys (attribute/capacity names contain dots and slashes) in bracket form."""
+    return f'["{name}"]'
+
+
+def _kind_key(obj: dict[str, Any]) -> str:
+    api_version = obj.get("apiVersion") or ""
+    group = api_version.rpartition("/")[0] if isinstance(api_version, str) else ""
+    kind = obj.get("kind") or ""
+    return f"{group}/{kind}" if group else str(kind)
+
+
+def _at(obj: dict[str, Any], path: str) -> list[str]:
+    """[path] when the dotted path (plain keys only) is used."""
+    node: Any = obj
+    for part in path.split("."):
+        node = _d(node).get(part)
+    return [path] if _used(node) else []
+
+
+def _kind_itself(obj: dict[str, Any]) -> list[str]:
+    return [KIND_PATH]
+
+
+# --- claims ------------------------------------------------------------------------------------
+
+
+def _devices(obj: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    spec = _d(obj.get("spec"))
+    if obj.get("kind") == "ResourceClaimTemplate":
+        return "spec.spec.devices", _d(_d(spec.get("spec")).get("devices"))
+    return "spec.devices", _d(spec.get("devices"))
+
+
+def _request_parts(obj: dict[str, Any], exact_only: bool = False) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every ``exactly`` and ``firstAvailable[j]`` of a claim or template, with its path."""
+    base, devices = _devices(obj)
+    for i, req in enumerate(_l(devices.get("requests"))):
+        req = _d(req)
+        exact = req.get("exactly")
+        if isinstance(exact, dict):
+            yield f"{base}.requests[{i}].exactly", exact
+        if exact_only:
+            continue
+        for j, sub in enumerate(_l(req.get("firstAvailable"))):
+            if isinstance(sub, dict):
+                yield f"{base}.requests[{i}].firstAvailable[{j}]", sub
+
+
+def _request_field(name: str, exact_only: bool = False) -> Check:
+    def check(obj: dict[str, Any]) -> list[str]:
+        return [f"{p}.{name}" for p, part in _request_parts(obj, exact_only) if _used(part.get(name))]
+
+    return check
+
+
+def _claim_consumable(obj: dict[str, Any]) -> list[str]:
+    paths = _request_field("capacity")(obj)
+    base, devices = _devices(obj)
+    for i, constraint in enumerate(_l(devices.get("constraints"))):
+        if _used(_d(constraint).get("distinctAttribute")):
+            paths.append(f"{base}.constraints[{i}].distinctAttribute")
+    return paths
+
+
+def _first_available(obj: dict[str, Any]) -> list[str]:
+    base, devices = _devices(obj)
+    return [
+        f"{base}.requests[{i}].firstAvailable"
+        for i, req in enumerate(_l(devices.get("requests")))
+        if _used(_d(req).get("firstAvailable"))
+    ]
+
+
+_INCLUDES = re.compile(r"\bincludes\s*\(")
+
+
+def _cel_includes(selectors: Any, base: str) -> list[str]:
+    return [
+        f"{base}.selectors[{k}].cel.expression"
+        for k, sel in enumerate(_l(selectors))
+        if _INCLUDES.search(str(_d(_d(sel).get("cel")).get("expression") or ""))
+    ]
+
+
+def _claim_list_attrs(obj: dict[str, Any]) -> list[str]:
+    paths: list[str] = []
+    for p, part in _request_parts(obj):
+        paths += _cel_includes(part.get("selectors"), p)
+    return paths
+
+
+def _class_list_attrs(obj: dict[str, Any]) -> list[str]:
+    return _cel_includes(_d(obj.get("spec")).get("selectors"), "spec")
+
+
+# --- ResourceSlice -------------------------------------------------------------------------------
+
+
+def _slice_devices(obj: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    for i, dev in enumerate(_l(_d(obj.get("spec")).get("devices"))):
+        if isinstance(dev, dict):
+            yield f"spec.devices[{i}]", dev
+
+
+def _device_fields(*names: str) -> Check:
+    def check(obj: dict[str, Any]) -> list[str]:
+        return [f"{p}.{n}" for p, dev in _slice_devices(obj) for n in names if _used(dev.get(n))]
+
+    return check
+
+
+def _slice_partitionable(obj: dict[str, Any]) -> list[str]:
+    spec = _d(obj.get("spec"))
+    paths = [f"spec.{n}" for n in ("sharedCounters", "perDeviceNodeSelection") if _used(spec.get(n))]
+    return paths + _device_fields("consumesCounters", "nodeName", "nodeSelector", "allNodes")(obj)
+
+
+def _slice_compat_groups(obj: dict[str, Any]) -> list[str]:
+    return [
+        f"{p}.consumesCounters[{j}].compatibilityGroups"
+        for p, dev in _slice_devices(obj)
+        for j, use in enumerate(_l(dev.get("consumesCounters")))
+        if _used(_d(use).get("compatibilityGroups"))
+    ]
+
+
+def _capacities(obj: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    for p, dev in _slice_devices(obj):
+        for name, cap in _d(dev.get("capacity")).items():
+            yield f"{p}.capacity{_key(name)}", _d(cap)
+
+
+def _slice_consumable(obj: dict[str, Any]) -> list[str]:
+    paths = _device_fields("allowMultipleAllocations")(obj)
+    return paths + [f"{p}.requestPolicy" for p, cap in _capacities(obj) if _used(cap.get("requestPolicy"))]
+
+
+_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:(Ki|Mi|Gi|Ti|Pi|Ei)|([numkMGTPE]?)|[eE]([+-]?\d+))$")
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+
+
+def is_fractional(quantity: Any) -> bool:
+    """True for a Quantity whose value is not an integer (``500m``, ``0.5``; not ``1.5Gi``, ``1000m``)."""
+    if isinstance(quantity, bool):
+        return False
+    if isinstance(quantity, int):
+        return False
+    if isinstance(quantity, float):
+        return not quantity.is_integer()
+    m = _QUANTITY.match(str(quantity).strip())
+    if not m:
+        return False  # not a quantity at all: the API server rejects it, nothing gated to report
+    try:
+        value = Decimal(m.group(1))
+    except InvalidOperation:
+        return False
+    if m.group(2):
+        value *= _BINARY[m.group(2)]
+    elif m.group(4) is not None:
+        value = value.scaleb(int(m.group(4)))
+    else:
+        value = value.scaleb(_DECIMAL[m.group(3)])
+    return value != value.to_integral_value()
+
+
+def _slice_fractional(obj: dict[str, Any]) -> list[str]:
+    return [
+        f"{p}.requestPolicy.validRange.{bound}"
+        for p, cap in _capacities(obj)
+        for bound, value in _d(_d(cap.get("requestPolicy")).get("validRange")).items()
+        if bound in ("min", "max", "step") and is_fractional(value)
+    ]
+
+
+def _slice_list_attrs(obj: dict[str, Any]) -> list[str]:
+    return [
+        f"{p}.attributes{_key(name)}.{form}"
+        for p, dev in _slice_devices(obj)
+        for name, attr in _d(dev.get("attributes")).items()
+        for form in ("bools", "ints", "strings", "versions")
+        if _used(_d(attr).get(form))
+    ]
+
+
+# 1.36 spelling kept so a 1.36 policy flags it too; 1.37 renamed it (dra-1.37.md §2.4).
+_slice_node_allocatable = _device_fields("nodeAllocatableResources", "nodeAllocatableResourceMappings")
+_slice_binding = _device_fields("bindsToNode", "bindingConditions", "bindingFailureConditions")
+
+
+# --- Pod / Job / scheduling.k8s.io -------------------------------------------------------------
+
+
+def pod_claims_in_group(obj: dict[str, Any]) -> list[str]:
+    """Pod claim entries that may resolve to the PodGroup's shared claim (all of them, offline)."""
+    spec = _d(obj.get("spec"))
+    if not _used(_d(spec.get("schedulingGroup")).get("podGroupName")):
+        return []
+    return [f"spec.resourceClaims[{i}]" for i, _ in enumerate(_l(spec.get("resourceClaims")))]
+
+
+def _pod_dra(obj: dict[str, Any]) -> list[str]:
+    spec = _d(obj.get("spec"))
+    paths = _at(obj, "spec.resourceClaims")
+    for key in ("initContainers", "containers"):
+        for i, c in enumerate(_l(spec.get(key))):
+            if _used(_d(_d(c).get("resources")).get("claims")):
+                paths.append(f"spec.{key}[{i}].resources.claims")
+    return paths
+
+
+def _templates(spec: dict[str, Any], base: str) -> Iterator[tuple[str, dict[str, Any], bool]]:
+    """Workload pod-group templates and composite templates, nested: (path, template, composite?)."""
+    for i, t in enumerate(_l(spec.get("podGroupTemplates"))):
+        if isinstance(t, dict):
+            yield f"{base}.podGroupTemplates[{i}]", t, False
+    for i, t in enumerate(_l(spec.get("compositePodGroupTemplates"))):
+        if isinstance(t, dict):
+            path = f"{base}.compositePodGroupTemplates[{i}]"
+            yield path, t, True
+            yield from _templates(t, path)
+
+
+def _workload_field(name: str, composite_too: bool) -> Check:
+    def check(obj: dict[str, Any]) -> list[str]:
+        return [
+            f"{p}.{name}"
+            for p, t, composite in _templates(_d(obj.get("spec")), "spec")
+            if (composite_too or not composite) and _used(t.get(name))
+        ]
+
+    return check
+
+
+def _spec_field(name: str) -> Check:
+    return lambda obj: _at(obj, f"spec.{name}")
+
+
+# --- the table -----------------------------------------------------------------------------------
+
+_ALPHA_OFF = GateStage("alpha", False)
+_BETA_ON = GateStage("beta", True)
+_BETA_OFF = GateStage("beta", False)
+_GA_ON = GateStage("GA", True)
+_GA_LOCKED = GateStage("GA", True, locked=True)
+_SCHED_1_36 = "scheduling.k8s.io/v1alpha2"  # 1.36's Workload/PodGroup version, removed in 1.37
+_SCHED_BETA = "scheduling.k8s.io/v1beta1"
+_SCHED_ALPHA = "scheduling.k8s.io/v1alpha3"
+_RESOURCE_ALPHA = "resource.k8s.io/v1alpha3"
+
+_CLAIMS = (CLAIM, TEMPLATE)
+
+GATES: tuple[Gate, ...] = (
+    Gate(
+        "DynamicResourceAllocation",
+        _GA_LOCKED,
+        _GA_LOCKED,
+        ((POD, _pod_dra),),
+        "Pod spec.resourceClaims, containers[].resources.claims",
+    ),
+    Gate(
+        "DRAExtendedResource",
+        _BETA_ON,
+        _GA_LOCKED,
+        ((DEVICE_CLASS, _spec_field("extendedResourceName")),),
+        "DeviceClass spec.extendedResourceName",
+    ),
+    Gate(
+        "DRADeviceTaints",
+        _BETA_ON,
+        _GA_ON,
+        (
+            (CLAIM, _request_field("tolerations")),
+            (TEMPLATE, _request_field("tolerations")),
+            (SLICE, _device_fields("taints")),
+        ),
+        "request tolerations (exactly, firstAvailable); slice devices[].taints",
+    ),
+    Gate(
+        "DRADeviceTaintRules",
+        GateStage("beta", False, runtime_config="resource.k8s.io/v1beta2"),
+        _GA_ON,
+        ((TAINT_RULE, _kind_itself),),
+        "DeviceTaintRule",
+        requires=("DRADeviceTaints",),
+    ),
+    Gate(
+        "DRAResourceClaimDeviceStatus",
+        _BETA_ON,
+        _GA_LOCKED,
+        ((CLAIM, lambda obj: _at(obj, "status.devices")), (SLICE, _slice_binding)),
+        "claim status.devices; co-gate of slice binding conditions",
+    ),
+    Gate(
+        "DRAWorkloadResourceClaims",
+        GateStage("alpha", False, runtime_config=_SCHED_1_36),
+        GateStage("beta", False, runtime_config=_SCHED_BETA),
+        (
+            (POD, pod_claims_in_group),
+            (JOB, lambda obj: _at(obj, "spec.scheduling.resourceClaims")),
+            (PODGROUP, _spec_field("resourceClaims")),
+            (WORKLOAD, _workload_field("resourceClaims", composite_too=False)),
+        ),
+        "PodGroup spec.resourceClaims, Workload podGroupTemplates[].resourceClaims, "
+        "Job spec.scheduling.resourceClaims, Pod claims shared through a PodGroup",
+        requires=("GenericWorkload",),
+        semantic_kinds=frozenset({POD}),
+    ),
+    Gate(
+        "GenericWorkload",
+        GateStage("alpha", False, runtime_config=_SCHED_1_36),
+        GateStage("beta", False, runtime_config=_SCHED_BETA),
+        (
+            (POD, _spec_field("schedulingGroup")),
+            (JOB, lambda obj: _at(obj, "spec.template.spec.schedulingGroup")),
+            (PODGROUP, _kind_itself),
+            (WORKLOAD, _kind_itself),
+        ),
+        "Workload, PodGroup; Pod spec.schedulingGroup",
+    ),
+    Gate(
+        "CompositePodGroup",
+        None,
+        GateStage("alpha", False, runtime_config=_SCHED_ALPHA),
+        (
+            (COMPOSITE, _kind_itself),
+            (WORKLOAD, _spec_field("compositePodGroupTemplates")),
+            (PODGROUP, _spec_field("parentCompositePodGroupName")),
+        ),
+        "CompositePodGroup; Workload compositePodGroupTemplates; PodGroup parentCompositePodGroupName",
+        requires=("GenericWorkload",),
+    ),
+    Gate(
+        "WorkloadWithJob",
+        _ALPHA_OFF,
+        _ALPHA_OFF,
+        ((JOB, _spec_field("scheduling")),),
+        "Job spec.scheduling",
+        requires=("GenericWorkload",),
+    ),
+    Gate(
+        "TopologyAwareWorkloadScheduling",
+        _ALPHA_OFF,
+        _ALPHA_OFF,
+        (
+            (JOB, lambda obj: _at(obj, "spec.scheduling.schedulingConstraints")),
+            (PODGROUP, _spec_field("schedulingConstraints")),
+            (WORKLOAD, _workload_field("schedulingConstraints", composite_too=True)),
+            (COMPOSITE, _spec_field("schedulingConstraints")),
+        ),
+        "schedulingConstraints (PodGroup, Workload templates, CompositePodGroup, Job spec.scheduling)",
+        requires=("GenericWorkload",),
+    ),
+    Gate(
+        "PodGroupPreemptionPolicy",
+        None,
+        _ALPHA_OFF,
+        (
+            (PODGROUP, _spec_field("preemptionPolicy")),
+            (WORKLOAD, _workload_field("preemptionPolicy", composite_too=True)),
+            (COMPOSITE, _spec_field("preemptionPolicy")),
+        ),
+        "preemptionPolicy (PodGroup, Workload templates, CompositePodGroup)",
+        requires=("GenericWorkload",),
+    ),
+    Gate(
+        "DRAAdminAccess",
+        _GA_LOCKED,
+        _GA_LOCKED,
+        (
+            (CLAIM, _request_field("adminAccess", exact_only=True)),
+            (TEMPLATE, _request_field("adminAccess", exact_only=True)),
+        ),
+        "exactly.adminAccess",
+    ),
+    Gate(
+        "DRAPrioritizedList",
+        _GA_ON,
+        _GA_LOCKED,
+        ((CLAIM, _first_available), (TEMPLATE, _first_available)),
+        "requests[].firstAvailable",
+    ),
+    Gate(
+        "DRAConsumableCapacity",
+        _BETA_ON,
+        _BETA_ON,
+        ((CLAIM, _claim_consumable), (TEMPLATE, _claim_consumable), (SLICE, _slice_consumable)),
+        "request capacity, constraints distinctAttribute; slice allowMultipleAllocations, capacity requestPolicy",
+    ),
+    Gate(
+        # dra-1.37.md §4: two specs in the code, default on only with min-compatibility-version >= 1.37
+        # (UNVERIFIED reading): treated as off, so fractional ranges are flagged unless a policy opts in.
+        "DRAFractionalCapacityRange",
+        None,
+        _BETA_OFF,
+        ((SLICE, _slice_fractional),),
+        "fractional capacity requestPolicy.validRange min/max/step",
+        requires=("DRAConsumableCapacity",),
+    ),
+    Gate(
+        "DRAPartitionableDevices",
+        _BETA_ON,
+        _BETA_ON,
+        ((SLICE, _slice_partitionable),),
+        "slice sharedCounters, perDeviceNodeSelection, devices[].consumesCounters/nodeName/nodeSelector/allNodes",
+    ),
+    Gate(
+        "DRAPartitionableDevicesType",
+        None,
+        _ALPHA_OFF,
+        (
+            (SLICE, _spec_field("partitionTypeAttribute")),
+            (POOL_STATUS, _spec_field("defaultPartitionTypeAttribute")),
+        ),
+        "slice partitionTypeAttribute; ResourcePoolStatusRequest defaultPartitionTypeAttribute",
+        requires=("DRAPartitionableDevices",),
+    ),
+    Gate(
+        "DRADeviceCompatibilityGroups",
+        None,
+        _ALPHA_OFF,
+        ((SLICE, _slice_compat_groups),),
+        "slice consumesCounters[].compatibilityGroups",
+        requires=("DRAPartitionableDevices",),
+    ),
+    Gate(
+        "DRADeviceBindingConditions",
+        _BETA_ON,
+        _BETA_ON,
+        ((SLICE, _slice_binding),),
+        "slice devices[].bindsToNode, bindingConditions, bindingFailureConditions",
+        requires=("DRAResourceClaimDeviceStatus",),
+    ),
+    Gate(
+        "DRAListTypeAttributes",
+        _ALPHA_OFF,
+        _ALPHA_OFF,
+        (
+            (SLICE, _slice_list_attrs),
+            (CLAIM, _claim_list_attrs),
+            (TEMPLATE, _claim_list_attrs),
+            (DEVICE_CLASS, _class_list_attrs),
+        ),
+        "slice attributes bools/ints/strings/versions; CEL includes() in selectors",
+    ),
+    Gate(
+        "DRADerivedAttributes",
+        None,
+        _ALPHA_OFF,
+        ((CLAIM, _request_field("derivedAttributes")), (TEMPLATE, _request_field("derivedAttributes"))),
+        "request derivedAttributes (exactly, firstAvailable)",
+    ),
+    Gate(
+        "DRANodeAllocatableResources",
+        _ALPHA_OFF,
+        _ALPHA_OFF,
+        ((SLICE, _slice_node_allocatable),),
+        "slice devices[].nodeAllocatableResources",
+        components=_WITH_KUBELET,
+    ),
+    Gate(
+        "DRAOptionalNodeOperations",
+        None,
+        _ALPHA_OFF,
+        ((SLICE, _spec_field("skipNodeOperations")),),
+        "slice skipNodeOperations",
+        components=_WITH_KUBELET,
+    ),
+    Gate(
+        "DRAResourcePoolStatus",
+        GateStage("alpha", False, runtime_config=_RESOURCE_ALPHA),
+        GateStage("alpha", False, runtime_config=_RESOURCE_ALPHA),
+        ((POOL_STATUS, _kind_itself),),
+        "ResourcePoolStatusRequest",
+    ),
+    # Gates without an API field: listed so a policy may record them without a lint error.
+    Gate("DRAResourceClaimGranularStatusAuthorization", _BETA_ON, _BETA_ON, (), "(no API field)"),
+    Gate("DRASchedulerFilterTimeout", _BETA_ON, _BETA_ON, (), "(no API field)"),
+    Gate("SchedulerPreQueueingHints", None, _ALPHA_OFF, (), "(no API field)"),
+)
+
+GATES_BY_NAME: Mapping[str, Gate] = {g.name: g for g in GATES}
+
+
+
+def known_in(version: str, gate: str) -> bool:
+    """Whether ``gate`` exists in Kubernetes ``version`` (enabling one that does not is a lint error)."""
+    row = GATES_BY_NAME.get(gate)
+    return row is not None and row.stage_in(version) is not None
+
+
+def effective_gates(version: str, overrides: Mapping[str, bool]) -> dict[str, bool]:
+    """Defaults for the Kubernetes version with the policy's overrides; KeyError on an unknown gate.
+
+    A gate the version does not have defaults to off; an override of it is kept (lint reports it).
+    """
+    if version not in VERSIONS:
+        raise ValueError(f"unknown Kubernetes version {version!r}; known: {', '.join(VERSIONS)}")
+    gates: dict[str, bool] = {}
+    for row in GATES:
+        stage = row.stage_in(version)
+        gates[row.name] = stage.default if stage is not None else False
+    for name, value in overrides.items():
+        if name not in gates:
+            raise KeyError(name)
+        gates[name] = value
+    return gates
+
+

@@ -277,7 +277,7 @@ def analyse(
     impacts: dict[tuple[str, str], PodImpact] = {}
     for claim in claims if selector is not None else ():
         results = ((((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results")) or []
-        selected = [r for r in results if selector.matches(r)]
+        selected = [r for r in results if selector is not None and selector.matches(r)]
         if not selected:
             continue
         evictions = []

@@ -106,7 +106,7 @@ def parse(body: bytes) -> AdmissionRequest:
 
 def parse_request(req: dict[str, Any]) -> AdmissionRequest:
     """Check the ``request`` part of a review (uid already known to be a string)."""
-    uid = req.get("uid") if isinstance(req.get("uid"), str) else ""
+    uid = u if isinstance(u := req.get("uid"), str) else ""
     gvk = req.get("kind")
     if not isinstance(gvk, dict) or not isinstance(gvk.get("kind"), str) or not gvk.get("kind"):
         raise RequestError(uid, "request.kind must be an object with group, version and kind")
@@ -137,7 +137,7 @@ def parse_request(req: dict[str, Any]) -> AdmissionRequest:
     if not isinstance(namespace, str) or not isinstance(name, str):
         raise RequestError(uid, "request.namespace and request.name must be strings")
     dry_run = req.get("dryRun") or False
-    user = req.get("userInfo") if isinstance(req.get("userInfo"), dict) else {}
+    user = info if isinstance(info := req.get("userInfo"), dict) else {}
     sub = req.get("subResource") or ""
     return AdmissionRequest(
         uid=uid,

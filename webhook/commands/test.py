@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 
+from webhook.commands import Subparsers
 from webhook.rules.ids import RULE_IDS
 
 EPILOG = """\
@@ -44,7 +45,7 @@ exit status: 0 all cases pass, 1 a case fails, 2 a suite is broken
 """
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: Subparsers) -> None:
     p = sub.add_parser(
         "test",
         help="run policy test suites (exit 1 on a failure, 2 on a broken suite)",

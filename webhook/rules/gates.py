@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from webhook.jsonish import as_dict as _d
+from webhook.jsonish import as_list as _l
 from webhook.rules.base import NO_OUTCOME, Context, Finding, Outcome, rule
 from webhook.rules.gate_state import gates_in_force
 from webhook.rules.ids import GATED_FEATURE
@@ -101,14 +103,6 @@ class Gate:
 
 
 # --- helpers over raw dicts (never trust shapes: offline input may be anything) --------------------
-
-
-def _d(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _l(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
 
 
 def _used(value: Any) -> bool:
@@ -788,8 +782,7 @@ def _podgroup_findings(pod: dict[str, Any], ctx: Context) -> list[Finding]:
     if not group_name or not entries:
         return []
     namespace = ctx.namespace or _d(pod.get("metadata")).get("namespace") or ""
-    lookup = getattr(ctx.view, "get_podgroup", None)
-    podgroup = lookup(namespace, group_name) if callable(lookup) else None
+    podgroup = ctx.view.get_podgroup(namespace, group_name)
     gate = GATES_BY_NAME["DRAWorkloadResourceClaims"]
     version = ctx.policy.spec.kubernetesVersion
     findings: list[Finding] = []

@@ -14,12 +14,12 @@ from typing import Any
 import yaml
 
 from webhook import claim_objects
+from webhook.jsonish import metadata_annotations
 from webhook.objects import (
     DEVICECLASS_PREFIX,
     ContainerRef,
     PodTemplateRef,
     active_deadlines,
-    annotations_of,
     container_extended,
     extended_requests,
     field_path,
@@ -272,18 +272,16 @@ def _claim_classes(ctx: Context, entry: Mapping[str, Any]) -> tuple[set[str] | N
     """DeviceClasses a pod-level claim entry asks for (``exactly`` and every ``firstAvailable`` choice).
 
     ``(None, why)`` when the cluster view cannot tell: offline, absent (a template created in the same
-    apply) or a lookup over budget; ``why`` names the object and, if the view says, the reason. The
-    lookups are taken with ``getattr`` so a view written before they joined ``ClusterView`` still works.
+    apply) or a lookup over budget; ``why`` names the object and, if the view says, the reason.
     """
     if entry.get("resourceClaimName"):
-        kind, name, lookup = "ResourceClaim", entry["resourceClaimName"], "get_resource_claim"
+        kind, name = "ResourceClaim", str(entry["resourceClaimName"])
+        found = ctx.view.get_resource_claim(ctx.namespace, name)
     elif entry.get("resourceClaimTemplateName"):
-        kind, name = claim_objects.TEMPLATE_KIND, entry["resourceClaimTemplateName"]
-        lookup = "get_resource_claim_template"
+        kind, name = claim_objects.TEMPLATE_KIND, str(entry["resourceClaimTemplateName"])
+        found = ctx.view.get_resource_claim_template(ctx.namespace, name)
     else:
         return set(), ""
-    fn = getattr(ctx.view, lookup, None)
-    found = fn(ctx.namespace, str(name)) if callable(fn) else None
     if not isinstance(found, dict):
         why = ctx.view.degraded_reason(kind.lower())
         if why is None:
@@ -489,8 +487,7 @@ def _steer(
     ``key In [value]`` expressions are removed first.
     """
     spec = template["spec"]
-    meta = template.get("metadata") if isinstance(template.get("metadata"), dict) else {}
-    ann = annotations_of(meta)
+    ann = metadata_annotations(template)
     node_selector = spec.get("nodeSelector") if isinstance(spec.get("nodeSelector"), dict) else {}
     old_terms = get_path(spec, (*_REQUIRED, "nodeSelectorTerms"))
     old_terms = old_terms if isinstance(old_terms, list) else []
@@ -552,7 +549,9 @@ def _steer(
 
 def _drop_required(spec: dict[str, Any]) -> None:
     affinity = spec.get("affinity")
-    node_affinity = affinity.get("nodeAffinity") if isinstance(affinity, dict) else None
+    if not isinstance(affinity, dict):
+        return
+    node_affinity = affinity.get("nodeAffinity")
     if not isinstance(node_affinity, dict):
         return
     node_affinity.pop("requiredDuringSchedulingIgnoredDuringExecution", None)
@@ -586,7 +585,7 @@ def steer_node_pool(obj: dict[str, Any], ctx: Context) -> Outcome:
         if pool is None:
             continue
         assert want is not None
-        prev_name = annotations_of(ref.metadata(obj)).get(marker)
+        prev_name = metadata_annotations(ref.template(obj)).get(marker)
         prev_pool = getattr(pools, prev_name, None) if prev_name in ("dra", "devicePlugin") else None
         previous = prev_pool.nodeSelector if prev_pool is not None and prev_name != want else None
         work = clone(ref.template(obj)) if ref.path else {

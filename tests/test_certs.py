@@ -177,6 +177,15 @@ def test_reuse_ca_keeps_the_ca_and_its_bundle(tmp_path: Path) -> None:
         certs.generate(tmp_path / "empty", reuse_ca=True)
 
 
+def test_reuse_ca_refuses_a_key_of_another_ca(tmp_path: Path) -> None:
+    paths = certs.generate(tmp_path)
+    other = certs.generate(tmp_path / "other")
+    paths.ca_key.write_bytes(other.ca_key.read_bytes())
+    with pytest.raises(certs.CertError, match="does not belong to"):
+        certs.load_ca(paths.ca_crt, paths.ca_key)
+    assert certs.load_ca(other.ca_crt, other.ca_key)[0].subject == load(other.ca_crt).subject
+
+
 def test_ca_bundle_b64_is_standard_base64_of_the_pem(generated: certs.CertPaths) -> None:
     bundle = certs.ca_bundle_b64(generated.ca_crt)
     assert base64.b64decode(bundle, validate=True) == generated.ca_crt.read_bytes()

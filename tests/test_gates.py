@@ -408,12 +408,9 @@ def test_pod_claims_with_workload_claims_gate_off() -> None:
     assert ctx.degraded and "trainers" in ctx.degraded[0]
 
 
-def test_view_without_get_podgroup() -> None:
-    class OldView:
-        def namespace_labels(self, name: str) -> None:
-            return None
-
-    findings, ctx = run(_pod(NEAR), policy(GenericWorkload=True), "validate", view=OldView())
+def test_podgroup_unknown_to_the_view() -> None:
+    # get_podgroup is part of ClusterView; an offline view answers None: no near-miss check, fallback noted.
+    findings, ctx = run(_pod(NEAR), policy(GenericWorkload=True), "validate", view=OfflineView())
     assert [f.paths for f in findings] == [("spec.resourceClaims[0]",)]
     assert ctx.degraded
 

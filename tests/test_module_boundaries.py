@@ -68,10 +68,16 @@ def private_uses(source: str) -> list[str]:
     return found
 
 
-def test_gate_catalogue_is_a_leaf():
-    path = WEBHOOK / "gate_catalogue.py"
+def _webhook_imports(name: str) -> set[str]:
+    path = WEBHOOK / f"{name}.py"
     imported = _imported_modules(ast.parse(path.read_text(encoding="utf-8")), "webhook")
-    assert not {m for m in imported if m == "webhook" or m.startswith("webhook.")}, imported
+    return {m for m in imported if m == "webhook" or m.startswith("webhook.")}
+
+
+def test_gate_catalogue_is_a_leaf():
+    """The catalogue may use the raw-JSON helpers, which are a leaf themselves, and nothing else of ours."""
+    assert not _webhook_imports("jsonish")
+    assert not {m for m in _webhook_imports("gate_catalogue") if not m.startswith("webhook.jsonish")}
 
 
 @pytest.mark.parametrize("path", sorted((WEBHOOK / "policy").glob("*.py")), ids=lambda p: p.name)

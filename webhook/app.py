@@ -73,7 +73,7 @@ def _read_body() -> bytes:
     """
     if request.content_length is not None:
         return request.get_data(cache=False)
-    body = request.environ["wsgi.input"].read(MAX_BODY + 1)
+    body: bytes = request.environ["wsgi.input"].read(MAX_BODY + 1)  # WSGI (PEP 3333): read() gives bytes
     if len(body) > MAX_BODY:
         raise RequestEntityTooLarge()
     return body

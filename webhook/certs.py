@@ -21,6 +21,7 @@ from pathlib import Path
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.hazmat.primitives.asymmetric.types import CertificatePublicKeyTypes
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 __all__ = [
@@ -220,7 +221,7 @@ def load_ca(
         raise CertError(f"cannot reuse the CA in {ca_crt} / {ca_key}: {e}") from e
     if not isinstance(key, ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey):
         raise CertError(f"{ca_key} is not an ECDSA or RSA key")
-    if key.public_key().public_numbers() != cert.public_key().public_numbers():
+    if _spki(key.public_key()) != _spki(cert.public_key()):
         raise CertError(f"{ca_key} does not belong to {ca_crt}")
     try:
         if not cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca:
@@ -260,7 +261,12 @@ def _key_usage(*, cert_sign: bool) -> x509.KeyUsage:
     )
 
 
-def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+def _spki(key: CertificatePublicKeyTypes) -> bytes:
+    """A public key in one comparable form, whatever its algorithm."""
+    return key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+
+
+def _key_pem(key: CAKey) -> bytes:
     return key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )

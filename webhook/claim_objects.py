@@ -18,6 +18,7 @@ from typing import Any
 
 from webhook.jsonish import as_dict as _dict
 from webhook.jsonish import as_list as _list
+from webhook.jsonish import metadata_annotations
 
 SCHEDULER_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
 POD_CLAIM_NAME_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
@@ -108,11 +109,6 @@ def iter_constraint_attributes(obj: Mapping[str, Any], kind: str) -> Iterator[tu
             attr = _dict(con).get(field)
             if isinstance(attr, str) and attr:
                 yield f"{base}.constraints[{i}].{field}", attr
-
-
-def metadata_annotations(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """metadata.annotations of an object ({} when absent or malformed)."""
-    return _dict(_dict(obj.get("metadata")).get("annotations"))
 
 
 def controller_owner(obj: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import copy
+import enum
 import json
 import logging
 import os
@@ -22,11 +23,11 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Final
 
 from kubernetes import client, config, watch
 from kubernetes.client import rest as kube_rest
-from kubernetes.client.exceptions import ApiException
+from kubernetes.client.exceptions import ApiException as ApiException  # re-exported: commands catch it
 
 from webhook.cluster_gates import ClusterGates, parse_metrics, served_versions
 from webhook.view import extended_resource_map
@@ -118,9 +119,12 @@ def _call_raw(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, An
     """Call a generated API method and return its JSON body as a dict (no model round trip)."""
     resp = fn(*args, _preload_content=False, **kwargs)
     try:
-        return json.loads(resp.data)
+        body = json.loads(resp.data)
     finally:
         resp.release_conn()
+    if not isinstance(body, dict):
+        raise ValueError(f"the API server answered with a JSON {type(body).__name__}, expected an object")
+    return body
 
 
 def _list_raw(
@@ -275,7 +279,15 @@ def apply_policy_reports(
 
 # -- the live view --------------------------------------------------------------------------------------
 
-_UNKNOWN: Any = object()  # a lookup that did not answer (budget, error): distinct from "absent" (None)
+class _Unknown(enum.Enum):
+    """A lookup that did not answer (budget, error): distinct from "absent" (None)."""
+
+    UNKNOWN = "unknown"
+
+
+_UNKNOWN: Final = _Unknown.UNKNOWN
+#: What a budgeted lookup gives: the object, None when absent (404), or _UNKNOWN.
+_Answer = dict[str, Any] | None | _Unknown
 
 
 class _Informer:
@@ -384,8 +396,9 @@ class LiveView:
         self._pid: int | None = None
         self._stop = threading.Event()
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
-        self._cache: collections.OrderedDict[tuple[str, ...], tuple[float, Any]] = collections.OrderedDict()
-        self._inflight: dict[tuple[str, ...], concurrent.futures.Future[Any]] = {}
+        self._cache: collections.OrderedDict[tuple[str, ...], tuple[float, dict[str, Any] | None]] = (
+            collections.OrderedDict())
+        self._inflight: dict[tuple[str, ...], concurrent.futures.Future[dict[str, Any] | None]] = {}
         self._recent_errors: collections.deque[str] = collections.deque(maxlen=5)
         self._dc_snapshot: tuple[int, Mapping[str, dict[str, Any]], Mapping[str, str]] | None = None
         # featureGates auto: the last good reading, kept when a later one fails (never read on requests).
@@ -636,7 +649,7 @@ class LiveView:
             return self._get(client.CoreV1Api(self._api).read_namespaced_pod, name, namespace)
 
         obj = self._lookup("pod", key, fetch)
-        if uid and obj not in (None, _UNKNOWN) and obj["metadata"].get("uid") != uid:
+        if uid and isinstance(obj, dict) and obj["metadata"].get("uid") != uid:
             # Perhaps a cached Pod that was replaced under the same name (StatefulSets do that): ask again.
             obj = self._lookup("pod", key, fetch, fresh=True)
         if obj is _UNKNOWN or obj is None:
@@ -693,7 +706,9 @@ class LiveView:
     def _get(self, fn: Callable[..., Any], *args: Any) -> dict[str, Any]:
         return _call_raw(fn, *args, _request_timeout=self._lookup_timeout)
 
-    def _lookup(self, kind: str, key: tuple[str, ...], fetch: Callable[[], Any], fresh: bool = False) -> Any:
+    def _lookup(
+        self, kind: str, key: tuple[str, ...], fetch: Callable[[], dict[str, Any]], fresh: bool = False,
+    ) -> _Answer:
         """The object (cached or fetched), None when absent (404), or _UNKNOWN past the budget or on error.
 
         The GET runs in the pool so the caller can stop waiting at the budget; a GET that finishes later
@@ -724,8 +739,9 @@ class LiveView:
             self._reason(kind, f"{kind} {label} lookup failed: {describe_error(exc)}")
         return _UNKNOWN
 
-    def _fetch(self, key: tuple[str, ...], fetch: Callable[[], Any]) -> Any:
+    def _fetch(self, key: tuple[str, ...], fetch: Callable[[], dict[str, Any]]) -> dict[str, Any] | None:
         try:
+            value: dict[str, Any] | None
             try:
                 value = fetch()
             except ApiException as exc:

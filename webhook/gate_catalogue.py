@@ -20,6 +20,9 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from webhook.jsonish import as_dict as _d
+from webhook.jsonish import as_list as _l
+
 VERSIONS: tuple[str, ...] = ("1.36", "1.37")
 
 Check = Callable[[dict[str, Any]], list[str]]
@@ -96,14 +99,6 @@ class Gate:
 
 
 # --- helpers over raw dicts (never trust shapes: offline input may be anything) --------------------
-
-
-def _d(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _l(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
 
 
 def _used(value: Any) -> bool:

@@ -186,9 +186,10 @@ def write_snapshot(directory: str, data: dict[str, Any]) -> None:
 def read_snapshot(directory: str) -> dict[str, Any] | None:
     try:
         with open(os.path.join(directory, SNAPSHOT)) as fh:
-            return json.load(fh)
+            data = json.load(fh)
     except (OSError, ValueError):
         return None
+    return data if isinstance(data, dict) else None
 
 
 def _escape(value: str) -> str:

@@ -17,6 +17,7 @@ import orjson
 import yaml
 
 from webhook import review
+from webhook.jsonish import as_dict
 
 NAMESPACED_DEFAULT = "default"
 CLUSTER_SCOPED = frozenset({
@@ -52,8 +53,7 @@ def parse_at(value: str | None) -> dt.datetime | None:
 
 
 def meta_of(obj: dict[str, Any]) -> dict[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, dict) else {}
+    return as_dict(obj.get("metadata"))
 
 
 def read_items(path: str, namespace: str | None, operation: str, errors: list[str] | None = None) -> list[Item]:

@@ -433,7 +433,3 @@ def requested_names(podspec: Mapping[str, Any]) -> dict[str, list[ContainerRef]]
 def pod_claims(podspec: Mapping[str, Any]) -> list[dict[str, Any]]:
     """``spec.resourceClaims`` entries (name plus resourceClaimName or resourceClaimTemplateName)."""
     return [c for c in _list(podspec.get("resourceClaims")) if isinstance(c, dict)]
-
-
-def annotations_of(meta: Mapping[str, Any]) -> dict[str, Any]:
-    return _dict(meta.get("annotations"))

@@ -46,7 +46,7 @@ import difflib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import jsonpointer
 import yaml
@@ -55,6 +55,9 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from webhook.policy.model import Action
 from webhook.rules.ids import RULE_IDS
 from webhook.view import StaticView
+
+if TYPE_CHECKING:
+    from pydantic_core import ErrorDetails  # pydantic's own dependency: its ValidationError.errors() items
 
 API_VERSION = "dra-migration.io/v1alpha1"
 KIND = "MigrationPolicyTest"
@@ -314,7 +317,7 @@ def _model_fields(loc: tuple[Any, ...]) -> list[str]:
     return list(tp.model_fields) if isinstance(tp, type) and issubclass(tp, BaseModel) else []
 
 
-def _problem_of(err: dict[str, Any], doc: Any) -> Broken:
+def _problem_of(err: ErrorDetails, doc: Any) -> Broken:
     from webhook.policy.loader import loc_path, refine_loc
 
     loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and "[" in p))  # union member tags

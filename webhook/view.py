@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
+from webhook.cluster_gates import ClusterGates
+
 
 @runtime_checkable
 class ClusterView(Protocol):
@@ -35,6 +37,9 @@ class ClusterView(Protocol):
 
     def get_resource_claim_template(self, namespace: str, name: str) -> dict[str, Any] | None:
         """A resource.k8s.io/v1 ResourceClaimTemplate as raw JSON, or None when unknown or absent."""
+
+    def feature_gates(self) -> ClusterGates | None:
+        """The last background reading of the cluster's feature gates (``featureGates: auto``), or None."""
 
     def degraded_reason(self, kind: str) -> str | None:
         """Why this thread's last ``kind`` lookup (kind in lower case: "pod", "namespace", ...) answered None.
@@ -69,6 +74,9 @@ class OfflineView:
         return None
 
     def get_resource_claim_template(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return None
+
+    def feature_gates(self) -> ClusterGates | None:
         return None
 
     def degraded_reason(self, kind: str) -> str | None:
@@ -128,6 +136,9 @@ class StaticView:
 
     def get_resource_claim_template(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self._claim_templates.get((namespace, name))
+
+    def feature_gates(self) -> ClusterGates | None:
+        return None
 
     def degraded_reason(self, kind: str) -> str | None:
         return ""

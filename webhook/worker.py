@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 import selectors
+import socket
 import ssl
 import time
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from functools import partial
 from typing import Any
 
 from gunicorn import http, sock
+from gunicorn.http.parser import Parser
 from gunicorn.workers.gthread import TConn, ThreadWorker
 
 #: Defaults of the `serve` options (seconds / connections per worker).
@@ -141,7 +143,7 @@ class DeadlineSocket:
     must not wait longer than the body deadline.
     """
 
-    def __init__(self, sock_: Any, deadline: float) -> None:
+    def __init__(self, sock_: socket.socket, deadline: float) -> None:
         self._sock, self._deadline = sock_, deadline
 
     def recv(self, size: int) -> bytes:
@@ -179,13 +181,9 @@ class AdmissionWorker(ThreadWorker):
 
     def enqueue_req(self, conn: TConn) -> None:
         """New, kept-alive-and-readable, or pipelined connection: read its request in the loop first."""
-        if getattr(conn, "request_buffered", False):
-            conn.request_buffered = False
-            super().enqueue_req(conn)
-            return
         self._start_reading(conn)
 
-    def set_accept_enabled(self, enabled: bool) -> None:
+    def set_accept_enabled(self, enabled: bool | None) -> None:
         """At the cap, close the oldest connection without a request in progress and keep accepting."""
         if not enabled and self.alive:
             evicted = self._evict_one()
@@ -220,7 +218,7 @@ class AdmissionWorker(ThreadWorker):
 
     def _start_reading(self, conn: TConn) -> None:
         seed = b""
-        if conn.parser is not None:  # kept alive: bytes of the next request may already be buffered
+        if isinstance(conn.parser, Parser):  # kept alive: bytes of the next request may already be buffered
             seed = conn.parser.unreader.take_buffered()
         handshaking = False
         if not conn.initialized:
@@ -248,6 +246,7 @@ class AdmissionWorker(ThreadWorker):
     def _progress(self, state: Reading) -> bool:
         s = state.conn.sock
         if state.handshaking:
+            assert isinstance(s, ssl.SSLSocket)  # wrapped by _start_reading before handshaking is set
             try:
                 s.do_handshake()
             except ssl.SSLWantReadError:
@@ -290,8 +289,7 @@ class AdmissionWorker(ThreadWorker):
         conn.parser = http.get_parser(self.cfg, DeadlineSocket(conn.sock, deadline), conn.client)
         conn.parser.unreader.unread(bytes(state.buf))
         conn.data_ready = True
-        conn.request_buffered = True
-        self.enqueue_req(conn)
+        super().enqueue_req(conn)  # the whole request is in memory: straight to a pool thread
 
     def _forget(self, state: Reading) -> None:
         self.reading.pop(id(state.conn), None)

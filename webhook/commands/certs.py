@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 from cryptography import x509
 
 from webhook import certs
+from webhook.commands import Subparsers
 
 DESCRIPTION = """\
 Write a development CA and a serving certificate signed by it, in the layout of a cert-manager
@@ -52,7 +52,7 @@ def _san(text: str) -> str:
     return text
 
 
-def add_parser(subparsers: Any) -> None:
+def add_parser(subparsers: Subparsers) -> None:
     """Register `certs` on the `dra-webhook` subparsers."""
     p = subparsers.add_parser(
         "certs",

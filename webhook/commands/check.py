@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from webhook import review
+from webhook.commands import Subparsers
 from webhook.defaults import default_policy
 from webhook.inputs import NAMESPACED_DEFAULT, InputError, Item, meta_of, parse_at, read_items
 from webhook.view import ClusterView, OfflineView, StaticView
@@ -33,7 +34,7 @@ OTHER_GROUPS = frozenset({"resource.k8s.io", "scheduling.k8s.io"})
 """Groups of the non-workload kinds the webhook judges (claims, DeviceClasses, slices, PodGroups...)."""
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: Subparsers) -> None:
     p = sub.add_parser(
         "check",
         help="evaluate manifests or AdmissionReviews offline (exit 1 if anything is denied)",

@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from webhook.commands import Subparsers
 from webhook.defaults import default_policy
 from webhook.rules.ids import RULE_IDS
 
@@ -29,7 +30,7 @@ MARKDOWN_NOTE = (
 )
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: Subparsers) -> None:
     p = sub.add_parser(
         "explain",
         help="explain a rule: what it checks, its action per stage, an example and the fix",

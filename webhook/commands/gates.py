@@ -10,10 +10,11 @@ import argparse
 import sys
 from typing import Any
 
+from webhook.commands import Subparsers
 from webhook.gate_catalogue import GATES, VERSIONS, Gate
 
 
-def add_parser(subparsers: Any) -> None:
+def add_parser(subparsers: Subparsers) -> None:
     p = subparsers.add_parser(
         "gates",
         help="print the feature-gate catalogue (stage, default, policy state, guarded fields)",

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from webhook.commands import Subparsers
 from webhook.policy.loader import Problem, lint_report
 
 EPILOG = """\
@@ -31,7 +32,7 @@ exit status: 0 the policy loads (warnings or not), 1 it has errors
 """
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: Subparsers) -> None:
     p = sub.add_parser(
         "lint",
         help="check a policy directory or file (exit 1 on any error; warnings are printed)",

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from webhook.commands import Subparsers
 from webhook.commands.report import load_policy
 from webhook.preflight import (
     EFFECTS,
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     from webhook.policy.compiled import CompiledPolicy
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: Subparsers) -> None:
     p = sub.add_parser(
         "preflight",
         help="which Pods a device taint would evict (exit 3 if a training job loses its devices at once)",

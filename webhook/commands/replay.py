@@ -28,13 +28,14 @@ from typing import Any
 
 import orjson
 
+from webhook.commands import Subparsers
 from webhook.defaults import default_policy
 
 CATEGORIES = ("newly denied", "newly allowed", "new warnings", "different patches")
 EXAMPLES = 5
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: Subparsers) -> None:
     p = sub.add_parser(
         "replay",
         help="re-evaluate recorded traffic under a new policy and show what changes (exit 1 if newly denied)",

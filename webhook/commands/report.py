@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from webhook import policyreport
+from webhook.commands import Subparsers
 from webhook.defaults import default_policy
 from webhook.report import Report, build_report, render_text
 
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from webhook.policy.compiled import CompiledPolicy
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: Subparsers) -> None:
     p = sub.add_parser(
         "report",
         help="rollout state per cohort and namespace, intended vs actual allocation path, drift",

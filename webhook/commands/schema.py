@@ -15,10 +15,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from webhook.commands import Subparsers
+
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: Subparsers) -> None:
     p = sub.add_parser(
         "schema",
         help="print the JSON Schema of MigrationPolicy (for editors and CI)",

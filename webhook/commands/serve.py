@@ -10,12 +10,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+from webhook.commands import Subparsers
 from webhook.defaults import default_policy
 
 log = logging.getLogger(__name__)
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: Subparsers) -> None:
     p = sub.add_parser(
         "serve",
         help="run the admission webhook (gunicorn, TLS)",

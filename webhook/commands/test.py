@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from webhook.commands import Subparsers
 from webhook.rules.ids import RULE_IDS
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ exit status: 0 all cases pass, 1 a case fails, 2 a suite is broken
 """
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: Subparsers) -> None:
     p = sub.add_parser(
         "test",
         help="run policy test suites (exit 1 on a failure, 2 on a broken suite)",

@@ -24,6 +24,7 @@ from webhook.policy.model import (
     LabelSelector,
     MigrationPolicy,
     PolicyException,
+    PolicySpec,
     Resource,
     ScheduleEntry,
 )
@@ -145,7 +146,8 @@ class CompiledPolicy:
     device_tolerations: tuple[dict[str, Any], ...] = ()
 
     @property
-    def spec(self):  # noqa: ANN201 - the pydantic spec, for rules that need raw settings
+    def spec(self) -> PolicySpec:
+        """The pydantic spec, for rules that need raw settings."""
         return self.source.spec
 
     @cached_property

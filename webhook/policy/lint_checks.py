@@ -79,7 +79,7 @@ def covers(earlier: str, later: str) -> bool:
 
 
 def _shadowed_cohorts(policy: CompiledPolicy) -> list[tuple[Loc, str]]:
-    out = []
+    out: list[tuple[Loc, str]] = []
     cohorts = policy.spec.cohorts
     for j, later in enumerate(cohorts):
         earlier = cohorts[:j]
@@ -108,7 +108,7 @@ def _shadowed_cohorts(policy: CompiledPolicy) -> list[tuple[Loc, str]]:
 
 
 def _schedule_order(policy: CompiledPolicy) -> list[tuple[Loc, str]]:
-    out = []
+    out: list[tuple[Loc, str]] = []
     for i, cohort in enumerate(policy.spec.cohorts):
         for k in range(1, len(cohort.schedule)):
             prev, entry = cohort.schedule[k - 1], cohort.schedule[k]
@@ -124,7 +124,7 @@ def _schedule_order(policy: CompiledPolicy) -> list[tuple[Loc, str]]:
 
 
 def _classes_mapped_twice(policy: CompiledPolicy) -> list[tuple[Loc, str]]:
-    out = []
+    out: list[tuple[Loc, str]] = []
     first: dict[str, int] = {}
     for i, res in enumerate(policy.spec.resources):
         if res.deviceClassName in first:

@@ -25,6 +25,9 @@ from webhook.gate_catalogue import effective_gates
 from webhook.policy.compiled import CompiledPolicy, CompileError, compile_policy
 from webhook.policy.model import MigrationPolicy
 
+if typing.TYPE_CHECKING:
+    from pydantic_core import ErrorDetails  # pydantic's own dependency: its ValidationError.errors() items
+
 API_VERSION = "dra-migration.io/v1alpha1"
 KIND = "MigrationPolicy"
 SUFFIXES = (".yaml", ".yml")
@@ -196,6 +199,7 @@ def parse_documents(file: str, raw: bytes) -> tuple[list[Document], list[Problem
         loader = _Loader(raw)  # reads ahead: may already raise on bad bytes
         while loader.check_node():
             node = loader.get_node()
+            assert node is not None  # check_node() said a document follows
             doc = Document(file, node.start_mark.line + 1, None)
             doc.lines[()] = doc.line
             _walk(loader, node, (), doc, problems, set())
@@ -339,7 +343,7 @@ def refine_loc(loc: Loc, message: str, data: Any) -> Loc:
     return loc
 
 
-def _translate(err: dict[str, Any], data: Any) -> tuple[Loc, str]:
+def _translate(err: ErrorDetails, data: Any) -> tuple[Loc, str]:
     """A pydantic error as (location in the file, message a person can act on)."""
     kind: str = err["type"]
     loc: Loc = tuple(err["loc"])

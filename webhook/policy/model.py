@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from enum import StrEnum
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -186,9 +186,9 @@ class DeviceToleration(Strict):
             raise ValueError("tolerationSeconds only applies to effect NoExecute")
         return self
 
-    def to_api(self) -> dict:
+    def to_api(self) -> dict[str, Any]:
         """The toleration as the API writes it (no empty fields)."""
-        out: dict = {"operator": self.operator}
+        out: dict[str, Any] = {"operator": self.operator}
         if self.key:
             out["key"] = self.key
         if self.value:

@@ -25,14 +25,18 @@ OnResult = Callable[[str, PolicyError | None], None]
 _ATTEMPTS = 3
 
 
-def fingerprint(path: Path) -> tuple:
+#: What ``fingerprint`` returns: compared for equality only.
+Fingerprint = tuple[object, ...]
+
+
+def fingerprint(path: Path) -> Fingerprint:
     """What changes whenever the policy files' content can have changed; cheap (stat calls only)."""
     try:
         data_link = os.readlink(path / "..data") if path.is_dir() and (path / "..data").is_symlink() else None
         files = policy_files(path) if path.exists() else []
     except OSError as exc:
         return ("unreadable", str(exc))
-    entries = []
+    entries: list[Fingerprint] = []
     for file in files:
         try:
             st = file.stat()
@@ -66,7 +70,7 @@ class PolicyStore:
         self._reload_lock = threading.Lock()  # one load at a time
         self._current: CompiledPolicy | None = None
         self._error: str | None = None
-        self._fingerprint: tuple | None = None
+        self._fingerprint: Fingerprint | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.check()

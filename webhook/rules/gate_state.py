@@ -24,10 +24,9 @@ def gates_in_force(ctx: Context) -> tuple[Mapping[str, bool], str | None]:
     sources = policy.gate_sources
     if not sources.auto:
         return policy.gates, None
-    lookup = getattr(ctx.view, "feature_gates", None)
-    reading = lookup() if callable(lookup) else None
+    reading = ctx.view.feature_gates()
     if reading is None:
-        why = getattr(ctx.view, "degraded_reason", lambda kind: None)("featuregates") or "no cluster connection"
+        why = ctx.view.degraded_reason("featuregates") or "no cluster connection"
         return policy.gates, (
             f"feature gates of the cluster unknown ({why}): featureGates auto fell back to the policy's "
             f"values and the Kubernetes {policy.spec.kubernetesVersion} defaults"

@@ -237,8 +237,7 @@ def _podgroup_findings(pod: dict[str, Any], ctx: Context) -> list[Finding]:
     if not group_name or not entries:
         return []
     namespace = ctx.namespace or _d(pod.get("metadata")).get("namespace") or ""
-    lookup = getattr(ctx.view, "get_podgroup", None)
-    podgroup = lookup(namespace, group_name) if callable(lookup) else None
+    podgroup = ctx.view.get_podgroup(namespace, group_name)
     gate = GATES_BY_NAME["DRAWorkloadResourceClaims"]
     version = ctx.policy.spec.kubernetesVersion
     findings: list[Finding] = []

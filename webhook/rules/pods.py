@@ -14,12 +14,12 @@ from typing import Any
 import yaml
 
 from webhook import claim_objects
+from webhook.jsonish import metadata_annotations
 from webhook.objects import (
     DEVICECLASS_PREFIX,
     ContainerRef,
     PodTemplateRef,
     active_deadlines,
-    annotations_of,
     container_extended,
     extended_requests,
     field_path,
@@ -301,18 +301,16 @@ def _claim_classes(ctx: Context, entry: Mapping[str, Any]) -> tuple[set[str] | N
     """DeviceClasses a pod-level claim entry asks for (``exactly`` and every ``firstAvailable`` choice).
 
     ``(None, why)`` when the cluster view cannot tell: offline, absent (a template created in the same
-    apply) or a lookup over budget; ``why`` names the object and, if the view says, the reason. The
-    lookups are taken with ``getattr`` so a view written before they joined ``ClusterView`` still works.
+    apply) or a lookup over budget; ``why`` names the object and, if the view says, the reason.
     """
     if entry.get("resourceClaimName"):
-        kind, name, lookup = "ResourceClaim", entry["resourceClaimName"], "get_resource_claim"
+        kind, name = "ResourceClaim", str(entry["resourceClaimName"])
+        found = ctx.view.get_resource_claim(ctx.namespace, name)
     elif entry.get("resourceClaimTemplateName"):
-        kind, name = claim_objects.TEMPLATE_KIND, entry["resourceClaimTemplateName"]
-        lookup = "get_resource_claim_template"
+        kind, name = claim_objects.TEMPLATE_KIND, str(entry["resourceClaimTemplateName"])
+        found = ctx.view.get_resource_claim_template(ctx.namespace, name)
     else:
         return set(), ""
-    fn = getattr(ctx.view, lookup, None)
-    found = fn(ctx.namespace, str(name)) if callable(fn) else None
     if not isinstance(found, dict):
         why = ctx.view.degraded_reason(kind.lower())
         if why is None:
@@ -589,8 +587,7 @@ def _write_terms(spec: dict[str, Any], terms: list[dict[str, Any]]) -> None:
 
 def _mark(template: dict[str, Any], marker: str, want: str, added: bool, previous: Mapping[str, str] | None) -> bool:
     """Set the marker to the pool steered to, or drop a stale one once nothing of ours is left; True if changed."""
-    meta = template.get("metadata")
-    current = annotations_of(meta if isinstance(meta, dict) else {}).get(marker)
+    current = metadata_annotations(template).get(marker)
     if added and current != want:
         template.setdefault("metadata", {}).setdefault("annotations", {})[marker] = want
         return True
@@ -604,7 +601,9 @@ def _mark(template: dict[str, Any], marker: str, want: str, added: bool, previou
 
 def _drop_required(spec: dict[str, Any]) -> None:
     affinity = spec.get("affinity")
-    node_affinity = affinity.get("nodeAffinity") if isinstance(affinity, dict) else None
+    if not isinstance(affinity, dict):
+        return
+    node_affinity = affinity.get("nodeAffinity")
     if not isinstance(node_affinity, dict):
         return
     node_affinity.pop("requiredDuringSchedulingIgnoredDuringExecution", None)
@@ -638,7 +637,7 @@ def steer_node_pool(obj: dict[str, Any], ctx: Context) -> Outcome:
         if pool is None:
             continue
         assert want is not None
-        prev_name = annotations_of(ref.metadata(obj)).get(marker)
+        prev_name = metadata_annotations(ref.template(obj)).get(marker)
         prev_pool = getattr(pools, prev_name, None) if prev_name in ("dra", "devicePlugin") else None
         previous = prev_pool.nodeSelector if prev_pool is not None and prev_name != want else None
         work = clone(ref.template(obj)) if ref.path else {

@@ -26,7 +26,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from webhook import claim_objects
-from webhook.objects import annotations_of, pod_templates
+from webhook.jsonish import as_dict, metadata_annotations
+from webhook.objects import pod_templates
 from webhook.patch import private_path
 from webhook.rules import ids
 from webhook.rules.base import Context, Outcome, rule
@@ -53,17 +54,16 @@ def _set_annotations(holder: dict[str, Any], desired: dict[str, str], keys: Iter
     ``holder`` must be a private copy; its metadata and annotations are replaced by new maps (never
     changed in place), so they may still be shared with the object received.
     """
-    meta = holder.get("metadata") if isinstance(holder.get("metadata"), dict) else {}
-    ann = annotations_of(meta)
+    ann = metadata_annotations(holder)
     if all(ann.get(k) == desired.get(k) for k in keys):
         return False
-    ann = dict(meta["annotations"]) if isinstance(meta.get("annotations"), dict) else {}
+    ann = dict(ann)
     for k in keys:
         if k in desired:
             ann[k] = desired[k]
         else:
             ann.pop(k, None)
-    meta = dict(meta)
+    meta = dict(as_dict(holder.get("metadata")))
     if ann:
         meta["annotations"] = ann
     else:
@@ -107,7 +107,7 @@ def track_rollout(obj: dict[str, Any], ctx: Context) -> Outcome:
         values = tracking_values(ctx, path)
         desired = values
         if ctx.operation == "UPDATE" and template_unchanged(obj, ctx.old_object, ref, values):
-            old = annotations_of(ref.metadata(ctx.old_object or {}))
+            old = metadata_annotations(ref.template(ctx.old_object or {}))
             desired = {k: old[k] for k in values if k in old}
         changed |= _set_annotations(private_path(mutated, ref.path), desired, values)
     if paths:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from webhook import custom_kinds
 from webhook.cluster_gates import GateSources
 from webhook.policy.model import (
     Action,
@@ -142,6 +143,8 @@ class CompiledPolicy:
     training_labels: tuple[tuple[str, str], ...] = ()
     training_keys: tuple[str, ...] = ()
     device_tolerations: tuple[dict[str, Any], ...] = ()
+    workload_kinds: Mapping[tuple[str, str], custom_kinds.CustomKind] = field(default_factory=dict)  # by (group, kind)
+    template_finders: Mapping[tuple[str, str], Any] = field(default_factory=dict)  # custom_kinds.active's argument
 
     @property
     def spec(self):  # noqa: ANN201 - the pydantic spec, for rules that need raw settings
@@ -271,6 +274,11 @@ def compile_policy(policy: MigrationPolicy, raw: bytes, files: tuple[str, ...] =
     for gate in auto - frozenset(gates):
         raise CompileError(("spec", "featureGates", gate), f"unknown feature gate {gate!r}")
 
+    try:
+        workload_kinds = custom_kinds.compile_kinds(spec.workloadKinds)
+    except custom_kinds.DuplicateKind as exc:
+        raise CompileError(("spec", "workloadKinds", exc.index, "kind"), str(exc)) from None
+
     return CompiledPolicy(
         source=policy,
         sha256=hashlib.sha256(raw).hexdigest(),
@@ -299,6 +307,8 @@ def compile_policy(policy: MigrationPolicy, raw: bytes, files: tuple[str, ...] =
         training_labels=tuple(spec.trainingJobs.labels.items()),
         training_keys=tuple(spec.trainingJobs.anyLabelKeys),
         device_tolerations=tuple(t.to_api() for t in spec.trainingJobs.deviceTolerations),
+        workload_kinds=workload_kinds,
+        template_finders=custom_kinds.finders(workload_kinds),
     )
 
 

@@ -293,3 +293,52 @@ def test_the_shipped_conditions_send_a_named_kind_even_without_devices() -> None
         for op, before in (("CREATE", None), ("UPDATE", old)):
             req = request("TrainingRun", op, group="example.com", version="v1")
             assert sent(name, req, obj, before), (name, op)
+
+
+def test_the_printed_patches_render_with_the_real_kustomize(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import shutil
+    import subprocess
+
+    from tests.test_deploy import KUSTOMIZE_MAJOR
+    from webhook.cli import build_parser
+
+    if KUSTOMIZE_MAJOR is None or KUSTOMIZE_MAJOR < 5:
+        pytest.skip("needs kubectl with kustomize v5+ on PATH")
+    assert lint_cmd.run(build_parser().parse_args(["lint", str(policy_file(tmp_path)), "--webhook-rules"])) == 0
+    snippet = capsys.readouterr().out
+    shutil.copytree(ROOT / "deploy" / "base", tmp_path / "deploy" / "base")
+    overlay = tmp_path / "deploy" / "overlays" / "crds"
+    overlay.mkdir(parents=True)
+    (overlay / "kustomization.yaml").write_text("resources:\n- ../../base\n" + snippet)
+    out = subprocess.run([shutil.which("kubectl") or "kubectl", "kustomize", str(overlay)], check=True,
+                         capture_output=True, text=True, timeout=120).stdout
+    hooks = {h["name"]: h for d in yaml.safe_load_all(out) if d and d["kind"].endswith("WebhookConfiguration")
+             for h in d["webhooks"]}
+    for name, hook in hooks.items():
+        ours = [r for r in hook["rules"] if r["apiGroups"] == ["example.com"]]
+        assert [r["resources"] for r in ours] == ([[ "trainingruns"], ["replicagroups"]]
+                                                 if name.startswith("workloads.") else []), name
+
+
+# ------------------------------------------------------------------------------- a published CRD object
+
+
+def test_the_bundled_policy_examines_spark_applications(capsys: pytest.CaptureFixture[str]) -> None:
+    """kubeflow/spark-operator's published pod-template example, and two GPU copies of it (tests/data/custom-kinds),
+    under the bundled policy in a migrated namespace: examined, the legacy name denied, the migrated one steered."""
+    from webhook.cli import main
+
+    f = ROOT / "tests" / "data" / "custom-kinds" / "spark-pi-pod-template.yaml"
+    code = main(["check", "-o", "json", "-n", "ml-team", "--at", "2027-02-02", "--fail-on-unexamined", str(f)])
+    results = json.loads(capsys.readouterr().out)["results"]
+    assert code == 1
+    plain, legacy, migrated = results
+    assert all(r["examined"] and r["stage"] == "migrated" for r in results)
+    assert plain["allowed"] and plain["patch"] == [] and plain["findings"] == []
+    assert not legacy["allowed"] and [f["rule"] for f in legacy["findings"]] == ["legacy-resource-name"]
+    assert "[spec.executor.template]" in legacy["findings"][0]["message"]
+    assert migrated["allowed"] and migrated["findings"] == []
+    ops = {op["path"]: op["value"] for op in migrated["patch"]}
+    assert ops["/spec/executor/template/metadata/annotations/dra-migration.io~1node-pool"] == "dra"
+    assert "/spec/executor/template/spec/affinity" in ops
+    assert not any(p.startswith("/spec/driver") for p in ops)  # the driver asks for no device

@@ -342,3 +342,14 @@ def test_the_bundled_policy_examines_spark_applications(capsys: pytest.CaptureFi
     assert ops["/spec/executor/template/metadata/annotations/dra-migration.io~1node-pool"] == "dra"
     assert "/spec/executor/template/spec/affinity" in ops
     assert not any(p.startswith("/spec/driver") for p in ops)  # the driver asks for no device
+
+
+def test_a_named_kind_called_like_a_dra_kind_is_still_a_workload(tmp_path: Path) -> None:
+    """Dispatch on group AND kind: ``example.com/ResourceClaimTemplate`` is a workload, not a claim template."""
+    kinds = "  workloadKinds:\n  - {group: example.com, kind: ResourceClaimTemplate, podTemplates: [spec.template]}\n"
+    policy = load(policy_file(tmp_path, kinds))
+    obj = {"apiVersion": "example.com/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "x"},
+           "spec": {"template": {"spec": gpu_spec()}}}
+    res = run_as(obj, "pilot-a", policy)
+    assert pool_of(res.patched["spec"]["template"]) == "dra"
+    assert res.patched["spec"]["template"]["metadata"]["annotations"][STAGE] == "pilot"

@@ -118,6 +118,8 @@ def test_bad_paths_are_policy_errors_with_file_and_line(tmp_path: Path, paths: s
     ("{group: apps, kind: Deployment, podTemplates: [spec.template]}", "group", "is not a CRD group"),
     ("{group: jobset.x-k8s.io, kind: JobSet, podTemplates: [spec.template]}", "",
      "jobset.x-k8s.io/JobSet is a built-in workload kind, examined already: remove it"),
+    ("{group: resource.k8s.io, kind: ResourceClaimTemplate, podTemplates: [spec.template]}", "",
+     "the webhook has rules of its own for resource.k8s.io kinds"),
     ("{group: example.com, kind: TrainingRun, podTemplate: [spec.template]}", "podTemplate",
      "unknown key 'podTemplate' (did you mean 'podTemplates'?)"),
     ("{group: example.com, kind: TrainingRun, podTemplates: [spec.template], versions: [V1]}", "versions[0]",

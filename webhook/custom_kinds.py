@@ -54,6 +54,8 @@ _POD_SPEC_FIELDS = frozenset({
     "affinity", "tolerations", "nodeSelector", "schedulingGates",
 })
 _BUILT_IN = {(k.group, k.kind) for k in KINDS}
+_OWN_RULES = frozenset({"resource.k8s.io", "scheduling.k8s.io"})
+"""Groups whose kinds the webhook judges with rules of their own (claims, classes, PodGroups...)."""
 MAX_PATH = 256
 
 
@@ -212,6 +214,8 @@ class WorkloadKindSpec(BaseModel):
     def _not_built_in(self) -> WorkloadKindSpec:
         if (self.group, self.kind) in _BUILT_IN:
             raise ValueError(f"{self.group}/{self.kind} is a built-in workload kind, examined already: remove it")
+        if self.group in _OWN_RULES:
+            raise ValueError(f"{self.group}/{self.kind}: the webhook has rules of its own for {self.group} kinds")
         return self
 
     def compile(self) -> CustomKind:

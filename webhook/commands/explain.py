@@ -179,7 +179,7 @@ def _actions(rule: str, policy: Any, mutating: bool, advisory: bool) -> list[str
 
 
 def _named_kinds(rule: str, policy: Any) -> list[str]:
-    """``  + policy:  example.com/TrainingRun ...`` when the rule also runs on the policy's workloadKinds."""
+    """A line naming the policy's workloadKinds when the rule also runs on their pod templates."""
     from webhook.engine import workload_rules
 
     kinds = ", ".join(k.api_group_kind for k in policy.workload_kinds.values())

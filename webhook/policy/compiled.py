@@ -18,6 +18,7 @@ from typing import Any
 
 from webhook import custom_kinds
 from webhook.cluster_gates import GateSources
+from webhook.objects import TemplateFinder
 from webhook.policy.model import (
     Action,
     Cohort,
@@ -144,7 +145,7 @@ class CompiledPolicy:
     training_keys: tuple[str, ...] = ()
     device_tolerations: tuple[dict[str, Any], ...] = ()
     workload_kinds: Mapping[tuple[str, str], custom_kinds.CustomKind] = field(default_factory=dict)  # by (group, kind)
-    template_finders: Mapping[tuple[str, str], Any] = field(default_factory=dict)  # custom_kinds.active's argument
+    template_finders: Mapping[tuple[str, str], TemplateFinder] = field(default_factory=dict)  # for custom_kinds.active
 
     @property
     def spec(self):  # noqa: ANN201 - the pydantic spec, for rules that need raw settings

@@ -15,6 +15,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from webhook import custom_kinds
+from webhook.objects import WORKLOAD_KINDS
 from webhook.patch import make_patch
 from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.model import Action
@@ -78,6 +80,22 @@ def rules_for(kind: str, phase: str, operation: str) -> tuple[Rule, ...]:
     return found
 
 
+_WORKLOAD_INDEX: dict[tuple[str, str], tuple[Rule, ...]] = {}
+
+
+def workload_rules(phase: str, operation: str) -> tuple[Rule, ...]:
+    """The rules every built-in workload kind gets: what a kind the policy names (``workloadKinds``) gets.
+
+    Per-kind rules (``shared-claim-limit`` counts Pods the way each controller runs them) are left out.
+    """
+    key = (phase, operation)
+    found = _WORKLOAD_INDEX.get(key)
+    if found is None:
+        common = set.intersection(*(set(rules_for(k, phase, operation)) for k in sorted(WORKLOAD_KINDS)))
+        found = _WORKLOAD_INDEX[key] = tuple(r for r in rules_for("Deployment", phase, operation) if r in common)
+    return found
+
+
 def handled_kinds() -> frozenset[str]:
     """Every kind some rule looks at (for webhook configurations and `check`)."""
     return frozenset(k for r in REGISTRY for k in r.kinds)
@@ -92,10 +110,19 @@ def evaluate(
 ) -> Decision:
     """Evaluate one admission request under a policy. Never raises for a rule's failure."""
     req = request if isinstance(request, AdmissionRequest) else parse_request(request)
+    if not policy.template_finders:
+        return _evaluate(req, policy, view, phase, now)
+    with custom_kinds.active(policy.template_finders):  # the policy's workloadKinds, for objects.pod_templates
+        return _evaluate(req, policy, view, phase, now)
+
+
+def _evaluate(
+    req: AdmissionRequest, policy: CompiledPolicy, view: ClusterView | None, phase: str, now: dt.datetime | None
+) -> Decision:
     obj = req.object
     if obj is None or req.operation in ("DELETE", "CONNECT") or req.sub_resource:
         return Decision(allowed=True)
-    selected = rules_for(req.kind, phase, req.operation)
+    selected = _select(req, policy, phase)
     if not selected:
         return Decision(allowed=True)
     now = now or dt.datetime.now(dt.UTC)
@@ -153,6 +180,13 @@ def _decide(
     if ctx.degraded:
         decision.notes["cluster-view-degraded"] = "; ".join(dict.fromkeys(ctx.degraded))
     return decision
+
+
+def _select(req: AdmissionRequest, policy: CompiledPolicy, phase: str) -> tuple[Rule, ...]:
+    """The rules for this request: by kind, or the common workload rules for a kind the policy names."""
+    if (req.group, req.kind) in policy.workload_kinds:
+        return workload_rules(phase, req.operation)
+    return rules_for(req.kind, phase, req.operation)
 
 
 def _context(

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
+from types import MappingProxyType
 from typing import Any
 
 from webhook.jsonish import as_dict as _dict
@@ -215,6 +217,12 @@ checks the group)."""
 POD_KINDS: frozenset[str] = WORKLOAD_KINDS | {"Pod"}
 
 
+POLICY_KINDS: ContextVar[Mapping[tuple[str, str], TemplateFinder]] = ContextVar(
+    "policy_workload_kinds", default=MappingProxyType({}))
+"""Template finders of the kinds the policy in force names (``spec.workloadKinds``), by (group, kind); set by
+the engine for one evaluation (``custom_kinds.active``)."""
+
+
 def group_of(obj: Mapping[str, Any], kind: str) -> str:
     """The API group of ``obj`` from its ``apiVersion``; when it has none, the built-in group of ``kind``."""
     api_version = obj.get("apiVersion")
@@ -232,11 +240,14 @@ def pod_templates(obj: Mapping[str, Any], kind: str, group: str | None = None) -
     """Every pod template in ``obj`` that has a spec (an empty list for kinds without known templates).
 
     Dispatch is on (group, kind): pass the request's group; without it the object's ``apiVersion`` decides.
+    Built-in kinds first, then the kinds the policy in force names (``POLICY_KINDS``).
     """
-    wk = _BY_GROUP_KIND.get((group_of(obj, kind) if group is None else group, kind))
-    if wk is None:
+    key = (group_of(obj, kind) if group is None else group, kind)
+    wk = _BY_GROUP_KIND.get(key)
+    find = wk.find if wk is not None else POLICY_KINDS.get().get(key)
+    if find is None:
         return []
-    return [r for r in wk.find(obj) if isinstance(get_path(obj, (*r.path, "spec")), dict)]
+    return [r for r in find(obj) if isinstance(get_path(obj, (*r.path, "spec")), dict)]
 
 
 def pod_labels(obj: Mapping[str, Any], kind: str, ref: PodTemplateRef, group: str | None = None) -> dict[str, str]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import sys
+from collections.abc import Container
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,7 +44,8 @@ def add_parser(sub: Subparsers) -> None:
         "then validate the patched object. Prints per object the decision, each finding once (rule, "
         "action, message, remediation), warnings and, for allowed objects, the JSON patch. DeviceClasses, "
         "Namespaces, ResourceClaims and ResourceClaimTemplates in the input are used as the cluster. "
-        "Objects of a kind the webhook has no rules for are listed as NOT EXAMINED.\n\n"
+        "Objects of a kind the webhook has no rules for (neither built in nor named in the policy's workloadKinds) "
+        "are listed as NOT EXAMINED.\n\n"
         "Exit codes: 0 all allowed; 1 something denied; 2 input or policy error (the other documents "
         "are still checked); 3 with --fail-on-unexamined, some object was not examined.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -136,7 +138,7 @@ def _check_items(items: list[Item], policy: CompiledPolicy, now: dt.datetime) ->
     for item in items:
         if item.request.group == "" and item.request.kind == "Namespace":
             results.append(_unexamined(item, "used as the cluster view (namespace labels) for the other objects"))
-        elif not examined(item.request.group, item.request.kind):
+        elif not examined(item.request.group, item.request.kind, policy.workload_kinds):
             results.append(_unexamined(item))
         else:
             mutate, validate = admit(item.request, policy, view, now)
@@ -171,11 +173,14 @@ def _expand_paths(paths: list[str], recursive: bool, errors: list[str]) -> list[
     return out
 
 
-def examined(group: str, kind: str) -> bool:
-    """Whether the webhook has rules for (group, kind): a known workload kind or a DRA / scheduling kind."""
+def examined(group: str, kind: str, named: Container[tuple[str, str]] = ()) -> bool:
+    """Whether the webhook has rules for (group, kind): a known workload kind, one the policy names
+    (``named``: its ``workloadKinds``) or a DRA / scheduling kind."""
     from webhook.engine import handled_kinds
     from webhook.objects import POD_KINDS, workload_kind
 
+    if (group, kind) in named:
+        return True
     if kind in POD_KINDS:
         return workload_kind(group, kind) is not None
     return group in OTHER_GROUPS and kind in handled_kinds()
@@ -210,7 +215,8 @@ def _unexamined(item: Item, view_use: str = "") -> dict[str, Any]:
     gk = f"{req.group}/{req.kind}" if req.group else req.kind
     return {
         "source": item.source, "object": _describe(item), "allowed": True, "examined": bool(view_use),
-        "stage": "", "cohort": "", "message": view_use or f"not examined: the webhook has no rules for {gk}",
+        "stage": "", "cohort": "", "message": view_use or f"not examined: the webhook has no rules for {gk}"
+        + (" (a CRD with pod templates: name it in the policy's spec.workloadKinds)" if "." in req.group else ""),
         "findings": [], "warnings": [], "patch": [], "auditAnnotations": {},
     }
 

@@ -179,6 +179,16 @@ def _actions(rule: str, policy: Any, mutating: bool, advisory: bool) -> list[str
     return lines
 
 
+def _named_kinds(rule: str, policy: Any) -> list[str]:
+    """A line naming the policy's workloadKinds when the rule also runs on their pod templates."""
+    from webhook.engine import workload_rules
+
+    kinds = ", ".join(k.api_group_kind for k in policy.workload_kinds.values())
+    runs = any(r.id == rule for phase in ("mutate", "validate") for op in ("CREATE", "UPDATE")
+               for r in workload_rules(phase, op))
+    return [f"  + pod templates of the policy's workloadKinds: {kinds} (CREATE, UPDATE)"] if kinds and runs else []
+
+
 def explain_text(rule: str, policy: Any, policy_src: str) -> str:
     from webhook.policy.loader import load
     from webhook.rules.examples import example_for
@@ -190,7 +200,7 @@ def explain_text(rule: str, policy: Any, policy_src: str) -> str:
         by_ops.setdefault(ops, []).append(kind)
     objects = "; ".join(f"{', '.join(kinds)} ({', '.join(ops)})" for ops, kinds in by_ops.items())
     out = [rule, f"  phase:    {' + '.join(info.phases)}{' (mutating: patches objects)' if info.mutating else ''}",
-           f"  objects:  {objects}", "", "What it checks:"]
+           f"  objects:  {objects}", *_named_kinds(rule, policy), "", "What it checks:"]
     out += [f"  {line}" if line else "" for line in info.doc.splitlines()]
     # The example is judged under the given policy; only when it does not fire there (its namespace is in
     # no migrated cohort of that policy, say) is the bundled policy used, and the output says so.

@@ -28,6 +28,9 @@ warnings (exit 0; printed as file:line: warning: ...):
     spec.extendedResourceName is not the resource the policy maps them to
   - with --kubeconfig: featureGates set to true/false where the cluster (its /metrics) says otherwise
 
+--webhook-rules: print (on stdout) the kustomize patches that add the webhook configuration rules for the
+CRDs the policy names in spec.workloadKinds; warnings then go to stderr.
+
 exit status: 0 the policy loads (warnings or not), 1 it has errors
 """
 
@@ -62,6 +65,12 @@ def add_parser(sub: Subparsers) -> None:
         metavar="FILE",
         help="also check the policy's DeviceClasses and feature gates against this cluster (read-only: "
         "lists DeviceClasses, reads the API server's /metrics)",
+    )
+    p.add_argument(
+        "--webhook-rules",
+        action="store_true",
+        help="print the kustomize patches that send the policy's workloadKinds to the webhook (for an overlay "
+        "of deploy/)",
     )
 
 
@@ -113,12 +122,18 @@ def run(args: argparse.Namespace) -> int:
                          cluster_gates=gates)
     for problem in report.errors:
         print(problem)
+    snippet = getattr(args, "webhook_rules", False)
     for problem in report.warnings:
-        print(warning_line(problem))
+        print(warning_line(problem), file=sys.stderr if snippet else sys.stdout)
     if report.errors or report.policy is None:
         n = len(report.errors)
         print(f"{n} error{'s' if n != 1 else ''}")
         return 1
+    if snippet:
+        from webhook.custom_kinds import kustomize_patches
+
+        sys.stdout.write(kustomize_patches(report.policy.workload_kinds.values(), report.policy.name))
+        return 0
     n = len(report.warnings)
     note = f", {n} warning{'s' if n != 1 else ''}" if n else ""
     print(f"policy OK: {report.policy.identity} ({', '.join(report.policy.files)}){note}")

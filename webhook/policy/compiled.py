@@ -16,8 +16,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from webhook import custom_kinds
 from webhook.cluster_gates import GateSources
 from webhook.gate_catalogue import effective_gates
+from webhook.objects import TemplateFinder
 from webhook.policy.model import (
     Action,
     Cohort,
@@ -144,6 +146,8 @@ class CompiledPolicy:
     training_labels: tuple[tuple[str, str], ...] = ()
     training_keys: tuple[str, ...] = ()
     device_tolerations: tuple[dict[str, Any], ...] = ()
+    workload_kinds: Mapping[tuple[str, str], custom_kinds.CustomKind] = field(default_factory=dict)  # by (group, kind)
+    template_finders: Mapping[tuple[str, str], TemplateFinder] = field(default_factory=dict)  # for custom_kinds.active
 
     @property
     def spec(self) -> PolicySpec:
@@ -223,6 +227,11 @@ def compile_policy(policy: MigrationPolicy, raw: bytes, files: tuple[str, ...] =
     resources, legacy, by_class = _compile_resources(spec.resources)
     cohorts = _compile_cohorts(spec.cohorts)
     gates, explicit, auto = _compile_gates(spec.kubernetesVersion, spec.featureGates)
+    try:
+        workload_kinds = custom_kinds.compile_kinds(spec.workloadKinds)
+    except custom_kinds.DuplicateKind as exc:
+        raise CompileError(("spec", "workloadKinds", exc.index, "kind"), str(exc)) from None
+
     return CompiledPolicy(
         source=policy,
         sha256=hashlib.sha256(raw).hexdigest(),
@@ -251,6 +260,8 @@ def compile_policy(policy: MigrationPolicy, raw: bytes, files: tuple[str, ...] =
         training_labels=tuple(spec.trainingJobs.labels.items()),
         training_keys=tuple(spec.trainingJobs.anyLabelKeys),
         device_tolerations=tuple(t.to_api() for t in spec.trainingJobs.deviceTolerations),
+        workload_kinds=workload_kinds,
+        template_finders=custom_kinds.finders(workload_kinds),
     )
 
 

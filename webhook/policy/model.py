@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from webhook.custom_kinds import WorkloadKindSpec
 from webhook.rules.ids import RULE_IDS
 
 _QUALIFIED = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
@@ -288,6 +289,12 @@ class PolicySpec(Strict):
     )
     exceptions: list[PolicyException] = Field(
         default_factory=list, description="Rules switched off for some namespaces, until an optional date."
+    )
+    workloadKinds: list[WorkloadKindSpec] = Field(
+        default_factory=list,
+        description="CRDs whose pod templates the webhook examines and mutates like a built-in workload kind's "
+        "(group, kind, paths of the pod templates). Their webhook configuration rule must be added too: "
+        "`dra-webhook lint --webhook-rules` prints it.",
     )
 
     @field_validator("annotationPrefix")

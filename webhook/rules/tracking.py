@@ -91,7 +91,7 @@ def track_rollout(obj: dict[str, Any], ctx: Context) -> Outcome:
     written on Pods, workload controllers and their pod templates, and claims. ``dra-webhook report``
     compares it with the path the Pod actually got. Idempotent: a second pass is an empty patch.
     """
-    if ctx.kind in claim_objects.CLAIM_KINDS:
+    if ctx.kind in claim_objects.CLAIM_KINDS and ctx.group == "resource.k8s.io":  # not a CRD called so
         return _claim_outcome(obj, ctx)
     mutated = dict(obj)  # copy-on-write: only the metadata maps written below are new
     changed = False

@@ -611,7 +611,7 @@ def _drop_required(spec: dict[str, Any]) -> None:
 
 @pod_rule(ids.STEER_NODE_POOL, phases=("mutate",), mutating=True)
 def steer_node_pool(obj: dict[str, Any], ctx: Context) -> Outcome:
-    """GPU Pods run where the scheduler can serve them: the stage's pool (legacy ``devicePlugin``, else ``dra``), or the other.
+    """GPU Pods go to a pool that serves them: the stage's (legacy ``devicePlugin``, else ``dra``), else the other.
 
     The scheduler serves a name through the device plugin on nodes whose allocatable has it, and through DRA
     on nodes that lack it when a DeviceClass maps it; the policy says what each pool advertises

@@ -423,6 +423,34 @@ def test_scheduler_claim_annotation_from_another_user_is_judged() -> None:
     assert admit(obj, "mutate", user="alice").patch != []
 
 
+def test_a_second_scheduler_listed_in_the_policy_makes_scheduler_claims_too() -> None:
+    """spec.schedulerUsernames (issue 13 item 11): a second scheduler's ServiceAccount is trusted like
+    kube-scheduler once listed, and only then; kube-scheduler is no longer trusted when the list drops it."""
+    second = "system:serviceaccount:kube-system:gpu-scheduler"
+    doc = load("policy.yaml")
+    doc["spec"]["schedulerUsernames"] = [second]
+    policy = compile_policy(MigrationPolicy.model_validate(doc), b"second-scheduler")
+    obj = load("claim-scheduler.yaml")
+
+    def answer(phase: str, user: str, pol: CompiledPolicy) -> AdmissionResponse:
+        return handle(parse_request(review(obj, user=user)["request"]), phase, pol, None, MIGRATED)
+
+    for phase in ("mutate", "validate"):
+        trusted = answer(phase, second, policy)
+        assert trusted.allowed and trusted.verdicts == [] and trusted.patch == [], phase
+    assert answer("mutate", second, POLICY).patch != []  # the default policy lists kube-scheduler only
+    assert answer("mutate", "system:kube-scheduler", policy).patch != []
+    assert POLICY.scheduler_usernames == {"system:kube-scheduler"}
+
+
+@pytest.mark.parametrize("bad", [[], [""], [" system:kube-scheduler"], ["o'brien"]])
+def test_scheduler_usernames_must_be_usernames(bad: list[str]) -> None:
+    doc = load("policy.yaml")
+    doc["spec"]["schedulerUsernames"] = bad
+    with pytest.raises(ValueError, match="schedulerUsernames"):
+        MigrationPolicy.model_validate(doc)
+
+
 def test_engine_claim_update_has_no_findings_and_no_patch() -> None:
     old = load("claim-training.yaml")
     old["spec"]["devices"]["requests"][0]["exactly"].update(deviceClassName="bad.example.com", count=50)

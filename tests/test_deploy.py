@@ -668,3 +668,54 @@ def test_dockerignore_sends_only_what_the_image_needs() -> None:
         if line.startswith("COPY ") and "--from=" not in line:
             for src in line.split()[1:-1]:
                 assert not _docker_ignored(src.rstrip("/") + ("/x" if src.endswith("/") else ""), patterns), src
+
+
+# ------------------------------------------------------------------ scheduler identities (issue 13 item 11)
+
+SCHEDULER_CONDITION = "exclude-scheduler-extended-resource-claims"
+_USERNAMES = re.compile(r"request\.userInfo\.username in \[([^\]]*)\]")
+
+
+def _scheduler_lists(objs: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """Webhook name -> the usernames its scheduler-claim matchCondition excludes."""
+    out = {}
+    for _, hook in webhooks(objs):
+        for cond in hook.get("matchConditions") or []:
+            if cond["name"] == SCHEDULER_CONDITION:
+                match = _USERNAMES.search(cond["expression"])
+                assert match, cond["expression"]
+                out[hook["name"]] = re.findall(r"'([^']*)'", match.group(1))
+    return out
+
+
+def test_scheduler_claim_condition_lists_the_policys_scheduler_usernames(cm_objects: list[dict[str, Any]]) -> None:
+    """deploy/ and the shipped policy name the same claim-creating schedulers (the webhook's own judgement)."""
+    from webhook.policy.loader import load
+
+    usernames = sorted(load(DEPLOY / "base" / "policy" / "default.yaml").scheduler_usernames)
+    assert _scheduler_lists(cm_objects) == {"resources.mutate.dra-migration.io": usernames,
+                                            "resources.validate.dra-migration.io": usernames}
+
+
+def test_readme_second_scheduler_patch_renders(tmp_path: Path) -> None:
+    """The README's overlay patch, applied by the real kustomize, adds the second scheduler to both webhooks
+    and leaves the rest of the expression as deploy/ has it."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("#### A second scheduler"):]
+    snippet = section[section.index("```yaml\n") + len("```yaml\n"):section.index("```\n", section.index("```yaml"))]
+    deploy = _copy_deploy(tmp_path)
+    overlay = deploy / "overlays" / "second-scheduler"
+    overlay.mkdir()
+    doc = yaml.safe_load(snippet)
+    doc.update({"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+                "resources": ["../cert-manager"]})
+    (overlay / "kustomization.yaml").write_text(yaml.safe_dump(doc))
+    objs = kustomize(overlay)
+    both = ["system:kube-scheduler", "system:serviceaccount:kube-system:gpu-scheduler"]
+    assert _scheduler_lists(objs) == {"resources.mutate.dra-migration.io": both,
+                                      "resources.validate.dra-migration.io": both}
+    base = {h["name"]: h for _, h in webhooks(kustomize(DEPLOY / "overlays" / "cert-manager"))}
+    for _, hook in webhooks(objs):  # everything else exactly as deploy/ renders it
+        listed = "['system:kube-scheduler', 'system:serviceaccount:kube-system:gpu-scheduler']"
+        expected = json.loads(json.dumps(base[hook["name"]]).replace("['system:kube-scheduler']", listed))
+        assert hook == expected, hook["name"]

@@ -24,8 +24,9 @@ from tests import fakeapi
 from tests.helpers import K8S_VERSION, review
 from webhook.admission import admit
 from webhook.objects import get_path, pod_templates
-from webhook.policy.compiled import CompiledPolicy
+from webhook.policy.compiled import CompiledPolicy, compile_policy
 from webhook.policy.loader import load
+from webhook.policy.model import MigrationPolicy
 from webhook.review import parse_request
 from webhook.rules import ids
 from webhook.rules.base import Context
@@ -487,30 +488,93 @@ def _usage(*names: str):
 def test_implicit_class_name_is_never_the_device_plugin_path(stage: str) -> None:
     """No device plugin can advertise a ``kubernetes.io`` name, so the implicit name is served by DRA only,
     in every stage: path ``dra-extended-resource`` and the ``dra`` pool, never ``devicePlugin``."""
-    from webhook.rules.pods import rollout_path, target_pool
+    from webhook.rules.pods import Plan, plan
 
     u = _usage("deviceclass.resource.kubernetes.io/gpu.example.com")
     assert u.dra_only
-    assert rollout_path(u, stage) == "dra-extended-resource"
-    assert target_pool(u, stage) == "dra"
+    assert plan(u, stage, POLICY) == Plan("dra", "dra-extended-resource")
 
 
-def test_implicit_name_beside_a_device_plugin_name_is_mixed_in_legacy() -> None:
-    """In the legacy stage the mapped name is served by the device plugin and the implicit one by DRA."""
-    from webhook.rules.pods import rollout_path, target_pool
+def test_implicit_name_beside_a_device_plugin_name() -> None:
+    """A Pod with the implicit name runs only on the dra pool, whose nodes lack example.com/gpu: the scheduler
+    serves both names there through DRA. A legacy name beside it can be served nowhere: the stage decides."""
+    from webhook.rules.pods import Plan, plan
 
     u = _usage("example.com/gpu", "deviceclass.resource.kubernetes.io/fpga.example.com")
-    assert rollout_path(u, "legacy") == "mixed"
-    assert target_pool(u, "legacy") == "dra"
+    assert plan(u, "legacy", POLICY) == Plan("dra", "dra-extended-resource")
     legacy = _usage("vendor.example.com/gpu", "deviceclass.resource.kubernetes.io/gpu.example.com")
-    assert rollout_path(legacy, "pilot") == "mixed"
-    assert target_pool(legacy, "pilot") == "dra"
+    assert plan(legacy, "pilot", POLICY) == Plan("dra", "mixed")
 
 
-def test_mapped_name_in_legacy_stays_on_the_device_plugin_pool() -> None:
-    from webhook.rules.pods import rollout_path, target_pool
+def test_mapped_name_in_legacy_stays_on_the_device_plugin_pool_that_advertises_it() -> None:
+    from webhook.rules.pods import Plan, plan
 
     u = _usage("example.com/gpu")
     assert not u.dra_only
-    assert rollout_path(u, "legacy") == "device-plugin"
-    assert target_pool(u, "legacy") == "devicePlugin"
+    assert plan(u, "legacy", POLICY) == Plan("devicePlugin", "device-plugin")
+
+
+# ---- issue 13 item 5: pool and path follow the scheduler's rule (what each pool advertises) ---------------
+
+
+def _advertising(devicePlugin: list[str] | None, dra: list[str] | None = None) -> CompiledPolicy:
+    """The pod-rules policy with ``nodePools.<pool>.advertises`` set (None: left unset, the default)."""
+    doc = yaml.safe_load((DATA / "policy.yaml").read_text())
+    pools = doc["spec"]["nodePools"]
+    for name, names in (("devicePlugin", devicePlugin), ("dra", dra)):
+        pools[name].pop("advertises", None)
+        if names is not None:
+            pools[name]["advertises"] = names
+    return compile_policy(MigrationPolicy.model_validate(doc), json.dumps(doc).encode())
+
+
+def test_default_device_plugin_pool_advertises_the_legacy_names_only() -> None:
+    policy = _advertising(None)
+    assert policy.advertised == {"devicePlugin": frozenset({"vendor.example.com/gpu"}), "dra": frozenset()}
+
+
+@pytest.mark.parametrize("namespace", ["batch", "late-a"])
+def test_legacy_pod_asking_for_a_dra_mapped_name_the_device_plugin_lacks_runs_on_the_dra_pool(namespace) -> None:
+    """kube-scheduler serves example.com/gpu through DRA on nodes whose allocatable lacks it (fit.go
+    shouldDelegateResourceToDRA): pinned to device-plugin nodes that lack it the Pod would stay Pending."""
+    policy = _advertising(None)
+    res = run(manifest("pod-gpu", namespace), namespace, policy=policy)
+    assert res.allowed and res.stage == "legacy"
+    assert pool_of(res.patched) == "dra"
+    assert annotation(res.patched, "node-pool") == "dra"
+    assert annotation(res.patched, "path") == "dra-extended-resource"
+
+
+def test_legacy_workload_template_follows_the_scheduler_rule_too() -> None:
+    policy = _advertising(["vendor.example.com/gpu"])
+    res = run(manifest("deploy-gpu", "batch"), "batch", policy=policy)
+    template = res.patched["spec"]["template"]
+    assert pool_of(template) == "dra"
+    assert annotation(template, "path") == annotation(res.patched, "path") == "dra-extended-resource"
+
+
+def test_device_plugin_name_stays_on_the_device_plugin_pool_in_every_stage() -> None:
+    policy = _advertising(None)
+    for namespace in ("batch", "pilot-a"):
+        res = run(manifest("pod-legacy", namespace), namespace, policy=policy)
+        assert pool_of(res.patched) == "devicePlugin", namespace
+        assert annotation(res.patched, "path") == "device-plugin", namespace
+
+
+def test_a_name_advertised_on_the_dra_pool_is_the_device_plugin_path_there() -> None:
+    """Allocatable wins over a DeviceClass: a dra-pool node advertising the name serves it by device plugin."""
+    policy = _advertising(None, dra=["example.com/gpu"])
+    res = run(manifest("pod-gpu", "pilot-a"), "pilot-a", policy=policy)
+    assert pool_of(res.patched) == "dra"
+    assert annotation(res.patched, "path") == "device-plugin"
+
+
+def test_a_name_no_pool_serves_falls_back_to_the_stage() -> None:
+    """A legacy name beside a name only DRA serves fits no pool; the stage decides as before."""
+    from webhook.rules.pods import Plan, plan, usage
+
+    policy = _advertising(None)
+    u = usage({"containers": [{"name": "c", "resources": {"limits": {
+        "vendor.example.com/gpu": "1", "example.com/gpu": "1"}}}]}, policy)
+    assert plan(u, "legacy", policy) == Plan("devicePlugin", "device-plugin")
+    assert plan(u, "pilot", policy) == Plan("devicePlugin", "device-plugin")

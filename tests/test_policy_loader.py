@@ -294,6 +294,20 @@ MISTAKES = [
         id="duplicate-key",
     ),
     pytest.param(
+        "    dra: {nodeSelector: {gpu.example.com/allocation: dra}}",
+        "    dra: {nodeSelector: {gpu.example.com/allocation: dra}, advertises: [gpu]}",
+        "advertises",
+        "spec.nodePools.dra.advertises[0]: 'gpu' is not an extended resource name (domain/name)",
+        id="advertised-name-not-extended",
+    ),
+    pytest.param(
+        "  nodePools:\n",
+        "  schedulerUsernames: []\n  nodePools:\n",
+        "schedulerUsernames",
+        "spec.schedulerUsernames: list should have at least 1 item after validation, not 0",
+        id="no-scheduler-username",
+    ),
+    pytest.param(
         'reason: "INC-1234"',
         'reason: ""',
         "reason",

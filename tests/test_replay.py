@@ -129,10 +129,12 @@ def test_replay_shows_newly_denied_and_new_warnings(recording: tuple[Path, Path,
     assert summary["new warnings"] == {
         "count": 1, "groups": [{"rule": "training-job-extended-resource", "namespace": "team-b", "count": 1}]}
     assert summary["newly allowed"]["count"] == 0
-    # team-b moved from legacy to pilot: its GPU Pod is steered to the other pool and annotated anew.
+    # team-b moved from legacy to pilot: its GPU Pod is annotated anew. It stays on the dra pool: no device
+    # plugin advertises example.com/gpu (advertises unset: legacy names only), so the scheduler serves it
+    # through DRA in both stages (issue 13 item 5).
     [patch_change] = [c for c in out["changes"] if c["category"] == "different patches"]
     assert patch_change["object"] == "Pod team-b/train-0"
-    assert set(patch_change["rules"]) == {"steer-node-pool", "track-rollout"}
+    assert set(patch_change["rules"]) == {"track-rollout"}
     denied = sorted(c["object"] for c in out["changes"] if c["category"] == "newly denied")
     assert denied == ["Pod team-a/legacy-0", "Pod team-a/legacy-1"]
 

@@ -12,7 +12,7 @@ from tests.test_pod_rules import DATA, NOW, POLICY, annotation, manifest, run
 from webhook.engine import evaluate
 from webhook.policy.compiled import compile_policy
 from webhook.policy.model import MigrationPolicy
-from webhook.rules.pods import rollout_path, usage
+from webhook.rules.pods import plan, usage
 
 KEY = "/metadata/annotations/dra-migration.io~1"
 
@@ -137,10 +137,11 @@ def test_rollout_path_rules():
     spec = manifest("pod-legacy-plus-new", "x")["spec"]
     u = usage(spec, POLICY)
     assert set(u.er) == {"example.com/gpu"} and set(u.legacy) == {"vendor.example.com/gpu"}
-    assert rollout_path(u, "pilot") == "device-plugin"
+    assert plan(u, "pilot", POLICY).path == "device-plugin"
     er_only = usage(manifest("pod-gpu", "x")["spec"], POLICY)
-    assert [rollout_path(er_only, s) for s in ("legacy", "pilot", "migrated")] == [
+    # This policy's device-plugin pool advertises example.com/gpu (nodePools.devicePlugin.advertises).
+    assert [plan(er_only, s, POLICY).path for s in ("legacy", "pilot", "migrated")] == [
         "device-plugin", "dra-extended-resource", "dra-extended-resource"]
-    assert rollout_path(usage(manifest("pod-claims", "x")["spec"], POLICY), "legacy") == "dra-claim"
-    assert rollout_path(usage(manifest("pod-mixed", "x")["spec"], POLICY), "legacy") == "mixed"
-    assert rollout_path(usage(manifest("pod-cpu", "x")["spec"], POLICY), "pilot") is None
+    assert plan(usage(manifest("pod-claims", "x")["spec"], POLICY), "legacy", POLICY).path == "dra-claim"
+    assert plan(usage(manifest("pod-mixed", "x")["spec"], POLICY), "legacy", POLICY).path == "mixed"
+    assert plan(usage(manifest("pod-cpu", "x")["spec"], POLICY), "pilot", POLICY).path is None

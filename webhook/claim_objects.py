@@ -12,7 +12,7 @@ request object; a mutating rule passes its deep copy and edits what it gets back
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -120,20 +120,25 @@ def controller_owner(obj: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 SCHEDULER_USER = "system:kube-scheduler"
+"""The default of the policy's ``spec.schedulerUsernames``."""
 
 
-def is_scheduler_claim(obj: Mapping[str, Any], user: Mapping[str, Any] | None = None) -> bool:
+def is_scheduler_claim(
+    obj: Mapping[str, Any], user: Mapping[str, Any] | None = None,
+    schedulers: Collection[str] = (SCHEDULER_USER,),
+) -> bool:
     """kube-scheduler's special claim for a Pod on the extended-resource path (dra-1.37.md §7).
 
     Recognised by the annotation ``resource.kubernetes.io/extended-resource-claim: "true"`` together
     with a controlling Pod owner and no ``pod-claim-name`` annotation: exactly what the scheduler
     writes. Requiring the owner narrows what a user can exempt by copying the annotation (the garbage
     collector deletes a claim whose owner Pod does not exist). When the requester is known (``user``,
-    the AdmissionRequest's userInfo), it must be kube-scheduler itself, so nobody else can exempt a
-    claim from the policy by dressing it up as the scheduler's.
+    the AdmissionRequest's userInfo), it must be one of ``schedulers`` (the policy's ``schedulerUsernames``:
+    kube-scheduler, or a second scheduler's ServiceAccount), so nobody else can exempt a claim from the
+    policy by dressing it up as the scheduler's.
     """
     username = (user or {}).get("username")
-    if username and username != SCHEDULER_USER:
+    if username and username not in schedulers:
         return False
     ann = metadata_annotations(obj)
     if ann.get(SCHEDULER_CLAIM_ANNOTATION) != "true" or POD_CLAIM_NAME_ANNOTATION in ann:

@@ -164,6 +164,27 @@ class CompiledPolicy:
         """``<name>@<first 12 hex of sha256>``: what the `policy` annotation records."""
         return f"{self.name}@{self.sha256[:12]}"
 
+    @cached_property
+    def advertised(self) -> Mapping[str, frozenset[str]]:
+        """Pool (``dra``, ``devicePlugin``) -> extended resource names its nodes advertise in status.allocatable.
+
+        ``nodePools.<pool>.advertises``; unset, the device-plugin pool advertises every legacy name (the policy's
+        own meaning of ``legacyNames``) and the DRA pool none.
+        """
+        pools = self.spec.nodePools
+        defaults = {"dra": frozenset[str](), "devicePlugin": frozenset(self.legacy)}
+        out: dict[str, frozenset[str]] = {}
+        for name, default in defaults.items():
+            pool = getattr(pools, name)
+            stated = pool.advertises if pool is not None else None
+            out[name] = default if stated is None else frozenset(stated)
+        return out
+
+    @cached_property
+    def scheduler_usernames(self) -> frozenset[str]:
+        """``spec.schedulerUsernames``: who may create the scheduler's extended-resource claims."""
+        return frozenset(self.spec.schedulerUsernames)
+
     def retires(self, name: str) -> str | None:
         """The ``retiredResourceNames`` glob that matches ``name``, or None (the name is outside the migration)."""
         if self.retired is None or not self.retired.fullmatch(name):

@@ -77,6 +77,20 @@ class Resource(Strict):
 
 class NodePool(Strict):
     nodeSelector: dict[str, str] = Field(description="Node labels that select the pool.")
+    advertises: list[str] | None = Field(
+        default=None,
+        description="Extended resource names the pool's nodes advertise in status.allocatable (their device "
+        "plugins). The scheduler serves such a name there through the device plugin, and a DeviceClass-mapped "
+        "name they lack through DRA. Unset: devicePlugin advertises every legacy name of `resources`, dra none.",
+    )
+
+    @field_validator("advertises")
+    @classmethod
+    def _advertised(cls, v: list[str] | None) -> list[str] | None:
+        for name in v or ():
+            if not _EXTENDED_RESOURCE.match(name):
+                raise ValueError(f"{name!r} is not an extended resource name (domain/name)")
+        return v
 
     @field_validator("nodeSelector")
     @classmethod
@@ -274,6 +288,12 @@ class PolicySpec(Strict):
     nodePools: NodePools = Field(
         default_factory=NodePools, description="Node pools GPU Pods are steered to (steer-node-pool)."
     )
+    schedulerUsernames: list[str] = Field(
+        default_factory=lambda: ["system:kube-scheduler"], min_length=1,
+        description="request.userInfo.username of every scheduler that creates extended-resource claims (a second "
+        "scheduler runs under its ServiceAccount, system:serviceaccount:NS:NAME). Their claims are never judged "
+        "nor changed; keep deploy/'s matchCondition exclude-scheduler-extended-resource-claims in step.",
+    )
     cohorts: list[Cohort] = Field(
         default_factory=list, description="Groups of namespaces with a stage schedule; the first matching cohort wins."
     )
@@ -296,6 +316,14 @@ class PolicySpec(Strict):
         "(group, kind, paths of the pod templates). Their webhook configuration rule must be added too: "
         "`dra-webhook lint --webhook-rules` prints it.",
     )
+
+    @field_validator("schedulerUsernames")
+    @classmethod
+    def _usernames(cls, v: list[str]) -> list[str]:
+        for name in v:
+            if not name or name != name.strip() or "'" in name or "\\" in name:
+                raise ValueError(f"{name!r} is not a username (non-empty, no spaces around, no quote or backslash)")
+        return v
 
     @field_validator("annotationPrefix")
     @classmethod

@@ -34,7 +34,7 @@ _CLAIM_KINDS = tuple(sorted(CLAIM_KINDS))
 
 def judged(obj: dict[str, Any], ctx: Context) -> bool:
     """Whether claim rules look at this object at all: a CREATE of a claim that is not the scheduler's."""
-    return ctx.operation == "CREATE" and not is_scheduler_claim(obj, ctx.user)
+    return ctx.operation == "CREATE" and not is_scheduler_claim(obj, ctx.user, ctx.policy.scheduler_usernames)
 
 
 def _namespace(obj: dict[str, Any], ctx: Context) -> str:

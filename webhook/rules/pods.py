@@ -95,8 +95,8 @@ def usage(podspec: Mapping[str, Any], policy: CompiledPolicy) -> Usage:
     return Usage(er, legacy, claims)
 
 
-def rollout_path(u: Usage, stage: str) -> str | None:
-    """design.md §5 ``path``: how the Pod gets its devices; None when it uses none under the policy."""
+def _stage_path(u: Usage, stage: str) -> str | None:
+    """design.md §5 ``path`` from the stage alone: the fallback of ``plan`` when no pool can serve the Pod."""
     if u.gpu and u.claims:
         return "mixed"
     if u.legacy and u.dra_only:
@@ -112,16 +112,63 @@ def rollout_path(u: Usage, stage: str) -> str | None:
     return None
 
 
-def target_pool(u: Usage, stage: str) -> str | None:
-    """Node pool for a GPU Pod: ``devicePlugin`` in the legacy stage or when only legacy names can serve it
-    (e.g. a namespace excepted from ``legacy-resource-name``), else ``dra``; None for non-GPU Pods."""
+def _stage_pool(u: Usage, stage: str) -> str | None:
+    """Node pool from the stage alone (``plan``'s fallback): ``devicePlugin`` in the legacy stage or when only legacy
+    names are requested, ``dra`` otherwise and for a DRA-only name (issue 14 item 2); None for non-GPU Pods."""
     if not u.gpu:
         return None
-    if u.dra_only:  # issue 14 item 2: never the device-plugin pool for a DRA-only name
+    if u.dra_only:
         return "dra"
-    if stage == "legacy" or rollout_path(u, stage) == "device-plugin":
+    if stage == "legacy" or _stage_path(u, stage) == "device-plugin":
         return "devicePlugin"
     return "dra"
+
+
+def pool_path(u: Usage, pool: str, policy: CompiledPolicy) -> str | None:
+    """How kube-scheduler serves the Pod's extended resources on a node of ``pool``; None: no node there fits it.
+
+    Per name, as the scheduler decides per node (kubernetes/kubernetes, read on master after v1.36:
+    pkg/scheduler/framework/plugins/noderesources/fit.go ``shouldDelegateResourceToDRA`` and
+    dynamicresources/extendeddynamicresources.go ``filterExtendedResources``): a name with allocatable > 0 on the
+    node is the device plugin's (NodeResourcesFit counts it); one the node lacks (absent or 0) goes to DRA when a
+    DeviceClass maps it (``hasDeviceClassMappedExtendedResource``), which needs ResourceSlices: the ``dra`` pool.
+    What a pool's nodes advertise is the policy's statement (``CompiledPolicy.advertised``), so the decision is
+    the same online and offline (README "Which path, which pool").
+    """
+    advertised = policy.advertised[pool]
+    plugin = dra = False
+    for name in (*u.er, *u.legacy):
+        if name in advertised:
+            plugin = True
+        elif name in u.er and pool == "dra":  # mapped: a policy resource's name or a policy class's implicit name
+            dra = True
+        else:
+            return None
+    if plugin and dra:
+        return "mixed"
+    return "device-plugin" if plugin else "dra-extended-resource"
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """Where ``steer-node-pool`` sends a Pod (``pool``) and the ``path`` annotation ``track-rollout`` writes."""
+
+    pool: str | None
+    path: str | None
+
+
+def plan(u: Usage, stage: str, policy: CompiledPolicy) -> Plan:
+    """The stage's pool (legacy: ``devicePlugin``, else ``dra``) if it can serve every name the Pod requests, else
+    the other pool if that can, with the path the scheduler takes there. A legacy-stage Pod asking for a DRA-mapped
+    name the device-plugin nodes do not advertise runs only on the DRA pool, through DRA. When neither pool can
+    serve the Pod, the stage decides alone (other rules say what is wrong with it)."""
+    if u.gpu:
+        order = ("devicePlugin", "dra") if stage == "legacy" else ("dra", "devicePlugin")
+        for pool in order:
+            path = pool_path(u, pool, policy)
+            if path is not None:
+                return Plan(pool, "mixed" if u.claims else path)
+    return Plan(_stage_pool(u, stage), _stage_path(u, stage))
 
 
 # ---- message helpers -------------------------------------------------------------------------------
@@ -615,10 +662,12 @@ def _drop_required(spec: dict[str, Any]) -> None:
 
 @pod_rule(ids.STEER_NODE_POOL, phases=("mutate",), mutating=True)
 def steer_node_pool(obj: dict[str, Any], ctx: Context) -> Outcome:
-    """GPU Pods run where their path is served: pilot/migrated on the ``dra`` pool, legacy on ``devicePlugin``.
+    """GPU Pods go to a pool that serves them: the stage's (legacy ``devicePlugin``, else ``dra``), else the other.
 
-    During the pilot, a node must not offer the same resource both through a device plugin and DRA, so
-    the pool decides the path. The webhook adds a required node affinity, ANDed into every
+    The scheduler serves a name through the device plugin on nodes whose allocatable has it, and through DRA
+    on nodes that lack it when a DeviceClass maps it; the policy says what each pool advertises
+    (``nodePools.<pool>.advertises``). So a legacy-stage Pod asking for a DRA-mapped name the device-plugin
+    nodes lack goes to the ``dra`` pool. The webhook adds a required node affinity, ANDed into every
     nodeSelectorTerm and never duplicated.
 
     Pods that ask for no policy resource are left alone; a Pod whose own nodeSelector or affinity rules
@@ -632,7 +681,7 @@ def steer_node_pool(obj: dict[str, Any], ctx: Context) -> Outcome:
     if AFFINITY not in template_writes(obj, ctx):
         return Outcome(findings)  # e.g. a started Job: its template is immutable
     for ref in examined_templates(obj, ctx):
-        want = target_pool(usage(ref.spec(obj), policy), ctx.stage)
+        want = plan(usage(ref.spec(obj), policy), ctx.stage, policy).pool
         pool = getattr(pools, want) if want else None
         if pool is None:
             continue

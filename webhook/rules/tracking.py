@@ -31,7 +31,7 @@ from webhook.objects import pod_templates
 from webhook.patch import private_path
 from webhook.rules import ids
 from webhook.rules.base import Context, Outcome, rule
-from webhook.rules.pods import rollout_path, usage
+from webhook.rules.pods import plan, usage
 from webhook.rules.workloads import ANNOTATIONS, pod_rule, template_unchanged, template_writes
 
 TRACK_NAMES = ("path", "stage", "cohort", "policy")
@@ -73,7 +73,7 @@ def _set_annotations(holder: dict[str, Any], desired: dict[str, str], keys: Iter
 
 
 def _claim_outcome(obj: dict[str, Any], ctx: Context) -> Outcome:
-    if claim_objects.is_scheduler_claim(obj, ctx.user):
+    if claim_objects.is_scheduler_claim(obj, ctx.user, ctx.policy.scheduler_usernames):
         return Outcome()
     values = tracking_values(ctx, "dra-claim")
     mutated = dict(obj)
@@ -98,7 +98,7 @@ def track_rollout(obj: dict[str, Any], ctx: Context) -> Outcome:
     paths: list[str] = []
     frozen = ANNOTATIONS not in template_writes(obj, ctx)  # e.g. a started Job's template is immutable
     for ref in pod_templates(obj, ctx.kind, ctx.group):
-        path = rollout_path(usage(ref.spec(obj), ctx.policy), ctx.stage)
+        path = plan(usage(ref.spec(obj), ctx.policy), ctx.stage, ctx.policy).path
         if path is None:
             continue
         paths.append(path)

@@ -227,7 +227,8 @@ EXAMPLES: dict[str, Example] = {
             cluster={
                 "deviceClasses": [{"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
                                    "metadata": {"name": "gpu.example.com"},
-                                   "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.example.com'"}}],
+                                   "spec": {"selectors": [{"cel": {
+                                       "expression": "device.driver == 'gpu.example.com'"}}],
                                             "extendedResourceName": "example.com/gpu"}}],
                 "resourceSlices": [{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
                                     "metadata": {"name": "node-1-gpu"},

@@ -116,16 +116,22 @@ def _finding(what: str, class_name: str, why: str, path: str) -> Finding:
     )
 
 
-def _pod_findings(obj: dict[str, Any], ctx: Context, index: DeviceIndex,
+def _pod_requests(obj: dict[str, Any], ctx: Context) -> dict[str, int]:
+    """DeviceClass -> devices the scheduler's claim for this Pod would ask for (extended-resource path)."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict) or not extended_requests(spec):
+        return {}
+    ext = ctx.view.extended_resource_classes()
+    return extended_requests(spec, group=ext.get) if ext else {}
+
+
+def _pod_findings(requests: dict[str, int], ctx: Context, index: DeviceIndex,
                   classes: Mapping[str, dict[str, Any]], unknown: list[str]) -> list[Finding]:
     """A Pod on the extended-resource path: the scheduler's claim asks for its count of the mapped class."""
-    ext = ctx.view.extended_resource_classes()
-    spec = obj.get("spec")
-    if not ext or not isinstance(spec, dict):
-        return []
+    ext = ctx.view.extended_resource_classes() or {}
     deadline = time.perf_counter() + BUDGET_SECONDS
     findings = []
-    for class_name, count in sorted(extended_requests(spec, group=ext.get).items()):
+    for class_name, count in sorted(requests.items()):
         why = _shortfall(index, classes, class_name, [], count, deadline, unknown)
         if why:
             names = sorted(n for n, c in ext.items() if c == class_name and not n.startswith("deviceclass."))
@@ -148,6 +154,9 @@ def unsatisfiable_claim(obj: dict[str, Any], ctx: Context) -> Outcome:
         claim_objects.is_scheduler_claim(obj, ctx.user) or claim_objects.template_owner(obj) is not None
     ):
         return NO_OUTCOME  # the scheduler's own claim, or one made from a template that was judged already
+    pod_requests = _pod_requests(obj, ctx) if ctx.kind == "Pod" else {}
+    if ctx.kind == "Pod" and not pod_requests:
+        return NO_OUTCOME  # not on the extended-resource path
     index = ctx.view.device_index()
     classes = ctx.view.device_classes()
     if index is None or classes is None:
@@ -157,7 +166,7 @@ def unsatisfiable_claim(obj: dict[str, Any], ctx: Context) -> Outcome:
         return NO_OUTCOME
     unknown: list[str] = []
     if ctx.kind == "Pod":
-        findings = _pod_findings(obj, ctx, index, classes, unknown)
+        findings = _pod_findings(pod_requests, ctx, index, classes, unknown)
     else:
         findings = _claim_findings(obj, ctx, index, classes, unknown)
     for why in dict.fromkeys(unknown):

@@ -380,6 +380,7 @@ class LiveView:
         self.max_devices = max_devices
         self._devices: DeviceIndex | None = None
         self._devices_reason: str | None = "ResourceSlices not synced yet"
+        self._reindex_lock = threading.Lock()
         # Our own client over a copy of the configuration, without urllib3's hidden retries: the view
         # retries with its own backoff, and a retried GET would overrun the lookup budget unseen.
         self._configuration = copy.deepcopy(api.configuration)
@@ -425,9 +426,17 @@ class LiveView:
         self._informers = (self._namespaces, self._classes, self._slices)
 
     def _reindex(self) -> None:
-        """Rebuild the device index after a slice or class change; keeps selector answers of unchanged slices."""
+        """Rebuild the device index after a slice or class change; keeps selector answers of unchanged slices.
+
+        Both watch threads call it: one at a time, each reading the stores when it runs, so the last index
+        set is built from the newest state.
+        """
         if not self._slices.synced:
             return
+        with self._reindex_lock:
+            self._reindex_locked()
+
+    def _reindex_locked(self) -> None:
         with self._slices.lock:
             caches = list(self._slices.store.values())
         with self._classes.lock:

@@ -48,6 +48,7 @@ KINDS = {
         Kind("deviceclasses", "resource.k8s.io/v1", "DeviceClass", False),
         Kind("resourceclaims", "resource.k8s.io/v1", "ResourceClaim", True),
         Kind("resourceclaimtemplates", "resource.k8s.io/v1", "ResourceClaimTemplate", True),
+        Kind("resourceslices", "resource.k8s.io/v1", "ResourceSlice", False),
         Kind("podgroups", "scheduling.k8s.io/v1beta1", "PodGroup", True),
     )
 }

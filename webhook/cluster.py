@@ -29,6 +29,7 @@ from kubernetes import client, config, watch
 from kubernetes.client import rest as kube_rest
 from kubernetes.client.exceptions import ApiException as ApiException  # re-exported: commands catch it
 
+from webhook.cel_devices import DeviceIndex, build_index, slice_cache
 from webhook.cluster_gates import ClusterGates, parse_metrics, served_versions
 from webhook.view import extended_resource_map
 
@@ -47,6 +48,8 @@ REQUIRED_RBAC: tuple[dict[str, Any], ...] = (
         "verbs": ["get", "list", "watch"],
     },
     {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaimtemplates"], "verbs": ["get"]},
+    # unsatisfiable-claim: the devices of every driver (list/watch).
+    {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"], "verbs": ["list", "watch"]},
     {"apiGroups": ["scheduling.k8s.io"], "resources": ["podgroups"], "verbs": ["get"]},
     # featureGates auto: the API server's kubernetes_feature_enabled samples (discovery needs no rule).
     {"nonResourceURLs": ["/metrics"], "verbs": ["get"]},
@@ -309,6 +312,7 @@ class _Informer:
         self.last_error: str | None = None
         self.watch = watch.Watch(return_type="object")  # "object": events stay raw dicts
         self.thread: threading.Thread | None = None
+        self.changed: Callable[[], None] | None = None  # called (in the watch thread) after each change
 
     def replace(self, items: list[dict[str, Any]], rv: str) -> None:
         store = {o["metadata"]["name"]: self.keep(o) for o in items}
@@ -318,6 +322,8 @@ class _Informer:
             self.synced = True
             self.version += 1
             self.relists += 1
+        if self.changed is not None:
+            self.changed()
 
     def apply(self, type_: str, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}
@@ -330,6 +336,8 @@ class _Informer:
                 self.version += 1
             if meta.get("resourceVersion"):
                 self.rv = meta["resourceVersion"]
+        if self.changed is not None and type_ in ("ADDED", "MODIFIED", "DELETED"):
+            self.changed()
 
     def status(self) -> dict[str, Any]:
         with self.lock:
@@ -377,8 +385,14 @@ class LiveView:
         watch_timeout: int = 300,
         backoff: tuple[float, float] = (0.5, 30.0),
         gates_interval: float = 120.0,
+        max_devices: int = 20_000,
     ) -> None:
         self.budget = budget
+        # unsatisfiable-claim: devices kept and indexed (memory budget, README "Memory"); past it, unknown.
+        self.max_devices = max_devices
+        self._devices: DeviceIndex | None = None
+        self._devices_reason: str | None = "ResourceSlices not synced yet"
+        self._reindex_lock = threading.Lock()
         # Our own client over a copy of the configuration, without urllib3's hidden retries: the view
         # retries with its own backoff, and a retried GET would overrun the lookup budget unseen.
         self._configuration = copy.deepcopy(api.configuration)
@@ -418,7 +432,42 @@ class LiveView:
         res = client.ResourceV1Api(self._api)
         self._namespaces = _Informer("namespaces", core.list_namespace, _labels)
         self._classes = _Informer("deviceclasses", res.list_device_class, _whole)
-        self._informers = (self._namespaces, self._classes)
+        # Slices are parsed when they arrive (slice_cache: devices as CEL sees them, no raw JSON kept) and
+        # the index with every DeviceClass selector's answer is rebuilt in the watch thread, never on a request.
+        self._slices = _Informer("resourceslices", res.list_resource_slice, slice_cache)
+        self._classes.changed = self._slices.changed = self._reindex
+        self._informers = (self._namespaces, self._classes, self._slices)
+
+    def _reindex(self) -> None:
+        """Rebuild the device index after a slice or class change; keeps selector answers of unchanged slices.
+
+        Both watch threads call it: one at a time, each reading the stores when it runs, so the last index
+        set is built from the newest state.
+        """
+        if not self._slices.synced:
+            return
+        with self._reindex_lock:
+            self._reindex_locked()
+
+    def _reindex_locked(self) -> None:
+        with self._slices.lock:
+            caches = list(self._slices.store.values())
+        with self._classes.lock:
+            classes = list(self._classes.store.values())
+        devices = sum(len(c.devices) for c in caches)
+        if devices > self.max_devices:
+            self._devices = None
+            self._devices_reason = (f"{devices} devices in ResourceSlices exceed the cluster view's budget of "
+                                    f"{self.max_devices}")
+            return
+        previous = self._devices
+        self._devices = build_index(caches, classes, carry=previous.expressions() if previous else ())
+        self._devices_reason = None
+
+    def device_index(self) -> DeviceIndex | None:
+        self._ensure_started()
+        self._reason("resourceslice", self._devices_reason)
+        return self._devices
 
     # -- lifecycle --------------------------------------------------------------------------------------
 
@@ -435,6 +484,7 @@ class LiveView:
                 self._cache.clear()
                 self._inflight.clear()
                 self._dc_snapshot = None
+                self._devices, self._devices_reason = None, "ResourceSlices not synced yet"
             self._pid = pid
             self._stop.clear()
             self._pool = concurrent.futures.ThreadPoolExecutor(self._lookup_threads, thread_name_prefix="cluster-get")
@@ -687,6 +737,8 @@ class LiveView:
             "budgetMs": round(self.budget * 1000),
             "namespaces": self._namespaces.status(),
             "deviceclasses": self._classes.status(),
+            "resourceslices": {**self._slices.status(), "devices": None if self._devices is None else
+                               self._devices.devices, "maxDevices": self.max_devices},
             "lookups": {"cached": cached, "inflight": inflight},
             "featureGates": self._gates_status(),
             "errors": list(self._recent_errors),

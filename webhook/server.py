@@ -33,6 +33,7 @@ class ServeOptions:
     offline: bool = True
     kubeconfig: str | None = None
     lookup_budget: float = 0.2
+    max_devices: int = 20_000
     reload_interval: float = 1.0
     record: str | None = None
     record_max_bytes: int = 64 * 1024 * 1024
@@ -77,7 +78,7 @@ def build_app(opts: ServeOptions) -> Any:
     if not opts.offline:
         from webhook.cluster import LiveView, connect
 
-        view = LiveView(connect(opts.kubeconfig), budget=opts.lookup_budget)
+        view = LiveView(connect(opts.kubeconfig), budget=opts.lookup_budget, max_devices=opts.max_devices)
         view.start()
         _start_gauges(opts, store)
     recorder = None

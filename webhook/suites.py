@@ -18,7 +18,8 @@ Format (``kind: MigrationPolicyTest``; paths are relative to the suite file)::
     cluster:                          # optional: what the cluster view knows (absent: offline);
                                       # a case may have its own
       namespaces: {ml-a: {team: a}}   # namespace -> labels
-      deviceClasses: [...]            # also pods, podGroups, resourceClaims, resourceClaimTemplates
+      deviceClasses: [...]            # also pods, podGroups, resourceClaims, resourceClaimTemplates,
+                                      # resourceSlices
     cases:
     - name: legacy name is refused once migrated
       resource: {...}                 # or resources: [...], files: [...] (manifests or AdmissionReviews)
@@ -155,6 +156,7 @@ class Cluster(_Strict):
     podGroups: list[dict[str, Any]] = Field(default_factory=list)
     resourceClaims: list[dict[str, Any]] = Field(default_factory=list)
     resourceClaimTemplates: list[dict[str, Any]] = Field(default_factory=list)
+    resourceSlices: list[dict[str, Any]] | None = None  # absent: the devices are unknown (unsatisfiable-claim)
 
 
 
@@ -209,6 +211,7 @@ class SuiteView(StaticView):
             podgroups=cluster.podGroups,
             resource_claims=cluster.resourceClaims,
             resource_claim_templates=cluster.resourceClaimTemplates,
+            resource_slices=cluster.resourceSlices,
         )
 
     def status(self) -> dict[str, Any]:

@@ -10,7 +10,10 @@ lookup. ``None`` always means "unknown": callers fall back to the offline behavi
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from webhook.cel_devices import DeviceIndex
 
 from webhook.cluster_gates import ClusterGates
 
@@ -25,6 +28,9 @@ class ClusterView(Protocol):
 
     def extended_resource_classes(self) -> Mapping[str, str] | None:
         """spec.extendedResourceName -> DeviceClass name (the class the scheduler would pick), or None."""
+
+    def device_index(self) -> DeviceIndex | None:
+        """The devices of every ResourceSlice, with selector results precomputed, or None when unknown."""
 
     def get_pod(self, namespace: str, name: str, uid: str | None = None) -> dict[str, Any] | None:
         """A Pod as raw JSON, checked against ``uid`` when given; None when unknown or absent."""
@@ -64,6 +70,9 @@ class OfflineView:
     def extended_resource_classes(self) -> Mapping[str, str] | None:
         return None
 
+    def device_index(self) -> DeviceIndex | None:
+        return None
+
     def get_pod(self, namespace: str, name: str, uid: str | None = None) -> dict[str, Any] | None:
         return None
 
@@ -97,6 +106,7 @@ class StaticView:
         podgroups: list[dict[str, Any]] | None = None,
         resource_claims: list[dict[str, Any]] | None = None,
         resource_claim_templates: list[dict[str, Any]] | None = None,
+        resource_slices: list[dict[str, Any]] | None = None,
     ) -> None:
         self._namespaces = dict(namespaces) if namespaces is not None else None
         self._classes = (
@@ -108,6 +118,8 @@ class StaticView:
         }
         self._claims = _by_key(resource_claims)
         self._claim_templates = _by_key(resource_claim_templates)
+        self._slices = resource_slices
+        self._index: DeviceIndex | None = None
 
     def namespace_labels(self, name: str) -> Mapping[str, str] | None:
         if self._namespaces is None:
@@ -121,6 +133,16 @@ class StaticView:
         if self._classes is None:
             return None
         return extended_resource_map(self._classes.values())
+
+    def device_index(self) -> DeviceIndex | None:
+        """Built on first use from ``resource_slices`` (None when none were given: unknown)."""
+        if self._slices is None:
+            return None
+        if self._index is None:
+            from webhook.cel_devices import build_index
+
+            self._index = build_index(self._slices, (self._classes or {}).values())
+        return self._index
 
     def get_pod(self, namespace: str, name: str, uid: str | None = None) -> dict[str, Any] | None:
         pod = self._pods.get((namespace, name))

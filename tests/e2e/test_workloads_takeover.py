@@ -26,8 +26,8 @@ def _condition(kube, name: str, ns: str) -> dict:
 
 
 def test_a_takeover_class_is_reported_and_wins_the_name(kube, namespace, policy):
-    policy(policy_variant({"rules: {gated-feature: Deny}":
-                           "rules: {gated-feature: Deny, device-class-takeover: Warn}"}))
+    policy(policy_variant({"rules: {gated-feature: Deny,":
+                           "rules: {gated-feature: Deny, device-class-takeover: Warn,"}))
     ns = namespace("mig")
     kube.create(pod("before", ns))
     before = eventually(lambda: (p := kube.get("v1", "Pod", "before", ns))["spec"].get("nodeName") and p,

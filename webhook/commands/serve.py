@@ -58,6 +58,9 @@ def add_parser(sub: Subparsers) -> None:
                    help="kubeconfig for the cluster view (default: in-cluster or $KUBECONFIG)")
     p.add_argument("--lookup-budget", type=float, default=0.2,
                    help="seconds a cluster lookup may take on the request path before falling back (default 0.2)")
+    p.add_argument("--max-devices", type=int, default=20_000, metavar="N",
+                   help="devices of ResourceSlices the cluster view keeps per worker for unsatisfiable-claim "
+                   "(default 20000, about 55 MB; past it that rule does not judge)")
     p.add_argument("--gauge-interval", type=float, default=60.0, metavar="SECONDS",
                    help="seconds between reads of the cluster for the live migration gauges on /metrics "
                    "(one worker reads; default 60; 0 turns them off; needs the cluster view)")
@@ -93,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     return serve(ServeOptions(
         policy=policy, cert_dir=cert_dir, bind=args.bind, workers=args.workers, threads=args.threads,
         keepalive=args.keepalive, graceful_timeout=args.graceful_timeout,
-        offline=offline, kubeconfig=args.kubeconfig, lookup_budget=args.lookup_budget,
+        offline=offline, kubeconfig=args.kubeconfig, lookup_budget=args.lookup_budget, max_devices=args.max_devices,
         record=args.record, record_max_bytes=args.record_max_bytes, gauge_interval=args.gauge_interval,
         max_connections=args.max_connections, header_timeout=args.header_timeout, body_timeout=args.body_timeout,
         log_level="debug" if args.verbose else "info",

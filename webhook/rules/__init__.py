@@ -8,7 +8,7 @@ import importlib
 
 from webhook.rules.base import REGISTRY, Context, Finding, Outcome, Rule, rule
 
-MODULES = ("gates", "claims", "tolerations", "pods", "workloads", "tracking", "shared_claims")
+MODULES = ("gates", "claims", "tolerations", "pods", "workloads", "tracking", "shared_claims", "satisfiable")
 
 
 def load_all() -> None:

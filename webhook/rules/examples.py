@@ -216,6 +216,30 @@ EXAMPLES: dict[str, Example] = {
             "Replace resourceClaimName with resourceClaimTemplateName (a claim per Pod), or keep at most 256 Pods "
             "on the shared claim.",
         ),
+        Example(
+            ids.UNSATISFIABLE_CLAIM,
+            _claim("h100", {"count": 2, "selectors": [
+                {"cel": {"expression": "device.attributes['gpu.example.com'].model == 'H100'"}},
+                {"cel": {"expression": "device.capacity['gpu.example.com'].memory.compareTo(quantity('80Gi')) >= 0"}},
+            ]}),
+            "Ask for what the cluster has: `kubectl get resourceslices -o yaml` lists every device's attributes and "
+            "capacity. Here the only GPUs are A100s with 40Gi; drop the model selector or lower the memory.",
+            cluster={
+                "deviceClasses": [{"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+                                   "metadata": {"name": "gpu.example.com"},
+                                   "spec": {"selectors": [{"cel": {
+                                       "expression": "device.driver == 'gpu.example.com'"}}],
+                                            "extendedResourceName": "example.com/gpu"}}],
+                "resourceSlices": [{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                                    "metadata": {"name": "node-1-gpu"},
+                                    "spec": {"driver": "gpu.example.com", "nodeName": "node-1",
+                                             "pool": {"name": "node-1", "generation": 1, "resourceSliceCount": 1},
+                                             "devices": [{"name": f"gpu-{i}",
+                                                          "attributes": {"model": {"string": "A100"}},
+                                                          "capacity": {"memory": {"value": "40Gi"}}}
+                                                         for i in range(8)]}}],
+            },
+        ),
     )
 }
 

@@ -17,6 +17,7 @@ STEER_NODE_POOL = "steer-node-pool"
 TRACK_ROLLOUT = "track-rollout"
 DEVICE_CLASS_TAKEOVER = "device-class-takeover"
 SHARED_CLAIM_LIMIT = "shared-claim-limit"
+UNSATISFIABLE_CLAIM = "unsatisfiable-claim"
 # Not a rule: the status of a rule that raised instead of judging the object (Kyverno's RuleStatusError).
 # It is reported under the failing rule's id; policy.spec.enforcement.ruleErrors picks its action.
 RULE_ERROR = "rule-error"
@@ -39,4 +40,5 @@ RULE_IDS: tuple[str, ...] = (
     TRACK_ROLLOUT,
     DEVICE_CLASS_TAKEOVER,
     SHARED_CLAIM_LIMIT,
+    UNSATISFIABLE_CLAIM,
 )

@@ -595,6 +595,8 @@ GATES: tuple[Gate, ...] = (
     Gate("DRAResourceClaimGranularStatusAuthorization", _BETA_ON, _BETA_ON, (), "(no API field)"),
     Gate("DRASchedulerFilterTimeout", _BETA_ON, _BETA_ON, (), "(no API field)"),
     Gate("SchedulerPreQueueingHints", None, _ALPHA_OFF, (), "(no API field)"),
+    # DRAOptionalNodeOperations needs it (gate_deps); the fields it guards are the Node's, not judged here.
+    Gate("NodeDeclaredFeatures", _BETA_ON, _GA_LOCKED, (), "(no field the webhook judges)", components=_WITH_KUBELET),
 )
 
 GATES_BY_NAME: Mapping[str, Gate] = {g.name: g for g in GATES}
@@ -687,15 +689,49 @@ def remediation(gate: Gate, version: str) -> str:
             f"{gate.name} is locked on in {version} and cannot be disabled: remove "
             f"spec.featureGates.{gate.name} from the migration policy."
         )
-    steps = f"--feature-gates={gate.name}=true on {', '.join(gate.components)}"
-    if stage.runtime_config:
-        steps += f", and --runtime-config={stage.runtime_config}=true on kube-apiserver"
-    needs = f" ({gate.name} also needs {', '.join(gate.requires)})" if gate.requires else ""
+    deps = _dependencies(gate, version)
+    turn_on = [gate, *(d for d in deps if not _default_on(d, version))]
+    components = {c for g in turn_on for c in g.components}
+    steps = (f"--feature-gates={','.join(f'{g.name}=true' for g in turn_on)} on "
+             f"{', '.join(c for c in _WITH_KUBELET if c in components)}")
+    configs = dict.fromkeys(c for g in turn_on if (c := _runtime_config(g, version)))
+    if configs:
+        steps += f", and --runtime-config={','.join(f'{c}=true' for c in configs)} on kube-apiserver"
+    also = "".join(f", {g.name}: true" for g in turn_on[1:])
     return (
-        f"Enable it on the cluster first: {steps}{needs}; then set spec.featureGates.{gate.name}: true "
+        f"Enable it on the cluster first: {steps}{_needs_text(gate, deps, version)}; then set "
+        f"spec.featureGates.{gate.name}: true{also} "
         "in the migration policy. Otherwise remove the field: with the gate off the API server "
         "drops or rejects it."
     )
+
+
+def _needs_text(gate: Gate, deps: list[Gate], version: str) -> str:
+    """`` (G also needs A, B; keep B on)``: the gates on by default are named so nobody switches them off."""
+    if not deps:
+        return ""
+    kept = [d.name for d in deps if _default_on(d, version)]
+    keep = f"; keep {', '.join(kept)} on" if kept else ""
+    return f" ({gate.name} also needs {', '.join(d.name for d in deps)}{keep})"
+
+
+def _dependencies(gate: Gate, version: str) -> list[Gate]:
+    """The catalogue gates ``gate`` needs (transitively, webhook.rules.gate_deps) that exist in ``version`` and
+    can be switched: locked gates are always on."""
+    from webhook.rules.gate_deps import needs
+
+    rows = [GATES_BY_NAME[name] for name in (*gate.requires, *needs(gate.name)) if name in GATES_BY_NAME]
+    return [g for g in dict.fromkeys(rows) if (st := g.stage_in(version)) is not None and not st.locked]
+
+
+def _default_on(gate: Gate, version: str) -> bool:
+    stage = gate.stage_in(version)
+    return stage is not None and stage.default
+
+
+def _runtime_config(gate: Gate, version: str) -> str | None:
+    stage = gate.stage_in(version)
+    return stage.runtime_config if stage is not None else None
 
 
 @rule(GATED_FEATURE, kinds=RULE_KINDS, phases=("mutate", "validate"), operations=("CREATE", "UPDATE"))

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from webhook.objects import KINDS as POD_TEMPLATE_KINDS
+from webhook.objects import field_path, pod_templates
 from webhook.rules.base import NO_OUTCOME, Context, Finding, Outcome, rule
 from webhook.rules.gate_state import gates_in_force
 from webhook.rules.ids import GATED_FEATURE
@@ -327,6 +329,19 @@ def _pod_dra(obj: dict[str, Any]) -> list[str]:
     return paths
 
 
+def _scheduling_group(obj: dict[str, Any]) -> list[str]:
+    """``spec.schedulingGroup`` of every pod template the webhook knows (webhook.objects), the Pod's own too.
+
+    The API server drops it from a Pod (and from the pod template of a built-in workload) with
+    GenericWorkload off; a CRD keeps it in its template and the Pods its controller creates lose it.
+    """
+    return [
+        field_path(ref.at("spec", "schedulingGroup"))
+        for ref in pod_templates(obj, str(obj.get("kind") or ""))
+        if _used(ref.spec(obj).get("schedulingGroup"))
+    ]
+
+
 def _templates(spec: dict[str, Any], base: str) -> Iterator[tuple[str, dict[str, Any], bool]]:
     """Workload pod-group templates and composite templates, nested: (path, template, composite?)."""
     for i, t in enumerate(_l(spec.get("podGroupTemplates"))):
@@ -429,12 +444,11 @@ GATES: tuple[Gate, ...] = (
         GateStage("alpha", False, runtime_config=_SCHED_1_36),
         GateStage("beta", False, runtime_config=_SCHED_BETA),
         (
-            (POD, _spec_field("schedulingGroup")),
-            (JOB, lambda obj: _at(obj, "spec.template.spec.schedulingGroup")),
+            *((k.api_group_kind, _scheduling_group) for k in POD_TEMPLATE_KINDS),
             (PODGROUP, _kind_itself),
             (WORKLOAD, _kind_itself),
         ),
-        "Workload, PodGroup; Pod spec.schedulingGroup",
+        "Workload, PodGroup; spec.schedulingGroup of Pods and of every pod template",
     ),
     Gate(
         "CompositePodGroup",

@@ -285,12 +285,23 @@ def is_fractional(quantity: Any) -> bool:
 
 
 def _slice_fractional(obj: dict[str, Any]) -> list[str]:
-    return [
-        f"{p}.requestPolicy.validRange.{bound}"
-        for p, cap in _capacities(obj)
-        for bound, value in _d(_d(cap.get("requestPolicy")).get("validRange")).items()
-        if bound in ("min", "max", "step") and is_fractional(value)
-    ]
+    """Fractional ``requestPolicy.default`` and ``validRange.{min,max,step}``: the range arithmetic the gate changes.
+
+    kubernetes/kubernetes pkg/apis/resource/validation ``validateMultiAllocatableDeviceCapacity`` (tests
+    ``fractional-range-gate-disabled-*``, master for 1.37): with the gate off the values are kept and checked
+    in whole units, a value below 1 counting as 1; the default is checked against min and step too.
+    """
+    paths = []
+    for p, cap in _capacities(obj):
+        policy = _d(cap.get("requestPolicy"))
+        if is_fractional(policy.get("default")) and policy.get("validRange") is not None:
+            paths.append(f"{p}.requestPolicy.default")
+        paths += [
+            f"{p}.requestPolicy.validRange.{bound}"
+            for bound, value in _d(policy.get("validRange")).items()
+            if bound in ("min", "max", "step") and is_fractional(value)
+        ]
+    return paths
 
 
 def _slice_list_attrs(obj: dict[str, Any]) -> list[str]:
@@ -421,8 +432,10 @@ GATES: tuple[Gate, ...] = (
         "DRAResourceClaimDeviceStatus",
         _BETA_ON,
         _GA_LOCKED,
-        ((CLAIM, lambda obj: _at(obj, "status.devices")), (SLICE, _slice_binding)),
-        "claim status.devices; co-gate of slice binding conditions",
+        # Claim status.devices is written through the status subresource, which no webhook here sees (and a
+        # CREATE drops status): only the slice binding fields are reachable.
+        ((SLICE, _slice_binding),),
+        "co-gate of slice binding conditions (claim status.devices: status subresource, not judged)",
     ),
     Gate(
         "DRAWorkloadResourceClaims",
@@ -430,12 +443,11 @@ GATES: tuple[Gate, ...] = (
         GateStage("beta", False, runtime_config=_SCHED_BETA),
         (
             (POD, _pod_claims_in_group),
-            (JOB, lambda obj: _at(obj, "spec.scheduling.resourceClaims")),
             (PODGROUP, _spec_field("resourceClaims")),
             (WORKLOAD, _workload_field("resourceClaims", composite_too=False)),
         ),
         "PodGroup spec.resourceClaims, Workload podGroupTemplates[].resourceClaims, "
-        "Job spec.scheduling.resourceClaims, Pod claims shared through a PodGroup",
+        "Pod claims shared through a PodGroup",
         requires=("GenericWorkload",),
         semantic_kinds=frozenset({POD}),
     ),
@@ -467,7 +479,7 @@ GATES: tuple[Gate, ...] = (
         _ALPHA_OFF,
         _ALPHA_OFF,
         ((JOB, _spec_field("scheduling")),),
-        "Job spec.scheduling",
+        "Job spec.scheduling (1.37; absent from the 1.36 API)",
         requires=("GenericWorkload",),
     ),
     Gate(
@@ -475,12 +487,11 @@ GATES: tuple[Gate, ...] = (
         _ALPHA_OFF,
         _ALPHA_OFF,
         (
-            (JOB, lambda obj: _at(obj, "spec.scheduling.schedulingConstraints")),
             (PODGROUP, _spec_field("schedulingConstraints")),
             (WORKLOAD, _workload_field("schedulingConstraints", composite_too=True)),
             (COMPOSITE, _spec_field("schedulingConstraints")),
         ),
-        "schedulingConstraints (PodGroup, Workload templates, CompositePodGroup, Job spec.scheduling)",
+        "schedulingConstraints (PodGroup, Workload templates, CompositePodGroup)",
         requires=("GenericWorkload",),
     ),
     Gate(
@@ -520,13 +531,14 @@ GATES: tuple[Gate, ...] = (
         "request capacity, constraints distinctAttribute; slice allowMultipleAllocations, capacity requestPolicy",
     ),
     Gate(
-        # dra-1.37.md §4: two specs in the code, default on only with min-compatibility-version >= 1.37
-        # (UNVERIFIED reading): treated as off, so fractional ranges are flagged unless a policy opts in.
+        # kube_features.go (1.37): {1.37, false, Beta} and {1.37, true, Beta, MinCompatibilityVersion: 1.37}:
+        # off unless every component runs with --min-compatibility-version=1.37. The field is kept with the
+        # gate off; its range arithmetic changes (_slice_fractional), so findings are advisory.
         "DRAFractionalCapacityRange",
         None,
         _BETA_OFF,
         ((SLICE, _slice_fractional),),
-        "fractional capacity requestPolicy.validRange min/max/step",
+        "fractional capacity requestPolicy default and validRange min/max/step",
         requires=("DRAConsumableCapacity",),
     ),
     Gate(
@@ -615,6 +627,24 @@ GATES: tuple[Gate, ...] = (
 
 GATES_BY_NAME: Mapping[str, Gate] = {g.name: g for g in GATES}
 
+# What the API server does with a guarded field while its gate is off, where it is not a silent drop.
+_OFF_EFFECT: Mapping[str, str] = {
+    # k8s.io/api resource/v1: +k8s:ifDisabled(DRAPartitionableDevicesType)=+k8s:forbidden (dra-1.37.md §4).
+    "DRAPartitionableDevicesType": "rejects the object (422)",
+    "DRAFractionalCapacityRange": "keeps the values but works the range out in whole units (a value below 1 "
+    "counts as 1), so claims get other amounts than the driver meant",
+}
+# Gates whose fields are kept with the gate off (only their meaning changes): findings are advisory.
+_KEPT: frozenset[str] = frozenset({"DRAFractionalCapacityRange"})
+# Gates on by default under a condition the version default does not show.
+_DEFAULT_NOTE: Mapping[str, str] = {
+    "DRAFractionalCapacityRange": "on by default only when every component runs with --min-compatibility-version=1.37",
+}
+# Fields younger than their gate: (gate, kind) -> first version whose API has the field. Job spec.scheduling
+# is not in the 1.36 API (the 1.36 OpenAPI of kubernetes-validate rejects it); the API server drops it there
+# as an unknown field whatever WorkloadWithJob says.
+_FIELD_SINCE: Mapping[tuple[str, str], str] = {("WorkloadWithJob", JOB): "1.37"}
+
 
 def _split(kind: str) -> tuple[str, str]:
     group, _, name = kind.rpartition("/")
@@ -672,6 +702,8 @@ def _state(gate: Gate, version: str, from_cluster: bool = False) -> str:
     if stage is None:
         return f"not available in {version}"
     text = f"{stage.describe()} in {version}"
+    if gate.name in _DEFAULT_NOTE:
+        text += f", {_DEFAULT_NOTE[gate.name]}"
     return text if not stage.default else f"{text}; off in this policy"
 
 
@@ -690,7 +722,7 @@ def _subject(paths: list[str], obj: dict[str, Any]) -> str:
     return f"fields {shown} need"
 
 
-def remediation(gate: Gate, version: str) -> str:
+def remediation(gate: Gate, version: str, kind_level: bool = False) -> str:
     """How to turn the gate on: the cluster first, then the policy (order matters: see §11)."""
     stage = gate.stage_in(version)
     if stage is None:
@@ -714,10 +746,18 @@ def remediation(gate: Gate, version: str) -> str:
     also = "".join(f", {g.name}: true" for g in turn_on[1:])
     return (
         f"Enable it on the cluster first: {steps}{_needs_text(gate, deps, version)}; then set "
-        f"spec.featureGates.{gate.name}: true{also} "
-        "in the migration policy. Otherwise remove the field: with the gate off the API server "
-        "drops or rejects it."
+        f"spec.featureGates.{gate.name}: true{also} in the migration policy. {_otherwise(gate, kind_level)}"
     )
+
+
+def _otherwise(gate: Gate, kind_level: bool) -> str:
+    """What happens to the object when the gate stays off: not served, rejected, dropped, or kept."""
+    if kind_level:
+        return "Otherwise do not create it: with the gate off the API server does not serve this kind."
+    if gate.name in _KEPT:
+        return f"Otherwise use whole numbers: with the gate off the API server {_OFF_EFFECT[gate.name]}."
+    effect = _OFF_EFFECT.get(gate.name, "drops the field without a warning")
+    return f"Otherwise remove the field: with the gate off the API server {effect}."
 
 
 def _needs_text(gate: Gate, deps: list[Gate], version: str) -> str:
@@ -752,9 +792,10 @@ def _runtime_config(gate: Gate, version: str) -> str | None:
 def gated_feature(obj: dict[str, Any], ctx: Context) -> Outcome:
     """An object uses a field whose feature gate the cluster has off (per the policy's ``featureGates``).
 
-    The API server drops such fields silently, so the author's manifest would not do what it says
-    (e.g. a shared PodGroup claim silently becomes a per-Pod claim). The check runs in the mutating
-    phase too, because validating webhooks only ever see the object with the field already gone.
+    The API server drops most such fields silently (a few it rejects, a gated kind it does not serve),
+    so the author's manifest would not do what it says (e.g. a shared PodGroup claim silently becomes a
+    per-Pod claim). The check runs in the mutating phase too, because validating webhooks only ever see
+    the object with the field already gone.
     """
     rows = _BY_KIND.get((ctx.group, ctx.kind))
     if not rows:
@@ -772,6 +813,10 @@ def gated_feature(obj: dict[str, Any], ctx: Context) -> Outcome:
         # only a first use is worth reporting.
         if not paths or (old is not None and check(old)):
             continue
+        since = _FIELD_SINCE.get((gate.name, _kind_key(obj)))
+        if since is not None and version < since:
+            findings.append(_absent_in(gate, paths, version, since))
+            continue
         if note is not None and gate.name in auto:
             ctx.degraded.append(note)  # this decision wanted the cluster's value and did not have it
         if gates.get(gate.name, False):
@@ -781,13 +826,28 @@ def gated_feature(obj: dict[str, Any], ctx: Context) -> Outcome:
                 GATED_FEATURE,
                 f"{_subject(paths, obj)} feature gate {gate.name} "
                 f"({_state(gate, version, _from_cluster(gate, ctx, note))})",
-                remediation(gate, version),
+                remediation(gate, version, kind_level=paths == [KIND_PATH]),
                 tuple(paths),
+                advisory=gate.name in _KEPT,
             )
         )
     if ctx.kind == "Pod" and ctx.group == "":
         findings += _podgroup_findings(obj, ctx)
     return Outcome(findings=findings) if findings else NO_OUTCOME
+
+
+def _absent_in(gate: Gate, paths: list[str], version: str, since: str) -> Finding:
+    """A field the version's API does not have at all: dropped as an unknown field, whatever the gate says."""
+    shown = ", ".join(paths)
+    return Finding(
+        GATED_FEATURE,
+        f"{'field' if len(paths) == 1 else 'fields'} {shown} {'does' if len(paths) == 1 else 'do'} not exist in "
+        f"Kubernetes {version} (added in {since} behind feature gate {gate.name}): the API server drops "
+        f"{'it' if len(paths) == 1 else 'them'} as unknown",
+        f"Remove it, or upgrade the cluster to {since}, enable {gate.name} there and set "
+        f'spec.kubernetesVersion: "{since}" and spec.featureGates.{gate.name}: true in the migration policy.',
+        tuple(paths),
+    )
 
 
 # --- Pods joining a PodGroup ---------------------------------------------------------------------

@@ -183,8 +183,8 @@ class DeviceToleration(Strict):
     # Written into claims as is: the API server's validateDeviceToleration (kubernetes/kubernetes
     # pkg/apis/resource/validation/validation.go, master for 1.37) wants a label-name key, a label value
     # for Equal, an empty value for Exists, operator Equal/Exists and effect NoSchedule/NoExecute/None.
-    # It does not check tolerationSeconds; the eviction controller reads a negative value as 0
-    # ("evict at once"), which no policy means, so it is refused here.
+    # It does not check tolerationSeconds (1.36.2 stores -5: tests/e2e/test_api_facts_136.py); the eviction
+    # controller reads a negative value as 0 ("evict at once"), which no policy means, so it is refused here.
     @field_validator("key")
     @classmethod
     def _key(cls, v: str) -> str:

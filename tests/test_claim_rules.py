@@ -485,7 +485,7 @@ def test_engine_toleration_limit_is_a_warning_even_in_migrated_stage() -> None:
     decision = admit(obj, "mutate")
     assert decision.allowed
     assert [v.rule for v in decision.verdicts] == [ids.INJECT_DEVICE_TOLERATIONS]
-    assert len(decision.warnings) == 1 and "limit of 16" in decision.warnings[0]
+    assert len(decision.warnings) == 1 and "documented maximum of 16" in decision.warnings[0]
 
 
 def test_allocation_mode_all_with_admin_access_takes_nothing_and_is_not_refused() -> None:

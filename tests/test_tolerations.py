@@ -223,7 +223,7 @@ def test_sixteen_toleration_limit_adds_nothing_and_warns() -> None:
     assert [(f.rule, f.advisory, f.paths) for f in out.findings] == [
         (ids.INJECT_DEVICE_TOLERATIONS, True, ("spec.devices.requests[1].firstAvailable[0].tolerations",))
     ]
-    assert "limit of 16" in out.findings[0].message
+    assert "documented maximum of 16" in out.findings[0].message
     assert annotations(result)[KEY] == "4"
     # Second pass: still a warning, still no change.
     again = run(inject_device_tolerations, result)

@@ -22,6 +22,8 @@ from typing import Any
 
 from webhook.jsonish import as_dict as _d
 from webhook.jsonish import as_list as _l
+from webhook.objects import KINDS as POD_TEMPLATE_KINDS
+from webhook.objects import field_path, pod_templates
 
 VERSIONS: tuple[str, ...] = ("1.36", "1.37")
 
@@ -31,7 +33,7 @@ Check = Callable[[dict[str, Any]], list[str]]
 KIND_PATH = "kind"
 
 _CONTROL_PLANE = ("kube-apiserver", "kube-scheduler", "kube-controller-manager")
-_WITH_KUBELET = (*_CONTROL_PLANE, "kubelet")
+WITH_KUBELET = (*_CONTROL_PLANE, "kubelet")
 
 POD = "Pod"
 JOB = "batch/Job"
@@ -94,7 +96,7 @@ class Gate:
 
     def predicate(self, obj: dict[str, Any]) -> list[str]:
         """JSON paths of this gate's fields that ``obj`` uses (kind taken from the object itself)."""
-        check = self._by_kind.get(_kind_key(obj))
+        check = self._by_kind.get(kind_key(obj))
         return check(obj) if check is not None else []
 
 
@@ -110,7 +112,7 @@ def _key(name: str) -> str:
     return f'["{name}"]'
 
 
-def _kind_key(obj: dict[str, Any]) -> str:
+def kind_key(obj: dict[str, Any]) -> str:
     api_version = obj.get("apiVersion") or ""
     group = api_version.rpartition("/")[0] if isinstance(api_version, str) else ""
     kind = obj.get("kind") or ""
@@ -273,12 +275,23 @@ def is_fractional(quantity: Any) -> bool:
 
 
 def _slice_fractional(obj: dict[str, Any]) -> list[str]:
-    return [
-        f"{p}.requestPolicy.validRange.{bound}"
-        for p, cap in _capacities(obj)
-        for bound, value in _d(_d(cap.get("requestPolicy")).get("validRange")).items()
-        if bound in ("min", "max", "step") and is_fractional(value)
-    ]
+    """Fractional ``requestPolicy.default`` and ``validRange.{min,max,step}``: the range arithmetic the gate changes.
+
+    kubernetes/kubernetes pkg/apis/resource/validation ``validateMultiAllocatableDeviceCapacity`` (tests
+    ``fractional-range-gate-disabled-*``, master for 1.37): with the gate off the values are kept and checked
+    in whole units, a value below 1 counting as 1; the default is checked against min and step too.
+    """
+    paths = []
+    for p, cap in _capacities(obj):
+        policy = _d(cap.get("requestPolicy"))
+        if is_fractional(policy.get("default")) and policy.get("validRange") is not None:
+            paths.append(f"{p}.requestPolicy.default")
+        paths += [
+            f"{p}.requestPolicy.validRange.{bound}"
+            for bound, value in _d(policy.get("validRange")).items()
+            if bound in ("min", "max", "step") and is_fractional(value)
+        ]
+    return paths
 
 
 def _slice_list_attrs(obj: dict[str, Any]) -> list[str]:
@@ -315,6 +328,19 @@ def _pod_dra(obj: dict[str, Any]) -> list[str]:
             if _used(_d(_d(c).get("resources")).get("claims")):
                 paths.append(f"spec.{key}[{i}].resources.claims")
     return paths
+
+
+def _scheduling_group(obj: dict[str, Any]) -> list[str]:
+    """``spec.schedulingGroup`` of every pod template the webhook knows (webhook.objects), the Pod's own too.
+
+    The API server drops it from a Pod (and from the pod template of a built-in workload) with
+    GenericWorkload off; a CRD keeps it in its template and the Pods its controller creates lose it.
+    """
+    return [
+        field_path(ref.at("spec", "schedulingGroup"))
+        for ref in pod_templates(obj, str(obj.get("kind") or ""))
+        if _used(ref.spec(obj).get("schedulingGroup"))
+    ]
 
 
 def _templates(spec: dict[str, Any], base: str) -> Iterator[tuple[str, dict[str, Any], bool]]:
@@ -396,8 +422,10 @@ GATES: tuple[Gate, ...] = (
         "DRAResourceClaimDeviceStatus",
         _BETA_ON,
         _GA_LOCKED,
-        ((CLAIM, lambda obj: _at(obj, "status.devices")), (SLICE, _slice_binding)),
-        "claim status.devices; co-gate of slice binding conditions",
+        # Claim status.devices is written through the status subresource, which no webhook here sees (and a
+        # CREATE drops status): only the slice binding fields are reachable.
+        ((SLICE, _slice_binding),),
+        "co-gate of slice binding conditions (claim status.devices: status subresource, not judged)",
     ),
     Gate(
         "DRAWorkloadResourceClaims",
@@ -405,12 +433,11 @@ GATES: tuple[Gate, ...] = (
         GateStage("beta", False, runtime_config=_SCHED_BETA),
         (
             (POD, pod_claims_in_group),
-            (JOB, lambda obj: _at(obj, "spec.scheduling.resourceClaims")),
             (PODGROUP, _spec_field("resourceClaims")),
             (WORKLOAD, _workload_field("resourceClaims", composite_too=False)),
         ),
         "PodGroup spec.resourceClaims, Workload podGroupTemplates[].resourceClaims, "
-        "Job spec.scheduling.resourceClaims, Pod claims shared through a PodGroup",
+        "Pod claims shared through a PodGroup",
         requires=("GenericWorkload",),
         semantic_kinds=frozenset({POD}),
     ),
@@ -419,12 +446,11 @@ GATES: tuple[Gate, ...] = (
         GateStage("alpha", False, runtime_config=_SCHED_1_36),
         GateStage("beta", False, runtime_config=_SCHED_BETA),
         (
-            (POD, _spec_field("schedulingGroup")),
-            (JOB, lambda obj: _at(obj, "spec.template.spec.schedulingGroup")),
+            *((k.api_group_kind, _scheduling_group) for k in POD_TEMPLATE_KINDS),
             (PODGROUP, _kind_itself),
             (WORKLOAD, _kind_itself),
         ),
-        "Workload, PodGroup; Pod spec.schedulingGroup",
+        "Workload, PodGroup; spec.schedulingGroup of Pods and of every pod template",
     ),
     Gate(
         "CompositePodGroup",
@@ -443,7 +469,7 @@ GATES: tuple[Gate, ...] = (
         _ALPHA_OFF,
         _ALPHA_OFF,
         ((JOB, _spec_field("scheduling")),),
-        "Job spec.scheduling",
+        "Job spec.scheduling (1.37; absent from the 1.36 API)",
         requires=("GenericWorkload",),
     ),
     Gate(
@@ -451,12 +477,11 @@ GATES: tuple[Gate, ...] = (
         _ALPHA_OFF,
         _ALPHA_OFF,
         (
-            (JOB, lambda obj: _at(obj, "spec.scheduling.schedulingConstraints")),
             (PODGROUP, _spec_field("schedulingConstraints")),
             (WORKLOAD, _workload_field("schedulingConstraints", composite_too=True)),
             (COMPOSITE, _spec_field("schedulingConstraints")),
         ),
-        "schedulingConstraints (PodGroup, Workload templates, CompositePodGroup, Job spec.scheduling)",
+        "schedulingConstraints (PodGroup, Workload templates, CompositePodGroup)",
         requires=("GenericWorkload",),
     ),
     Gate(
@@ -496,13 +521,14 @@ GATES: tuple[Gate, ...] = (
         "request capacity, constraints distinctAttribute; slice allowMultipleAllocations, capacity requestPolicy",
     ),
     Gate(
-        # dra-1.37.md §4: two specs in the code, default on only with min-compatibility-version >= 1.37
-        # (UNVERIFIED reading): treated as off, so fractional ranges are flagged unless a policy opts in.
+        # kube_features.go (1.37): {1.37, false, Beta} and {1.37, true, Beta, MinCompatibilityVersion: 1.37}:
+        # off unless every component runs with --min-compatibility-version=1.37. The field is kept with the
+        # gate off; its range arithmetic changes (rules.gates _KEPT), so findings are advisory.
         "DRAFractionalCapacityRange",
         None,
         _BETA_OFF,
         ((SLICE, _slice_fractional),),
-        "fractional capacity requestPolicy.validRange min/max/step",
+        "fractional capacity requestPolicy default and validRange min/max/step",
         requires=("DRAConsumableCapacity",),
     ),
     Gate(
@@ -564,7 +590,7 @@ GATES: tuple[Gate, ...] = (
         _ALPHA_OFF,
         ((SLICE, _slice_node_allocatable),),
         "slice devices[].nodeAllocatableResources",
-        components=_WITH_KUBELET,
+        components=WITH_KUBELET,
     ),
     Gate(
         "DRAOptionalNodeOperations",
@@ -572,7 +598,7 @@ GATES: tuple[Gate, ...] = (
         _ALPHA_OFF,
         ((SLICE, _spec_field("skipNodeOperations")),),
         "slice skipNodeOperations",
-        components=_WITH_KUBELET,
+        components=WITH_KUBELET,
     ),
     Gate(
         "DRAResourcePoolStatus",
@@ -585,6 +611,8 @@ GATES: tuple[Gate, ...] = (
     Gate("DRAResourceClaimGranularStatusAuthorization", _BETA_ON, _BETA_ON, (), "(no API field)"),
     Gate("DRASchedulerFilterTimeout", _BETA_ON, _BETA_ON, (), "(no API field)"),
     Gate("SchedulerPreQueueingHints", None, _ALPHA_OFF, (), "(no API field)"),
+    # DRAOptionalNodeOperations needs it (gate_deps); the fields it guards are the Node's, not judged here.
+    Gate("NodeDeclaredFeatures", _BETA_ON, _GA_LOCKED, (), "(no field the webhook judges)", components=WITH_KUBELET),
 )
 
 GATES_BY_NAME: Mapping[str, Gate] = {g.name: g for g in GATES}

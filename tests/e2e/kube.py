@@ -27,7 +27,7 @@ RESOURCES: dict[str, tuple[str, bool]] = {
     "PodGroup": ("podgroups", True), "Workload": ("workloads", True),
     "MutatingWebhookConfiguration": ("mutatingwebhookconfigurations", False),
     "ValidatingWebhookConfiguration": ("validatingwebhookconfigurations", False),
-    "ClusterRole": ("clusterroles", False),
+    "ClusterRole": ("clusterroles", False), "PodTemplate": ("podtemplates", True),
 }
 
 _WARNING = re.compile(r'^\d{3} \S+ "(?P<text>(?:[^"\\]|\\.)*)"')

@@ -39,6 +39,7 @@ def warnings(
     found += _schedule_order(policy)
     found += _classes_mapped_twice(policy)
     found += _gates_not_in_version(policy)
+    found += _broken_gate_dependencies(policy)
     found += _unbounded_injected_tolerations(policy)
     if device_classes is not None:
         found += _cluster_classes(policy, device_classes)
@@ -146,6 +147,45 @@ def _gates_not_in_version(policy: CompiledPolicy) -> list[tuple[Loc, str]]:
         for gate, on in policy.gate_sources.explicit.items()
         if on and not known_in(version, gate)
     ]
+
+
+def _broken_gate_dependencies(policy: CompiledPolicy) -> list[tuple[Loc, str]]:
+    """A gate on while a gate it needs (webhook.gate_deps) is off: no Kubernetes component accepts that.
+
+    Judged on the values the policy states (explicit, else the version's default); a gate left to the
+    cluster (``auto``) is the cluster's business. Pointed at the explicit entry that breaks the pair: the
+    dependent gate switched on, else the dependency switched off.
+    """
+    from webhook.gate_catalogue import known_in
+    from webhook.gate_deps import DEPENDENCIES
+
+    version = policy.spec.kubernetesVersion
+    sources = policy.gate_sources
+    explicit = sources.explicit
+
+    def stated(gate: str) -> bool | None:
+        if gate in sources.auto and gate not in explicit:
+            return None
+        return sources.fallback.get(gate, False)
+
+    out: list[tuple[Loc, str]] = []
+    for gate, deps in DEPENDENCIES.items():
+        if not known_in(version, gate) or stated(gate) is not True:
+            continue
+        for dep in deps:
+            if not known_in(version, dep) or stated(dep) is not False:
+                continue
+            if explicit.get(gate) is True:
+                where, how = gate, f"feature gate {gate} is on but needs {dep}, which is " + (
+                    "off in this policy" if dep in explicit else f"off by default in {version}")
+            elif dep in explicit:
+                where, how = dep, f"feature gate {dep} is off but {gate} (on by default in {version}) needs it"
+            else:
+                continue
+            out.append((("spec", "featureGates", where),
+                        f"{how}: Kubernetes enables a gate only with the gates it depends on, so no cluster runs "
+                        f"this way; set {dep}: true or {gate}: false"))
+    return out
 
 
 def _gates_against_cluster(policy: CompiledPolicy, cluster: Mapping[str, bool]) -> list[tuple[Loc, str]]:

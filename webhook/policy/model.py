@@ -14,9 +14,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from webhook.custom_kinds import WorkloadKindSpec
+from webhook.policy import k8s_names
 from webhook.rules.ids import RULE_IDS
 
-_QUALIFIED = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _EXTENDED_RESOURCE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 
@@ -95,11 +95,14 @@ class NodePool(Strict):
     @field_validator("nodeSelector")
     @classmethod
     def _non_empty(cls, v: dict[str, str]) -> dict[str, str]:
+        """Written into node affinity (``key In [value]``): a label name and a label value, as the API wants."""
         if not v:
             raise ValueError("nodeSelector must name at least one label")
-        for key in v:
-            if not _QUALIFIED.match(key):
-                raise ValueError(f"{key!r} is not a valid label key")
+        for key, value in v.items():
+            if errors := k8s_names.qualified_name(key):
+                raise ValueError(f"{key!r} is not a valid label key: {'; '.join(errors)}")
+            if errors := k8s_names.label_value(value):
+                raise ValueError(f"{key!r}: value {value!r} is not a valid label value: {'; '.join(errors)}")
         return v
 
 
@@ -146,7 +149,9 @@ class ScheduleEntry(Strict):
 
 
 class Cohort(Strict):
-    name: str = Field(description="Cohort name, unique; written to the <prefix>/cohort annotation.")
+    name: str = Field(
+        min_length=1, max_length=253, description="Cohort name, unique; written to the <prefix>/cohort annotation."
+    )
     namespaces: NamespaceMatch = Field(
         description="Which namespaces belong to the cohort: name globs OR a label selector."
     )
@@ -186,17 +191,31 @@ class DeviceToleration(Strict):
     )
     tolerationSeconds: int | None = Field(
         default=None,
+        ge=0,
         description="For NoExecute: how long a Pod may stay after the taint appears (a checkpoint window).",
     )
 
+    # Written into claims as is: the API server's validateDeviceToleration (kubernetes/kubernetes
+    # pkg/apis/resource/validation/validation.go, master for 1.37) wants a label-name key, a label value
+    # for Equal, an empty value for Exists, operator Equal/Exists and effect NoSchedule/NoExecute/None.
+    # It does not check tolerationSeconds (1.36.2 stores -5: tests/e2e/test_api_facts_136.py); the eviction
+    # controller reads a negative value as 0 ("evict at once"), which no policy means, so it is refused here.
+    @field_validator("key")
+    @classmethod
+    def _key(cls, v: str) -> str:
+        return k8s_names.require("key", v, k8s_names.qualified_name(v)) if v else v
+
+    @field_validator("value")
+    @classmethod
+    def _value(cls, v: str) -> str:
+        return k8s_names.require("value", v, k8s_names.label_value(v))
+
     @model_validator(mode="after")
     def _shape(self) -> DeviceToleration:
-        if self.key and not _QUALIFIED.match(self.key):
-            raise ValueError(f"key {self.key!r} is not a label name")
         if not self.key and self.operator != "Exists":
             raise ValueError("an empty key needs operator Exists")
         if self.operator == "Exists" and self.value:
-            raise ValueError("operator Exists takes no value")
+            raise ValueError("'value' must be empty for operator Exists (it matches any value)")
         if self.tolerationSeconds is not None and self.effect != "NoExecute":
             raise ValueError("tolerationSeconds only applies to effect NoExecute")
         return self
@@ -334,7 +353,11 @@ class PolicySpec(Strict):
 
 
 class Metadata(Strict):
-    name: str = Field(description="Policy name; with the file hash it forms the <prefix>/policy annotation.")
+    name: str = Field(
+        min_length=1,
+        max_length=253,
+        description="Policy name; with the file hash it forms the <prefix>/policy annotation.",
+    )
     annotations: dict[str, str] = Field(default_factory=dict, description="Free-form notes (owner, links).")
     labels: dict[str, str] = Field(default_factory=dict, description="Free-form labels.")
 

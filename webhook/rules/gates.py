@@ -12,6 +12,7 @@ module ``webhook.gate_catalogue``; its names are re-exported here for existing c
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from webhook.gate_catalogue import (
@@ -29,15 +30,18 @@ from webhook.gate_catalogue import (
     TAINT_RULE,
     TEMPLATE,
     VERSIONS,
+    WITH_KUBELET,
     WORKLOAD,
     Check,
     Gate,
     GateStage,
     effective_gates,
     is_fractional,
+    kind_key,
     known_in,
     pod_claims_in_group,
 )
+from webhook.gate_deps import needs
 from webhook.jsonish import as_dict as _d
 from webhook.jsonish import as_list as _l
 from webhook.rules.base import NO_OUTCOME, Context, Finding, Outcome, rule
@@ -94,6 +98,24 @@ _BY_KIND = _index()
 # happens to be called Workload (Kueue's kueue.x-k8s.io/Workload) is left alone.
 RULE_KINDS: tuple[str, ...] = tuple(sorted({kind for _, kind in _BY_KIND}))
 
+# What the API server does with a guarded field while its gate is off, where it is not a silent drop.
+_OFF_EFFECT: Mapping[str, str] = {
+    # k8s.io/api resource/v1: +k8s:ifDisabled(DRAPartitionableDevicesType)=+k8s:forbidden (dra-1.37.md §4).
+    "DRAPartitionableDevicesType": "rejects the object (422)",
+    "DRAFractionalCapacityRange": "keeps the values but works the range out in whole units (a value below 1 "
+    "counts as 1), so claims get other amounts than the driver meant",
+}
+# Gates whose fields are kept with the gate off (only their meaning changes): findings are advisory.
+_KEPT: frozenset[str] = frozenset({"DRAFractionalCapacityRange"})
+# Gates on by default under a condition the version default does not show.
+_DEFAULT_NOTE: Mapping[str, str] = {
+    "DRAFractionalCapacityRange": "on by default only when every component runs with --min-compatibility-version=1.37",
+}
+# Fields younger than their gate: (gate, kind) -> first version whose API has the field. Job spec.scheduling
+# is not in the 1.36 API (the 1.36 OpenAPI of kubernetes-validate rejects it; tests/e2e/test_api_facts_136.py
+# shows 1.36.2 drop it); the API server drops it there as an unknown field whatever WorkloadWithJob says.
+_FIELD_SINCE: Mapping[tuple[str, str], str] = {("WorkloadWithJob", JOB): "1.37"}
+
 # --- the rule ------------------------------------------------------------------------------------
 
 
@@ -105,6 +127,8 @@ def _state(gate: Gate, version: str, from_cluster: bool = False) -> str:
     if stage is None:
         return f"not available in {version}"
     text = f"{stage.describe()} in {version}"
+    if gate.name in _DEFAULT_NOTE:
+        text += f", {_DEFAULT_NOTE[gate.name]}"
     return text if not stage.default else f"{text}; off in this policy"
 
 
@@ -123,7 +147,7 @@ def _subject(paths: list[str], obj: dict[str, Any]) -> str:
     return f"fields {shown} need"
 
 
-def remediation(gate: Gate, version: str) -> str:
+def remediation(gate: Gate, version: str, kind_level: bool = False) -> str:
     """How to turn the gate on: the cluster first, then the policy (order matters: see §11)."""
     stage = gate.stage_in(version)
     if stage is None:
@@ -136,24 +160,65 @@ def remediation(gate: Gate, version: str) -> str:
             f"{gate.name} is locked on in {version} and cannot be disabled: remove "
             f"spec.featureGates.{gate.name} from the migration policy."
         )
-    steps = f"--feature-gates={gate.name}=true on {', '.join(gate.components)}"
-    if stage.runtime_config:
-        steps += f", and --runtime-config={stage.runtime_config}=true on kube-apiserver"
-    needs = f" ({gate.name} also needs {', '.join(gate.requires)})" if gate.requires else ""
+    deps = _dependencies(gate, version)
+    turn_on = [gate, *(d for d in deps if not _default_on(d, version))]
+    components = {c for g in turn_on for c in g.components}
+    steps = (f"--feature-gates={','.join(f'{g.name}=true' for g in turn_on)} on "
+             f"{', '.join(c for c in WITH_KUBELET if c in components)}")
+    configs = dict.fromkeys(c for g in turn_on if (c := _runtime_config(g, version)))
+    if configs:
+        steps += f", and --runtime-config={','.join(f'{c}=true' for c in configs)} on kube-apiserver"
+    also = "".join(f", {g.name}: true" for g in turn_on[1:])
     return (
-        f"Enable it on the cluster first: {steps}{needs}; then set spec.featureGates.{gate.name}: true "
-        "in the migration policy. Otherwise remove the field: with the gate off the API server "
-        "drops or rejects it."
+        f"Enable it on the cluster first: {steps}{_needs_text(gate, deps, version)}; then set "
+        f"spec.featureGates.{gate.name}: true{also} in the migration policy. {_otherwise(gate, kind_level)}"
     )
+
+
+def _otherwise(gate: Gate, kind_level: bool) -> str:
+    """What happens to the object when the gate stays off: not served, rejected, dropped, or kept."""
+    if kind_level:
+        return "Otherwise do not create it: with the gate off the API server does not serve this kind."
+    if gate.name in _KEPT:
+        return f"Otherwise use whole numbers: with the gate off the API server {_OFF_EFFECT[gate.name]}."
+    effect = _OFF_EFFECT.get(gate.name, "drops the field without a warning")
+    return f"Otherwise remove the field: with the gate off the API server {effect}."
+
+
+def _needs_text(gate: Gate, deps: list[Gate], version: str) -> str:
+    """`` (G also needs A, B; keep B on)``: the gates on by default are named so nobody switches them off."""
+    if not deps:
+        return ""
+    kept = [d.name for d in deps if _default_on(d, version)]
+    keep = f"; keep {', '.join(kept)} on" if kept else ""
+    return f" ({gate.name} also needs {', '.join(d.name for d in deps)}{keep})"
+
+
+def _dependencies(gate: Gate, version: str) -> list[Gate]:
+    """The catalogue gates ``gate`` needs (transitively, webhook.gate_deps) that exist in ``version`` and
+    can be switched: locked gates are always on."""
+    rows = [GATES_BY_NAME[name] for name in (*gate.requires, *needs(gate.name)) if name in GATES_BY_NAME]
+    return [g for g in dict.fromkeys(rows) if (st := g.stage_in(version)) is not None and not st.locked]
+
+
+def _default_on(gate: Gate, version: str) -> bool:
+    stage = gate.stage_in(version)
+    return stage is not None and stage.default
+
+
+def _runtime_config(gate: Gate, version: str) -> str | None:
+    stage = gate.stage_in(version)
+    return stage.runtime_config if stage is not None else None
 
 
 @rule(GATED_FEATURE, kinds=RULE_KINDS, phases=("mutate", "validate"), operations=("CREATE", "UPDATE"))
 def gated_feature(obj: dict[str, Any], ctx: Context) -> Outcome:
     """An object uses a field whose feature gate the cluster has off (per the policy's ``featureGates``).
 
-    The API server drops such fields silently, so the author's manifest would not do what it says
-    (e.g. a shared PodGroup claim silently becomes a per-Pod claim). The check runs in the mutating
-    phase too, because validating webhooks only ever see the object with the field already gone.
+    The API server drops most such fields silently (a few it rejects, a gated kind it does not serve),
+    so the author's manifest would not do what it says (e.g. a shared PodGroup claim silently becomes a
+    per-Pod claim). The check runs in the mutating phase too, because validating webhooks only ever see
+    the object with the field already gone.
     """
     rows = _BY_KIND.get((ctx.group, ctx.kind))
     if not rows:
@@ -171,6 +236,10 @@ def gated_feature(obj: dict[str, Any], ctx: Context) -> Outcome:
         # only a first use is worth reporting.
         if not paths or (old is not None and check(old)):
             continue
+        since = _FIELD_SINCE.get((gate.name, kind_key(obj)))
+        if since is not None and version < since:
+            findings.append(_absent_in(gate, paths, version, since))
+            continue
         if note is not None and gate.name in auto:
             ctx.degraded.append(note)  # this decision wanted the cluster's value and did not have it
         if gates.get(gate.name, False):
@@ -180,13 +249,29 @@ def gated_feature(obj: dict[str, Any], ctx: Context) -> Outcome:
                 GATED_FEATURE,
                 f"{_subject(paths, obj)} feature gate {gate.name} "
                 f"({_state(gate, version, _from_cluster(gate, ctx, note))})",
-                remediation(gate, version),
+                remediation(gate, version, kind_level=paths == [KIND_PATH]),
                 tuple(paths),
+                advisory=gate.name in _KEPT,
             )
         )
     if ctx.kind == "Pod" and ctx.group == "":
         findings += _podgroup_findings(obj, ctx)
     return Outcome(findings=findings) if findings else NO_OUTCOME
+
+
+def _absent_in(gate: Gate, paths: list[str], version: str, since: str) -> Finding:
+    """A field the version's API does not have at all: dropped as an unknown field, whatever the gate says."""
+    shown = ", ".join(paths)
+    one = len(paths) == 1
+    return Finding(
+        GATED_FEATURE,
+        f"{'field' if one else 'fields'} {shown} {'does' if one else 'do'} not exist in "
+        f"Kubernetes {version} (added in {since} behind feature gate {gate.name}): the API server drops "
+        f"{'it' if one else 'them'} as unknown",
+        f"Remove it, or upgrade the cluster to {since}, enable {gate.name} there and set "
+        f'spec.kubernetesVersion: "{since}" and spec.featureGates.{gate.name}: true in the migration policy.',
+        tuple(paths),
+    )
 
 
 # --- Pods joining a PodGroup ---------------------------------------------------------------------

@@ -147,8 +147,8 @@ def inject_device_tolerations(obj: dict[str, Any], ctx: Context) -> Outcome:
     """Add ``trainingJobs.deviceTolerations`` to every request and subrequest of a training job's claim.
 
     A toleration is added only where the request has none with the same key and effect, so a user's
-    own choice always wins. A request that would pass the API's 16 tolerations gets nothing and an
-    advisory finding. ``<prefix>/tolerations-injected`` records how many policy tolerations the claim
+    own choice always wins. A request that would pass the documented maximum of 16 tolerations gets
+    nothing and an advisory finding. ``<prefix>/tolerations-injected`` records how many policy tolerations the claim
     carries in total (those added now and those present from an earlier pass), so a second pass changes
     nothing. On a template the count is written to the template's metadata and to ``spec.metadata``, so
     the claims generated from it carry the count together with the tolerations copied from its spec.
@@ -193,7 +193,8 @@ def _inject_into(slot: RequestSlot, wanted: tuple[dict[str, Any], ...]) -> tuple
         return Finding(
             ids.INJECT_DEVICE_TOLERATIONS,
             f"request {slot.name!r} already has {len(existing)} tolerations; adding the policy's "
-            f"{len(missing)} would pass the limit of {MAX_TOLERATIONS_PER_REQUEST}, none were added",
+            f"{len(missing)} would pass the documented maximum of {MAX_TOLERATIONS_PER_REQUEST} "
+            "tolerations per request (resource.k8s.io DeviceRequest), none were added",
             "remove tolerations this request does not need, or add the policy's device tolerations "
             "yourself in place of broader ones",
             (f"{slot.path}.tolerations",),

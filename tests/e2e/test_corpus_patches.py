@@ -34,9 +34,9 @@ from webhook.policy.loader import load
 ROOT = Path(__file__).resolve().parents[2]
 ADMIN_ACCESS = {"resource.kubernetes.io/admin-access": "true"}
 HANDS_OFF = policy_variant({
-    "    pilot: Warn\n    migrated: Deny\n    rules: {gated-feature: Deny}\n":
+    "    pilot: Warn\n    migrated: Deny\n    rules: {gated-feature: Deny,":
     "    pilot: Audit\n    migrated: Audit\n"
-    "    rules: {inject-device-tolerations: Off, steer-node-pool: Off, track-rollout: Off}\n"})
+    "    rules: {inject-device-tolerations: Off, steer-node-pool: Off, track-rollout: Off,"})
 _SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields", "ownerReferences",
                   "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink")
 

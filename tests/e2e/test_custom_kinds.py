@@ -110,7 +110,7 @@ def _pool(template: dict[str, Any]) -> str | None:
 
 
 def test_a_crd_the_policy_names_is_examined_on_create_and_update(kube, namespace, policy, tmp_path):
-    text = policy_variant({"    rules: {gated-feature: Deny}": "    rules: {gated-feature: Deny}" + KINDS})
+    text = policy_variant({"  # as policies/default.yaml": "  # as policies/default.yaml" + KINDS})
     (tmp_path / "policy.yaml").write_text(text)
     policy(text)
     with _crd_installed(kube), _webhook_rules(kube, tmp_path / "policy.yaml"):

@@ -27,11 +27,13 @@ from webhook.rules.gates import (
     GATES_BY_NAME,
     KIND_PATH,
     RULE_KINDS,
+    GateStage,
     effective_gates,
     gated_feature,
     is_fractional,
     known_in,
     near_miss,
+    remediation,
 )
 from webhook.rules.ids import GATED_FEATURE
 from webhook.view import OfflineView, StaticView
@@ -166,7 +168,8 @@ def test_predicate_returns_the_paths(gate: str, index: int, case: dict[str, Any]
 @pytest.mark.parametrize("phase", PHASES)
 @pytest.mark.parametrize(("gate", "index", "case"), CASES, ids=CASE_IDS)
 def test_reported_when_only_its_gate_is_off(gate: str, index: int, case: dict[str, Any], phase: str) -> None:
-    findings, _ = run(case["object"], all_on_except(gate), phase)
+    version = case.get("version", "1.37")
+    findings, _ = run(case["object"], all_on_except(gate, version=version), phase)
     if phase not in case.get("phases", PHASES):
         assert findings == []
         return
@@ -179,8 +182,10 @@ def test_reported_when_only_its_gate_is_off(gate: str, index: int, case: dict[st
     assert f.advisory is case.get("advisory", False)
     for path in case["paths"][:3]:
         assert path in f.message
-    if GATES_BY_NAME[gate].v1_37.locked:
-        assert "locked on in 1.37; off in this policy" in f.message
+    stage = GATES_BY_NAME[gate].stage_in(version)
+    assert stage is not None
+    if stage.locked:
+        assert f"locked on in {version}; off in this policy" in f.message
         assert "cannot be disabled" in f.remediation
     else:
         assert f"--feature-gates={gate}=true" in f.remediation
@@ -190,7 +195,7 @@ def test_reported_when_only_its_gate_is_off(gate: str, index: int, case: dict[st
 @pytest.mark.parametrize("phase", PHASES)
 @pytest.mark.parametrize(("gate", "index", "case"), CASES, ids=CASE_IDS)
 def test_allowed_when_every_gate_is_on(gate: str, index: int, case: dict[str, Any], phase: str) -> None:
-    findings, _ = run(case["object"], all_on_except(), phase)
+    findings, _ = run(case["object"], all_on_except(version=case.get("version", "1.37")), phase)
     assert findings == []
 
 
@@ -462,6 +467,55 @@ def test_cli_table(capsys: pytest.CaptureFixture[str]) -> None:
     lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
     assert lines["DRADeviceTaintRules"].split()[1:3] == ["beta", "off"]
     assert lines["DRADerivedAttributes"].split()[1:3] == ["-", "n/a"]
+    assert lines["WorkloadAwarePreemption"].split()[1:3] == ["alpha", "off"]
+    assert "PodGroup disruptionMode" in lines["WorkloadAwarePreemption"]
+    assert lines["GangScheduling"].split()[1:3] == ["alpha", "off"]
+
+
+def test_cli_1_36_only_gates_are_na_in_1_37(capsys: pytest.CaptureFixture[str]) -> None:
+    from webhook.commands import gates as cmd
+
+    assert cmd.run(_cli(["gates", "--version", "1.37"])) == 0
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
+    assert lines["WorkloadAwarePreemption"].split()[1:3] == ["-", "n/a"]
+    assert lines["GangScheduling"].split()[1:3] == ["-", "n/a"]
+
+
+# --- 1.36-only gates (issue 13 item 8) ------------------------------------------------------------
+
+V1ALPHA2_PODGROUP = {
+    "apiVersion": "scheduling.k8s.io/v1alpha2",
+    "kind": "PodGroup",
+    "metadata": {"name": "trainers", "namespace": "ml"},
+    "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}, "disruptionMode": "PodGroup"},
+}
+
+
+def test_workload_aware_preemption_off_in_a_1_36_policy_reports_the_field() -> None:
+    findings, _ = run(V1ALPHA2_PODGROUP, policy("1.36", GenericWorkload=True))
+    (f,) = findings
+    assert f.paths == ("spec.disruptionMode",)
+    assert f.message == ("field spec.disruptionMode needs feature gate WorkloadAwarePreemption "
+                         "(alpha, off by default in 1.36)")
+    assert "--feature-gates=WorkloadAwarePreemption=true,GangScheduling=true,GenericWorkload=true on " \
+           "kube-apiserver" in f.remediation
+    assert "spec.featureGates.WorkloadAwarePreemption: true, GangScheduling: true" in f.remediation
+    assert "drops the field without a warning" in f.remediation
+    on = policy("1.36", GenericWorkload=True, GangScheduling=True, WorkloadAwarePreemption=True)
+    assert run(V1ALPHA2_PODGROUP, on)[0] == []
+
+
+def test_1_36_only_gates_are_gone_in_1_37() -> None:
+    for name in ("WorkloadAwarePreemption", "GangScheduling"):
+        gate = GATES_BY_NAME[name]
+        assert gate.stage_in("1.36") == GateStage("alpha", False)
+        assert gate.stage_in("1.37") is None
+        assert known_in("1.36", name) and not known_in("1.37", name)
+    assert effective_gates("1.37", {})["WorkloadAwarePreemption"] is False
+    assert "merged it into GenericWorkload" in remediation(GATES_BY_NAME["WorkloadAwarePreemption"], "1.37")
+    # In 1.37 GenericWorkload guards these fields: no second finding naming a gate 1.37 lacks.
+    obj = {**V1ALPHA2_PODGROUP, "apiVersion": "scheduling.k8s.io/v1beta1"}
+    assert run(obj, policy("1.37", GenericWorkload=True))[0] == []
 
 
 def test_cli_policy_column(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -499,12 +553,13 @@ def test_cli_bad_policy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
 
 
 @functools.cache
-def _deny_policy(off: str | None) -> CompiledPolicy:
+def _deny_policy(off: str | None, version: str = "1.37") -> CompiledPolicy:
     doc = {
         "apiVersion": "dra-migration.io/v1alpha1",
         "kind": "MigrationPolicy",
         "metadata": {"name": "gates-deny"},
         "spec": {
+            "kubernetesVersion": version,
             "featureGates": {g.name: g.name != off for g in GATES},
             "enforcement": {"rules": {GATED_FEATURE: "Deny"}},
         },
@@ -528,8 +583,9 @@ def test_engine_refuses_with_gate_off(gate: str, index: int, case: dict[str, Any
         "name": obj["metadata"]["name"],
         "object": obj,
     }
-    off = handle(parse_request(request), phase, _deny_policy(gate), OfflineView(), NOW)
-    on = handle(parse_request(request), phase, _deny_policy(None), OfflineView(), NOW)
+    version = case.get("version", "1.37")
+    off = handle(parse_request(request), phase, _deny_policy(gate, version), OfflineView(), NOW)
+    on = handle(parse_request(request), phase, _deny_policy(None, version), OfflineView(), NOW)
     assert on.allowed and GATED_FEATURE not in [v.rule for v in on.verdicts]
     if phase not in case.get("phases", PHASES):
         assert off.allowed and GATED_FEATURE not in [v.rule for v in off.verdicts]

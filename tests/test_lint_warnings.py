@@ -148,6 +148,16 @@ def test_gate_enabled_that_the_version_lacks(tmp_path: Path) -> None:
            "DRADerivedAttributes is enabled but does not exist in Kubernetes 1.36" in w
 
 
+def test_gate_that_only_1_36_has_in_a_1_37_policy(tmp_path: Path) -> None:
+    """Named at all (on or off), a 1.36-only gate means nothing in 1.37: lint says where it went."""
+    text = POLICY.replace('kubernetesVersion: "1.37"', 'kubernetesVersion: "1.37"\n  featureGates:\n'
+                          '    WorkloadAwarePreemption: false')
+    [w] = _warnings(tmp_path, text)
+    assert f":{_line(text, 'WorkloadAwarePreemption')}: spec.featureGates.WorkloadAwarePreemption: feature gate " \
+           "WorkloadAwarePreemption exists only in Kubernetes 1.36 (1.37 merged it into GenericWorkload)" in w
+    assert _warnings(tmp_path, text.replace('"1.37"', '"1.36"', 1)) == []
+
+
 def test_unbounded_injected_toleration(tmp_path: Path) -> None:
     text = POLICY.replace("  cohorts:", "  trainingJobs:\n    labels: {kind: training}\n    deviceTolerations:\n"
                           "    - {key: example.com/maintenance, operator: Exists, effect: NoExecute}\n  cohorts:")

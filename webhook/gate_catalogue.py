@@ -70,7 +70,7 @@ class Gate:
 
     name: str
     v1_36: GateStage | None  # None: the gate does not exist in 1.36
-    v1_37: GateStage
+    v1_37: GateStage | None  # None: the gate is gone in 1.37 (GONE_IN_1_37 says where its fields went)
     checks: tuple[tuple[str, Check], ...]  # ("group/Kind", check)
     guards: str  # short human list of the guarded fields, for `dra-webhook gates`
     requires: tuple[str, ...] = ()  # gates that must be on too for this one to work
@@ -370,6 +370,28 @@ def _spec_field(name: str) -> Check:
     return lambda obj: _at(obj, f"spec.{name}")
 
 
+# kubernetes/kubernetes v1.36 pkg/registry/scheduling/podgroup/strategy.go dropDisabledDisruptionModeField,
+# dropDisabledPriorityClassNameField, dropDisabledPriorityField (PodGroupSpec) and
+# pkg/registry/scheduling/workload/strategy.go dropDisabledPodGroupTemplatesFields (each podGroupTemplate):
+# with WorkloadAwarePreemption off the API server drops them on CREATE (and on UPDATE unless the old object
+# used them). v1.36 staging/src/k8s.io/api/scheduling/v1alpha2 types: "available only when the
+# WorkloadAwarePreemption feature gate is enabled".
+_PREEMPTION_FIELDS = ("disruptionMode", "priorityClassName", "priority")
+
+
+def _podgroup_preemption(obj: dict[str, Any]) -> list[str]:
+    return [path for name in _PREEMPTION_FIELDS for path in _at(obj, f"spec.{name}")]
+
+
+def _workload_preemption(obj: dict[str, Any]) -> list[str]:
+    return [
+        f"spec.podGroupTemplates[{i}].{name}"
+        for i, t in enumerate(_l(_d(obj.get("spec")).get("podGroupTemplates")))
+        for name in _PREEMPTION_FIELDS
+        if _used(_d(t).get(name))
+    ]
+
+
 # --- the table -----------------------------------------------------------------------------------
 
 _ALPHA_OFF = GateStage("alpha", False)
@@ -497,6 +519,15 @@ GATES: tuple[Gate, ...] = (
         requires=("GenericWorkload",),
     ),
     Gate(
+        # 1.36 only (kube_features.go v1.36: {1.36, false, Alpha}); 1.37 merged it into GenericWorkload.
+        "WorkloadAwarePreemption",
+        _ALPHA_OFF,
+        None,
+        ((PODGROUP, _podgroup_preemption), (WORKLOAD, _workload_preemption)),
+        "PodGroup disruptionMode, priorityClassName, priority; the same in Workload podGroupTemplates[] (1.36)",
+        requires=("GangScheduling",),
+    ),
+    Gate(
         "DRAAdminAccess",
         _GA_LOCKED,
         _GA_LOCKED,
@@ -611,12 +642,29 @@ GATES: tuple[Gate, ...] = (
     Gate("DRAResourceClaimGranularStatusAuthorization", _BETA_ON, _BETA_ON, (), "(no API field)"),
     Gate("DRASchedulerFilterTimeout", _BETA_ON, _BETA_ON, (), "(no API field)"),
     Gate("SchedulerPreQueueingHints", None, _ALPHA_OFF, (), "(no API field)"),
+    # 1.36 only (kube_features.go v1.36: {1.35, false, Alpha}): kube-scheduler's gang plugin. No API field:
+    # the v1.36 scheduling strategies drop nothing for it (schedulingPolicy.gang is GenericWorkload's).
+    Gate("GangScheduling", _ALPHA_OFF, None, (), "(no API field: kube-scheduler's gang plugin; 1.36)",
+         requires=("GenericWorkload",)),
     # DRAOptionalNodeOperations needs it (gate_deps); the fields it guards are the Node's, not judged here.
     Gate("NodeDeclaredFeatures", _BETA_ON, _GA_LOCKED, (), "(no field the webhook judges)", components=WITH_KUBELET),
 )
 
 GATES_BY_NAME: Mapping[str, Gate] = {g.name: g for g in GATES}
 
+# Gates 1.36 has and 1.37 does not: where their fields went (lint and remediation say it).
+GONE_IN_1_37: Mapping[str, str] = {
+    "WorkloadAwarePreemption": "1.37 merged it into GenericWorkload",
+    "GangScheduling": "1.37 does not have it",
+}
+
+
+def gone_in(version: str, gate: str) -> str | None:
+    """Why ``gate`` (known in an earlier version) is not in ``version``, or None."""
+    row = GATES_BY_NAME.get(gate)
+    if row is None or row.stage_in(version) is not None or version == VERSIONS[0]:
+        return None
+    return GONE_IN_1_37.get(gate)
 
 
 def known_in(version: str, gate: str) -> bool:

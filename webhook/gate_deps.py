@@ -29,6 +29,7 @@ DEPENDENCIES: Mapping[str, tuple[str, ...]] = {
     "DRAResourceClaimDeviceStatus": (),  # soft dependency on DynamicResourceAllocation upstream
     "DRASchedulerFilterTimeout": ("DynamicResourceAllocation",),
     "DynamicResourceAllocation": (),
+    "GangScheduling": ("GenericWorkload",),  # 1.36 only
     "GenericWorkload": (),
     "NodeDeclaredFeatures": (),
     # 1.37 (issue 13 audit; the gates' doc comments in the 1.37 feature list)
@@ -42,6 +43,10 @@ DEPENDENCIES: Mapping[str, tuple[str, ...]] = {
     "PodGroupPreemptionPolicy": ("GenericWorkload",),
     "TopologyAwareWorkloadScheduling": ("GenericWorkload",),
     "WorkloadWithJob": ("GenericWorkload",),
+    # 1.36 only, not in the copy above: every upstream test of it (test/integration/scheduler/preemption
+    # TestPodGroupPreemption, pkg/registry/scheduling/workload strategy tests) switches GangScheduling and
+    # GenericWorkload on with it.
+    "WorkloadAwarePreemption": ("GangScheduling", "GenericWorkload"),
 }
 
 

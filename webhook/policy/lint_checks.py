@@ -13,7 +13,7 @@ import fnmatch
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from webhook.gate_catalogue import known_in
+from webhook.gate_catalogue import gone_in, known_in
 from webhook.policy.compiled import CompiledPolicy
 
 Loc = tuple[str | int, ...]
@@ -140,13 +140,17 @@ def _classes_mapped_twice(policy: CompiledPolicy) -> list[tuple[Loc, str]]:
 
 def _gates_not_in_version(policy: CompiledPolicy) -> list[tuple[Loc, str]]:
     version = policy.spec.kubernetesVersion
-    return [
-        (("spec", "featureGates", gate),
-         f"feature gate {gate} is enabled but does not exist in Kubernetes {version}: the API server drops "
-         "its fields, so the webhook lets through objects that lose them")
-        for gate, on in policy.gate_sources.explicit.items()
-        if on and not known_in(version, gate)
-    ]
+    out: list[tuple[Loc, str]] = []
+    for gate, on in policy.gate_sources.explicit.items():
+        if gone := gone_in(version, gate):  # a 1.36-only gate, on or off: the setting means nothing in 1.37
+            out.append((("spec", "featureGates", gate),
+                        f"feature gate {gate} exists only in Kubernetes 1.36 ({gone}): remove it from a "
+                        f"policy for {version}"))
+        elif on and not known_in(version, gate):
+            out.append((("spec", "featureGates", gate),
+                        f"feature gate {gate} is enabled but does not exist in Kubernetes {version}: the API "
+                        "server drops its fields, so the webhook lets through objects that lose them"))
+    return out
 
 
 def _broken_gate_dependencies(policy: CompiledPolicy) -> list[tuple[Loc, str]]:

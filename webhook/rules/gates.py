@@ -36,6 +36,7 @@ from webhook.gate_catalogue import (
     Gate,
     GateStage,
     effective_gates,
+    gone_in,
     is_fractional,
     kind_key,
     known_in,
@@ -70,6 +71,7 @@ __all__ = [
     "GateStage",
     "effective_gates",
     "gated_feature",
+    "gone_in",
     "is_fractional",
     "known_in",
     "near_miss",
@@ -150,6 +152,8 @@ def _subject(paths: list[str], obj: dict[str, Any]) -> str:
 def remediation(gate: Gate, version: str, kind_level: bool = False) -> str:
     """How to turn the gate on: the cluster first, then the policy (order matters: see §11)."""
     stage = gate.stage_in(version)
+    if stage is None and (gone := gone_in(version, gate.name)):
+        return f"{gate.name} does not exist in Kubernetes {version} ({gone}): remove spec.featureGates.{gate.name}."
     if stage is None:
         return (
             f"{gate.name} does not exist in Kubernetes {version}: remove the field, or upgrade the "
@@ -229,8 +233,8 @@ def gated_feature(obj: dict[str, Any], ctx: Context) -> Outcome:
     old = ctx.old_object if ctx.operation == "UPDATE" else None
     findings: list[Finding] = []
     for gate, check in rows:
-        if ctx.kind in gate.semantic_kinds:
-            continue
+        if ctx.kind in gate.semantic_kinds or gone_in(version, gate.name):
+            continue  # a gate the version no longer has: another gate guards its fields there
         paths = check(obj)
         # The API server keeps gated fields an object already uses (its "in use by old" check), so
         # only a first use is worth reporting.

@@ -50,6 +50,7 @@ KINDS = {
         Kind("resourceclaimtemplates", "resource.k8s.io/v1", "ResourceClaimTemplate", True),
         Kind("resourceslices", "resource.k8s.io/v1", "ResourceSlice", False),
         Kind("podgroups", "scheduling.k8s.io/v1beta1", "PodGroup", True),
+        Kind("horizontalpodautoscalers", "autoscaling/v2", "HorizontalPodAutoscaler", True),
     )
 }
 BY_KIND = {k.kind: k for k in KINDS.values()}
@@ -383,6 +384,17 @@ def _route(path: str) -> tuple[Kind, str | None, str | None] | None:
 
 
 # -- object builders (shapes of dra-1.37.md §2, §6, §9) -------------------------------------------------
+
+
+def hpa(ns: str, name: str, target: str, max_replicas: int, kind: str = "Deployment",
+        api_version: str = "apps/v1") -> dict[str, Any]:
+    """An autoscaling/v2 HorizontalPodAutoscaler, the Kubernetes docs' walkthrough shape (php-apache, CPU 50%)."""
+    return {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"scaleTargetRef": {"apiVersion": api_version, "kind": kind, "name": target},
+                     "minReplicas": 1, "maxReplicas": max_replicas,
+                     "metrics": [{"type": "Resource", "resource": {
+                         "name": "cpu", "target": {"type": "Utilization", "averageUtilization": 50}}}]}}
 
 
 def namespace(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:

@@ -87,3 +87,45 @@ def test_at_previews_a_schedule(tmp_path):
     base = [sys.executable, "-m", "webhook", "check", "--policy", str(pol), str(pod)]
     assert subprocess.run(base, capture_output=True, cwd=ROOT).returncode == 0
     assert subprocess.run([*base, "--at", "2999-03-01"], capture_output=True, cwd=ROOT).returncode == 1
+
+
+# The Kubernetes docs' HPA walkthrough object (kubernetes.io/docs/tasks/run-application/
+# horizontal-pod-autoscale-walkthrough, "php-apache", autoscaling/v2), retargeted and with maxReplicas 400.
+HPA = {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+       "metadata": {"name": "gpu-hpa", "namespace": "mig-a"},
+       "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "embed"},
+                "minReplicas": 1, "maxReplicas": 400,
+                "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {
+                    "type": "Utilization", "averageUtilization": 50}}}]}}
+
+
+def _shared_claim_deployment() -> dict:
+    """Two Pods naming one ResourceClaim (intel-resource-drivers-for-kubernetes external-gpu-deployment shape)."""
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "embed", "namespace": "mig-a"},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "embed"}},
+                     "template": {"metadata": {"labels": {"app": "embed"}}, "spec": {
+                         "containers": [{"name": "c", "image": "registry.k8s.io/e2e-test-images/busybox:1.29-2",
+                                         "resources": {"claims": [{"name": "gpu"}]}}],
+                         "resourceClaims": [{"name": "gpu", "resourceClaimName": "shared-gpus"}]}}}}
+
+
+def test_an_hpa_in_the_input_is_the_cluster_view_for_its_target(tmp_path):
+    alone = tmp_path / "deployment.yaml"
+    alone.write_text(yaml.safe_dump(_shared_claim_deployment()))
+    assert _check(str(alone)).returncode == 0
+    f = tmp_path / "app.yaml"
+    f.write_text(yaml.safe_dump_all([HPA, _shared_claim_deployment()]))
+    result = _check(str(f))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "HorizontalPodAutoscaler mig-a/gpu-hpa" in result.stdout and "CLUSTER VIEW" in result.stdout
+    assert ("up to 500 Pods (HorizontalPodAutoscaler gpu-hpa maxReplicas 400 + maxSurge) can use ResourceClaim "
+            "shared-gpus") in result.stdout
+    doc = json.loads(_check(str(f), "-o", "json").stdout)
+    by_name = {r["object"]: r for r in doc["results"]}
+    assert by_name["HorizontalPodAutoscaler mig-a/gpu-hpa"]["examined"] is True
+    assert by_name["HorizontalPodAutoscaler mig-a/gpu-hpa"]["findings"] == []
+    assert [f["rule"] for f in by_name["Deployment mig-a/embed"]["findings"]] == ["shared-claim-limit"]
+    other = {**HPA, "spec": {**HPA["spec"], "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment",
+                                                               "name": "other"}}}
+    f.write_text(yaml.safe_dump_all([other, _shared_claim_deployment()]))
+    assert _check(str(f)).returncode == 0

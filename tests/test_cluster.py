@@ -18,6 +18,7 @@ from tests.fakeapi import (
     device_class,
     exact_request,
     first_available_request,
+    hpa,
     make_policy,
     namespace,
     pod,
@@ -27,7 +28,7 @@ from tests.fakeapi import (
 )
 from webhook import cluster
 from webhook.cluster import REQUIRED_RBAC, ClusterError, LiveView, connect
-from webhook.view import ClusterView
+from webhook.view import Autoscaler, ClusterView
 
 DEADLINE = 10.0
 LOOKUP_BUDGET = 5.0
@@ -351,6 +352,7 @@ def test_required_rbac_covers_every_request(fake: FakeAPI, make_view: Callable[.
     assert view.get_resource_claim("ml-a", "c") is not None
     assert view.get_resource_claim_template("ml-a", "t") is not None
     view.namespace_labels("ml-other")
+    view.autoscaler("ml-a", "apps", "Deployment", "d")
     granted = {(res, verb) for rule in REQUIRED_RBAC for res in rule.get("resources", []) + rule.get(
         "nonResourceURLs", []) for verb in rule["verbs"]}
     granted.add(("/apis/", "get"))  # discovery: every authenticated user may read it (system:discovery)
@@ -358,3 +360,49 @@ def test_required_rbac_covers_every_request(fake: FakeAPI, make_view: Callable[.
     assert used <= granted
     assert {verb for rule in REQUIRED_RBAC for verb in rule["verbs"]} <= {"get", "list", "watch"}
 
+
+
+def test_autoscalers_are_watched_and_indexed_by_scale_target(fake: FakeAPI, make_view: Callable[..., LiveView]) -> None:
+    """shared-claim-limit's HPA lookups come from a watch (no request per lookup), by namespace and target."""
+    fake.put(hpa("ml-a", "gpu-hpa", "embed", 300), hpa("ml-b", "other", "embed", 50))
+    view = make_view()
+    assert view.wait_synced(DEADLINE)
+    assert view.autoscaler("ml-a", "apps", "Deployment", "embed") == Autoscaler("gpu-hpa", 1, 300)
+    assert view.autoscaler("ml-b", "apps", "Deployment", "embed") == Autoscaler("other", 1, 50)
+    assert view.autoscaler("ml-a", "apps", "StatefulSet", "embed") is None
+    assert view.autoscaler("ml-a", "apps", "Deployment", "nope") is None
+    assert view.degraded_reason("autoscaler") is None  # absent is an answer
+    assert fake.count("horizontalpodautoscalers", "get") == 0
+    fake.put(hpa("ml-a", "gpu-hpa", "embed", 400))
+    eventually(lambda: (view.autoscaler("ml-a", "apps", "Deployment", "embed") or Autoscaler("", 0, 0))
+               .max_replicas == 400, "the raised maxReplicas")
+    fake.put(hpa("ml-a", "gpu-hpa", "serve", 400))  # retargeted: the old target has none any more
+    eventually(lambda: view.autoscaler("ml-a", "apps", "Deployment", "serve") is not None, "the new target")
+    assert view.autoscaler("ml-a", "apps", "Deployment", "embed") is None
+    fake.delete("HorizontalPodAutoscaler", "gpu-hpa", "ml-a")
+    eventually(lambda: view.autoscaler("ml-a", "apps", "Deployment", "serve") is None, "the deleted HPA")
+    assert view.status()["horizontalpodautoscalers"]["synced"] is True
+
+
+def test_autoscaler_status_updates_do_not_rebuild_the_index(fake: FakeAPI, make_view: Callable[..., LiveView]) -> None:
+    """The HPA controller writes status every sync period; only a target or bound change rebuilds the index."""
+    h, = fake.put(hpa("ml-a", "gpu-hpa", "embed", 300))
+    view = make_view()
+    assert view.wait_synced(DEADLINE)
+    assert view.autoscaler("ml-a", "apps", "Deployment", "embed") is not None
+    version = view._hpas.version
+    fake.put({**h, "status": {"currentReplicas": 3, "desiredReplicas": 4}})
+    fake.put(hpa("ml-z", "marker", "x", 1))  # the watch delivers in order: once this is seen, so was the status
+    eventually(lambda: view.autoscaler("ml-z", "apps", "Deployment", "x") is not None, "the marker HPA")
+    assert view._hpas.version == version + 1  # the marker, not the status update
+
+
+def test_autoscalers_before_first_sync_are_unknown(fake: FakeAPI, make_view: Callable[..., LiveView]) -> None:
+    fake.put(hpa("ml-a", "gpu-hpa", "embed", 300))
+    fake.hang("horizontalpodautoscalers")
+    view = make_view(budget=0.05)
+    assert view.autoscaler("ml-a", "apps", "Deployment", "embed") is None
+    assert "HorizontalPodAutoscalers not synced yet" in (view.degraded_reason("autoscaler") or "")
+    fake.heal()
+    eventually(lambda: view.autoscaler("ml-a", "apps", "Deployment", "embed") is not None, "the HPA after healing")
+    assert view.degraded_reason("autoscaler") is None

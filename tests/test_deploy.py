@@ -553,6 +553,7 @@ def test_rbac_is_read_only_and_limited_to_the_cluster_view(rendered: tuple[str, 
     expected.add(("resource.k8s.io", "resourceclaimtemplates", "get"))
     expected.add(("scheduling.k8s.io", "podgroups", "get"))
     expected |= {("resource.k8s.io", "resourceslices", v) for v in ("list", "watch")}  # unsatisfiable-claim
+    expected |= {("autoscaling", "horizontalpodautoscalers", v) for v in ("list", "watch")}  # shared-claim-limit
     assert grants == expected
     assert grants == {(g, r, v) for rule in REQUIRED_RBAC for g in rule.get("apiGroups", [])
                       for r in rule.get("resources", []) for v in rule["verbs"]}

@@ -18,7 +18,7 @@ from webhook.policy.compiled import CompiledPolicy, compile_policy
 from webhook.policy.model import MigrationPolicy
 from webhook.rules.base import Context, Finding
 from webhook.rules.shared_claims import RESERVED_FOR_MAX, shared_claim_limit
-from webhook.view import OfflineView
+from webhook.view import Autoscaler, OfflineView, StaticView
 
 NOW = dt.datetime(2026, 10, 1, tzinfo=dt.UTC)
 POD_SPEC: dict[str, Any] = {
@@ -44,12 +44,16 @@ def policy(**gates: bool) -> CompiledPolicy:
     return compile_policy(MigrationPolicy.model_validate(doc), repr(doc).encode())
 
 
-def run(obj: dict[str, Any], pol: CompiledPolicy | None = None) -> list[Finding]:
+def context(obj: dict[str, Any], pol: CompiledPolicy | None = None, view: Any = None) -> Context:
     group = obj["apiVersion"].rpartition("/")[0]
-    ctx = Context(policy=pol or policy(), kind=obj["kind"], group=group, version="v1", operation="CREATE",
-                  namespace="default", phase="validate", now=NOW, cohort=None, stage="migrated", view=OfflineView())
+    return Context(policy=pol or policy(), kind=obj["kind"], group=group, version="v1", operation="CREATE",
+                   namespace="default", phase="validate", now=NOW, cohort=None, stage="migrated",
+                   view=view or OfflineView())
+
+
+def run(obj: dict[str, Any], pol: CompiledPolicy | None = None, view: Any = None) -> list[Finding]:
     before = copy.deepcopy(obj)
-    findings = shared_claim_limit(obj, ctx).findings
+    findings = shared_claim_limit(obj, context(obj, pol, view)).findings
     assert obj == before
     return findings
 
@@ -127,3 +131,130 @@ def test_podgroup_claim_suggested_only_where_the_gate_is_on() -> None:
     assert "once DRAWorkloadResourceClaims is on" in off
     on = run(deployment(300), policy(DRAWorkloadResourceClaims=True, GenericWorkload=True))[0].remediation
     assert "or a PodGroup claim (PodGroup spec.resourceClaims)" in on
+
+
+# --- an autoscaler's maximum ------------------------------------------------------------------------
+# HPA objects: the Kubernetes docs' walkthrough shape (kubernetes.io/docs/tasks/run-application/
+# horizontal-pod-autoscale-walkthrough, autoscaling/v2 "php-apache": CPU utilization 50%), retargeted.
+
+
+def hpa(max_replicas: int, target: str = "external-gpu-deployment", kind: str = "Deployment",
+        api_version: str = "apps/v1", namespace: str = "default", name: str = "gpu-hpa",
+        min_replicas: int | None = 1) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "scaleTargetRef": {"apiVersion": api_version, "kind": kind, "name": target}, "maxReplicas": max_replicas,
+        "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {
+            "type": "Utilization", "averageUtilization": 50}}}]}
+    if min_replicas is not None:
+        spec["minReplicas"] = min_replicas
+    return {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+
+
+def with_hpas(obj: dict[str, Any], *hpas: dict[str, Any]) -> list[Finding]:
+    return run(obj, view=StaticView(autoscalers=list(hpas)))
+
+
+def test_an_autoscalers_maximum_counts_whatever_replicas_says() -> None:
+    assert with_hpas(deployment(2)) == []
+    findings = with_hpas(deployment(2), hpa(400))
+    assert [f.message.split(" can use")[0] for f in findings] == [
+        "up to 500 Pods (HorizontalPodAutoscaler gpu-hpa maxReplicas 400 + maxSurge)"]
+    assert findings[0].paths == ("spec.template.spec.resourceClaims[0]",)
+    recreate = with_hpas(deployment(2, {"type": "Recreate"}), hpa(257))
+    assert [f.message.split(" can use")[0] for f in recreate] == [
+        "up to 257 Pods (HorizontalPodAutoscaler gpu-hpa maxReplicas 257)"]
+    assert with_hpas(deployment(2), hpa(204)) == []  # 204 + 51 = 255
+    assert with_hpas(deployment(2, {"type": "Recreate"}), hpa(256)) == []
+
+
+def test_replicas_above_the_maximum_count_and_name_no_autoscaler() -> None:
+    findings = with_hpas(deployment(300), hpa(10))
+    assert [f.message.split(" can use")[0] for f in findings] == ["up to 375 Pods"]
+
+
+@pytest.mark.parametrize("other", [
+    hpa(400, target="another-deployment"),
+    hpa(400, namespace="other-team"),
+    hpa(400, kind="StatefulSet"),
+    hpa(400, api_version="example.com/v1"),  # same kind name, another API group
+])
+def test_an_autoscaler_of_another_workload_does_not_count(other: dict[str, Any]) -> None:
+    assert with_hpas(deployment(2), other) == []
+
+
+def test_the_api_version_of_the_target_reference_does_not_matter() -> None:
+    """The HPA controller maps scaleTargetRef by group and kind (reconcileAutoscaler: schema.GroupKind)."""
+    assert len(with_hpas(deployment(2), hpa(400, api_version="apps/v1beta2"))) == 1
+
+
+def test_the_highest_of_several_autoscalers_counts() -> None:
+    findings = with_hpas(deployment(2, {"type": "Recreate"}), hpa(300, name="b"), hpa(900, name="a"), hpa(5))
+    assert "up to 900 Pods (HorizontalPodAutoscaler a maxReplicas 900)" in findings[0].message
+
+
+def test_statefulset_and_replicaset_are_scaled_jobs_are_not() -> None:
+    for kind in ("StatefulSet", "ReplicaSet"):
+        obj = {**copy.deepcopy(DEPLOYMENT), "kind": kind}
+        findings = with_hpas(obj, hpa(300, kind=kind))
+        assert [f.message.split(" can use")[0] for f in findings] == [
+            "up to 300 Pods (HorizontalPodAutoscaler gpu-hpa maxReplicas 300)"], kind
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "default"},
+           "spec": {"parallelism": 2, "template": {"spec": POD_SPEC}}}
+    assert with_hpas(job, hpa(300, target="j", kind="Job", api_version="batch/v1")) == []
+
+
+def test_zero_replicas_disable_the_autoscaler_unless_its_minimum_is_zero() -> None:
+    """reconcileAutoscaler: replicas 0 and minReplicas != 0 (default 1) -> "scaling is disabled"."""
+    assert with_hpas(deployment(0), hpa(400)) == []
+    assert with_hpas(deployment(0), hpa(400, min_replicas=None)) == []
+    assert len(with_hpas(deployment(0), hpa(400, min_replicas=0))) == 1
+
+
+def test_generate_name_has_no_autoscaler() -> None:
+    obj = deployment(2)
+    del obj["metadata"]["name"]
+    obj["metadata"]["generateName"] = "external-gpu-deployment"
+    assert with_hpas(obj, hpa(400, target="external-gpu-deployment")) == []
+
+
+class _Unsynced(OfflineView):
+    """A live view whose HPA watch has not listed yet."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, str, str, str]] = []
+
+    def autoscaler(self, namespace: str, group: str, kind: str, name: str) -> Autoscaler | None:
+        self.asked.append((namespace, group, kind, name))
+        return None
+
+    def degraded_reason(self, kind: str) -> str | None:
+        return "HorizontalPodAutoscalers not synced yet" if kind == "autoscaler" else None
+
+
+def test_unknown_autoscalers_keep_the_count_and_say_so_in_the_audit_only() -> None:
+    view = _Unsynced()
+    obj = deployment(2)
+    ctx = context(obj, view=view)
+    assert shared_claim_limit(obj, ctx).findings == []
+    assert view.asked == [("default", "apps", "Deployment", "external-gpu-deployment")]
+    assert ctx.degraded == ["shared-claim-limit: HorizontalPodAutoscalers unknown (HorizontalPodAutoscalers not "
+                            "synced yet), counted spec.replicas"]
+    offline = context(obj)
+    assert shared_claim_limit(obj, offline).findings == [] and offline.degraded == []
+
+
+def test_no_autoscaler_lookup_without_a_named_claim() -> None:
+    view = _Unsynced()
+    obj = deployment(2)
+    obj["spec"]["template"]["spec"]["resourceClaims"] = [{"name": "resource", "resourceClaimTemplateName": "t"}]
+    ctx = context(obj, view=view)
+    assert shared_claim_limit(obj, ctx).findings == [] and view.asked == [] and ctx.degraded == []
+
+
+def test_malformed_autoscalers_are_ignored() -> None:
+    bad = [hpa(400), hpa(400), hpa(400), {"kind": "HorizontalPodAutoscaler"}]
+    del bad[0]["spec"]["maxReplicas"]
+    bad[1]["spec"]["scaleTargetRef"] = "external-gpu-deployment"
+    bad[2]["spec"]["minReplicas"] = -1
+    assert with_hpas(deployment(2), *bad) == []

@@ -1,12 +1,12 @@
 """The only module that talks to the API server (official ``kubernetes`` client).
 
-Two users: the webhook, through ``LiveView`` (a ``webhook.view.ClusterView`` backed by list+watch caches
-of Namespaces and DeviceClasses, and by briefly cached, strictly budgeted GETs of owner Pods, PodGroups
-and the ResourceClaims / ResourceClaimTemplates a Pod names), and the ``report``/``preflight`` commands,
-through the ``list_*`` functions. Everything comes back as raw JSON dicts (``_preload_content=False``):
-lossless, and the same shape the rules see in AdmissionReviews. On the request path nothing here may
-block longer than the lookup budget or raise: an answer that is not there in time is ``None``, and
-``degraded_reason(kind)`` says why.
+Two users: the webhook, through ``LiveView`` (a ``webhook.view.ClusterView`` backed by list+watch caches of
+Namespaces, DeviceClasses, ResourceSlices and HorizontalPodAutoscalers, and by briefly cached, strictly
+budgeted GETs of owner Pods, PodGroups and the ResourceClaims / ResourceClaimTemplates a Pod names), and the
+``report``/``preflight`` commands, through the ``list_*`` functions. Everything comes back as raw JSON dicts
+(``_preload_content=False``): lossless, and the same shape the rules see in AdmissionReviews. On the request
+path nothing here may block longer than the lookup budget or raise: an answer that is not there in time is
+``None``, and ``degraded_reason(kind)`` says why.
 """
 
 from __future__ import annotations
@@ -31,14 +31,15 @@ from kubernetes.client.exceptions import ApiException as ApiException  # re-expo
 
 from webhook.cel_devices import DeviceIndex, build_index, slice_cache
 from webhook.cluster_gates import ClusterGates, parse_metrics, served_versions
-from webhook.view import extended_resource_map
+from webhook.view import Autoscaler, ScaleTarget, autoscaler_index, autoscaler_target, extended_resource_map
 
 log = logging.getLogger(__name__)
 
 # What the webhook and the report/preflight commands read, as ClusterRole rules. The webhook itself needs
 # namespaces (list/watch, get on cache misses), deviceclasses (list/watch), pods (get: owner lookups),
 # podgroups (get: shared-claim lookups), resourceclaims and resourceclaimtemplates (get: the DeviceClasses a
-# Pod's claims ask for, for mixed-allocation); `report` and `preflight` list pods, resourceclaims, namespaces
+# Pod's claims ask for, for mixed-allocation), horizontalpodautoscalers (list/watch: shared-claim-limit counts an
+# autoscaler's maxReplicas); `report` and `preflight` list pods, resourceclaims, namespaces
 # and deviceclasses. Nothing is ever written.
 REQUIRED_RBAC: tuple[dict[str, Any], ...] = (
     {"apiGroups": [""], "resources": ["namespaces", "pods"], "verbs": ["get", "list", "watch"]},
@@ -51,6 +52,8 @@ REQUIRED_RBAC: tuple[dict[str, Any], ...] = (
     # unsatisfiable-claim: the devices of every driver (list/watch).
     {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"], "verbs": ["list", "watch"]},
     {"apiGroups": ["scheduling.k8s.io"], "resources": ["podgroups"], "verbs": ["get"]},
+    # shared-claim-limit: the HPAs that scale a workload naming a shared claim (list/watch).
+    {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"], "verbs": ["list", "watch"]},
     # featureGates auto: the API server's kubernetes_feature_enabled samples (discovery needs no rule).
     {"nonResourceURLs": ["/metrics"], "verbs": ["get"]},
 )
@@ -293,19 +296,30 @@ _UNKNOWN: Final = _Unknown.UNKNOWN
 _Answer = dict[str, Any] | None | _Unknown
 
 
-class _Informer:
-    """List+watch state of one cluster-scoped resource: objects by name, resourceVersion, sync flags."""
+def _name(obj: dict[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("name", ""))
 
-    def __init__(self, name: str, list_fn: Callable[..., Any], keep: Callable[[dict[str, Any]], Any]) -> None:
+
+def _namespaced_name(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+class _Informer:
+    """List+watch state of one resource (all namespaces): objects by ``key``, resourceVersion, sync flags."""
+
+    def __init__(self, name: str, list_fn: Callable[..., Any], keep: Callable[[dict[str, Any]], Any],
+                 key: Callable[[dict[str, Any]], str] = _name) -> None:
         self.name = name
         self.list_fn = list_fn
         self.keep = keep  # what to store per object (labels only for namespaces)
+        self.key = key  # the name; namespace/name for a namespaced resource
         self.lock = threading.Lock()
         self.store: dict[str, Any] = {}
         self.rv: str | None = None
         self.synced = False
         self.watching = False
-        self.version = 0  # bumped on every change, for snapshots
+        self.version = 0  # bumped on every change of a kept value, for snapshots
         self.relists = 0
         self.expired = 0
         self.errors = 0
@@ -315,7 +329,7 @@ class _Informer:
         self.changed: Callable[[], None] | None = None  # called (in the watch thread) after each change
 
     def replace(self, items: list[dict[str, Any]], rv: str) -> None:
-        store = {o["metadata"]["name"]: self.keep(o) for o in items}
+        store = {self.key(o): self.keep(o) for o in items}
         with self.lock:
             self.store = store
             self.rv = rv
@@ -329,10 +343,12 @@ class _Informer:
         meta = obj.get("metadata") or {}
         with self.lock:
             if type_ in ("ADDED", "MODIFIED"):
-                self.store[meta["name"]] = self.keep(obj)
-                self.version += 1
+                key, kept = self.key(obj), self.keep(obj)
+                if key not in self.store or self.store[key] != kept:  # an HPA's status churn keeps the same
+                    self.version += 1
+                self.store[key] = kept
             elif type_ == "DELETED":
-                self.store.pop(meta.get("name", ""), None)
+                self.store.pop(self.key(obj), None)
                 self.version += 1
             if meta.get("resourceVersion"):
                 self.rv = meta["resourceVersion"]
@@ -368,7 +384,8 @@ class LiveView:
     watch threads in the calling process, and a fork (gunicorn worker) is detected and started afresh, so
     every worker has its own threads and connections. Lookups never raise and never wait longer than
     ``budget`` seconds; ``None`` means unknown or absent, and ``degraded_reason(kind)`` (kinds:
-    ``namespace``, ``deviceclass``, ``pod``, ``podgroup``, ``resourceclaim``, ``resourceclaimtemplate``)
+    ``namespace``, ``deviceclass``, ``pod``, ``podgroup``, ``resourceclaim``, ``resourceclaimtemplate``,
+    ``resourceslice``, ``autoscaler``)
     tells the calling thread which, if unknown.
     """
 
@@ -415,6 +432,7 @@ class LiveView:
         self._inflight: dict[tuple[str, ...], concurrent.futures.Future[dict[str, Any] | None]] = {}
         self._recent_errors: collections.deque[str] = collections.deque(maxlen=5)
         self._dc_snapshot: tuple[int, Mapping[str, dict[str, Any]], Mapping[str, str]] | None = None
+        self._hpa_snapshot: tuple[int, dict[ScaleTarget, Autoscaler]] | None = None
         # featureGates auto: the last good reading, kept when a later one fails (never read on requests).
         self._gates_interval = gates_interval
         self._gates: ClusterGates | None = None
@@ -436,7 +454,11 @@ class LiveView:
         # the index with every DeviceClass selector's answer is rebuilt in the watch thread, never on a request.
         self._slices = _Informer("resourceslices", res.list_resource_slice, slice_cache)
         self._classes.changed = self._slices.changed = self._reindex
-        self._informers = (self._namespaces, self._classes, self._slices)
+        # HPAs: only what shared-claim-limit needs (scale target and replica bounds), by namespace/name.
+        self._hpas = _Informer("horizontalpodautoscalers",
+                               client.AutoscalingV2Api(self._api).list_horizontal_pod_autoscaler_for_all_namespaces,
+                               autoscaler_target, key=_namespaced_name)
+        self._informers = (self._namespaces, self._classes, self._slices, self._hpas)
 
     def _reindex(self) -> None:
         """Rebuild the device index after a slice or class change; keeps selector answers of unchanged slices.
@@ -483,7 +505,7 @@ class LiveView:
                 self._build_informers()
                 self._cache.clear()
                 self._inflight.clear()
-                self._dc_snapshot = None
+                self._dc_snapshot = self._hpa_snapshot = None
                 self._devices, self._devices_reason = None, "ResourceSlices not synced yet"
             self._pid = pid
             self._stop.clear()
@@ -521,7 +543,7 @@ class LiveView:
                 self._note_error(f"start: {describe_error(exc)}")
 
     def wait_synced(self, timeout: float) -> bool:
-        """Block until both caches have listed once (tests, and an optional startup wait)."""
+        """Block until every cache has listed once (tests, and an optional startup wait)."""
         self._ensure_started()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -690,6 +712,23 @@ class LiveView:
             self._dc_snapshot = snap
         return snap
 
+    def autoscaler(self, namespace: str, group: str, kind: str, name: str) -> Autoscaler | None:
+        """From the watched HPAs (never a request to the API server); the index is rebuilt only after a
+        scale target or replica bound changed, not on the HPA controller's status updates."""
+        self._ensure_started()
+        self._reason("autoscaler", None)
+        inf = self._hpas
+        if not inf.synced:
+            why = f" (last error: {inf.last_error})" if inf.last_error else ""
+            self._reason("autoscaler", f"HorizontalPodAutoscalers not synced yet{why}")
+            return None
+        snap = self._hpa_snapshot
+        if snap is None or snap[0] != inf.version:
+            with inf.lock:
+                version, targets = inf.version, list(inf.store.values())
+            snap = self._hpa_snapshot = (version, autoscaler_index(targets))
+        return snap[1].get((namespace, group, kind, name))
+
     def get_pod(self, namespace: str, name: str, uid: str | None = None) -> dict[str, Any] | None:
         self._ensure_started()
         self._reason("pod", None)
@@ -739,6 +778,7 @@ class LiveView:
             "deviceclasses": self._classes.status(),
             "resourceslices": {**self._slices.status(), "devices": None if self._devices is None else
                                self._devices.devices, "maxDevices": self.max_devices},
+            "horizontalpodautoscalers": self._hpas.status(),
             "lookups": {"cached": cached, "inflight": inflight},
             "featureGates": self._gates_status(),
             "errors": list(self._recent_errors),

@@ -9,13 +9,25 @@ lookup. ``None`` always means "unknown": callers fall back to the offline behavi
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeGuard, runtime_checkable
 
 if TYPE_CHECKING:
     from webhook.cel_devices import DeviceIndex
 
 from webhook.cluster_gates import ClusterGates
+
+
+class Autoscaler(NamedTuple):
+    """A HorizontalPodAutoscaler scaling a workload: the most Pods it may ask for (``maxReplicas``)."""
+
+    name: str
+    min_replicas: int
+    max_replicas: int
+
+
+#: (namespace, target API group, target kind, target name): what an HPA's ``spec.scaleTargetRef`` names.
+ScaleTarget = tuple[str, str, str, str]
 
 
 @runtime_checkable
@@ -43,6 +55,10 @@ class ClusterView(Protocol):
 
     def get_resource_claim_template(self, namespace: str, name: str) -> dict[str, Any] | None:
         """A resource.k8s.io/v1 ResourceClaimTemplate as raw JSON, or None when unknown or absent."""
+
+    def autoscaler(self, namespace: str, group: str, kind: str, name: str) -> Autoscaler | None:
+        """The HorizontalPodAutoscaler whose scaleTargetRef names this workload (the highest maxReplicas if
+        several do), or None when there is none or the view cannot tell (``degraded_reason("autoscaler")``)."""
 
     def feature_gates(self) -> ClusterGates | None:
         """The last background reading of the cluster's feature gates (``featureGates: auto``), or None."""
@@ -85,6 +101,9 @@ class OfflineView:
     def get_resource_claim_template(self, namespace: str, name: str) -> dict[str, Any] | None:
         return None
 
+    def autoscaler(self, namespace: str, group: str, kind: str, name: str) -> Autoscaler | None:
+        return None
+
     def feature_gates(self) -> ClusterGates | None:
         return None
 
@@ -107,6 +126,7 @@ class StaticView:
         resource_claims: list[dict[str, Any]] | None = None,
         resource_claim_templates: list[dict[str, Any]] | None = None,
         resource_slices: list[dict[str, Any]] | None = None,
+        autoscalers: list[dict[str, Any]] | None = None,
     ) -> None:
         self._namespaces = dict(namespaces) if namespaces is not None else None
         self._classes = (
@@ -120,6 +140,7 @@ class StaticView:
         self._claim_templates = _by_key(resource_claim_templates)
         self._slices = resource_slices
         self._index: DeviceIndex | None = None
+        self._autoscalers = autoscaler_index(autoscalers or ())
 
     def namespace_labels(self, name: str) -> Mapping[str, str] | None:
         if self._namespaces is None:
@@ -159,6 +180,9 @@ class StaticView:
     def get_resource_claim_template(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self._claim_templates.get((namespace, name))
 
+    def autoscaler(self, namespace: str, group: str, kind: str, name: str) -> Autoscaler | None:
+        return self._autoscalers.get((namespace, group, kind, name))
+
     def feature_gates(self) -> ClusterGates | None:
         return None
 
@@ -194,4 +218,47 @@ def extended_resource_map(classes: Any) -> dict[str, str]:
             chosen[ern] = (created, name)
     for ern, (_, name) in chosen.items():
         out[ern] = name
+    return out
+
+
+def autoscaler_target(hpa: Mapping[str, Any]) -> tuple[ScaleTarget, Autoscaler] | None:
+    """What an autoscaling/v2 HorizontalPodAutoscaler scales, and its bounds; None for a malformed one.
+
+    The HPA controller resolves ``scaleTargetRef`` by API group and kind only, the version is not used
+    (kubernetes/kubernetes pkg/controller/podautoscaler/horizontal.go ``reconcileAutoscaler``:
+    ``schema.GroupKind{Group: targetGV.Group, Kind: ...}`` then ``RESTMappings``; read at commit 00067268), and
+    ``minReplicas`` defaults to 1 there.
+    """
+    meta, spec = hpa.get("metadata"), hpa.get("spec")
+    if not isinstance(meta, Mapping) or not isinstance(spec, Mapping):
+        return None
+    ref = spec.get("scaleTargetRef")
+    top, low = spec.get("maxReplicas"), spec.get("minReplicas")
+    low = 1 if low is None else low
+    if not isinstance(ref, Mapping) or not _count(top) or not _count(low):
+        return None
+    api_version, kind, target = ref.get("apiVersion", ""), ref.get("kind"), ref.get("name")
+    if not isinstance(api_version, str) or not isinstance(kind, str) or not isinstance(target, str):
+        return None
+    key = (str(meta.get("namespace") or ""), api_version.rpartition("/")[0], kind, target)
+    return key, Autoscaler(str(meta.get("name") or ""), low, top)
+
+
+def _count(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def autoscaler_index(targets: Iterable[Mapping[str, Any] | tuple[ScaleTarget, Autoscaler] | None],
+                     ) -> dict[ScaleTarget, Autoscaler]:
+    """Scale target -> its autoscaler (HPA objects or ``autoscaler_target`` answers); the highest
+    maxReplicas wins when several HPAs name one workload (the most Pods it can get)."""
+    out: dict[ScaleTarget, Autoscaler] = {}
+    for item in targets:
+        found = autoscaler_target(item) if isinstance(item, Mapping) else item
+        if found is None:
+            continue
+        key, hpa = found
+        best = out.get(key)
+        if best is None or (hpa.max_replicas, best.name) > (best.max_replicas, hpa.name):
+            out[key] = hpa
     return out

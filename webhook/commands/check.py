@@ -3,10 +3,10 @@
 It runs the mutating phase and then the validating phase on the patched object, as the API server does,
 so a platform team's CI sees exactly the decision, warnings and patch the cluster would produce.
 
-Cluster objects in the same input (DeviceClasses, Namespaces, ResourceClaims, ResourceClaimTemplates)
-are the cluster view for the others, so ``check app.yaml deviceclasses.yaml`` answers as the cluster
-would. A document that is not an object (no ``kind``, not a mapping) is an input error naming the file
-and document; the other documents are still checked, and the exit code is 2.
+Cluster objects in the same input (DeviceClasses, Namespaces, ResourceClaims, ResourceClaimTemplates,
+HorizontalPodAutoscalers) are the cluster view for the others, so ``check app.yaml deviceclasses.yaml``
+answers as the cluster would. A document that is not an object (no ``kind``, not a mapping) is an input
+error naming the file and document; the other documents are still checked, and the exit code is 2.
 """
 
 from __future__ import annotations
@@ -31,6 +31,12 @@ if TYPE_CHECKING:
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 EXIT_UNEXAMINED = 3
+VIEW_ONLY = {
+    ("", "Namespace"): "used as the cluster view (namespace labels) for the other objects",
+    ("autoscaling", "HorizontalPodAutoscaler"): "used as the cluster view (the replicas its scale target can "
+    "reach) for the other objects",
+}
+"""Kinds in the input that only describe the cluster: listed with what they are used for, not judged."""
 OTHER_GROUPS = frozenset({"resource.k8s.io", "scheduling.k8s.io"})
 """Groups of the non-workload kinds the webhook judges (claims, DeviceClasses, slices, PodGroups...)."""
 
@@ -43,7 +49,8 @@ def add_parser(sub: Subparsers) -> None:
         "of .yaml/.yml/.json) or AdmissionReview JSON files through the webhook's engine, offline: mutate, "
         "then validate the patched object. Prints per object the decision, each finding once (rule, "
         "action, message, remediation), warnings and, for allowed objects, the JSON patch. DeviceClasses, "
-        "Namespaces, ResourceClaims and ResourceClaimTemplates in the input are used as the cluster. "
+        "Namespaces, ResourceClaims, ResourceClaimTemplates and HorizontalPodAutoscalers in the input are used as "
+        "the cluster. "
         "Objects of a kind the webhook has no rules for (neither built in nor named in the policy's workloadKinds) "
         "are listed as NOT EXAMINED.\n\n"
         "Exit codes: 0 all allowed; 1 something denied; 2 input or policy error (the other documents "
@@ -136,8 +143,9 @@ def _check_items(items: list[Item], policy: CompiledPolicy, now: dt.datetime) ->
     view = input_view([i.request for i in items])
     results = []
     for item in items:
-        if item.request.group == "" and item.request.kind == "Namespace":
-            results.append(_unexamined(item, "used as the cluster view (namespace labels) for the other objects"))
+        view_use = VIEW_ONLY.get((item.request.group, item.request.kind))
+        if view_use:
+            results.append(_unexamined(item, view_use))
         elif not examined(item.request.group, item.request.kind, policy.workload_kinds):
             results.append(_unexamined(item))
         else:
@@ -187,27 +195,29 @@ def examined(group: str, kind: str, named: Container[tuple[str, str]] = ()) -> b
 
 
 def input_view(requests: list[review.AdmissionRequest]) -> ClusterView:
-    """The cluster as the input describes it: its DeviceClasses, Namespaces, claims and claim templates.
+    """The cluster as the input describes it: its DeviceClasses, Namespaces, claims, claim templates and HPAs.
 
     Kinds the input has none of stay unknown (as offline), so a file without DeviceClasses is judged
     exactly as before.
     """
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for req in requests:
-        if req.object is None or req.group not in ("", "resource.k8s.io"):
+        if req.object is None or req.group not in ("", "resource.k8s.io", "autoscaling"):
             continue
         obj = req.object
         if req.namespace:  # templates named in a Pod are looked up in the Pod's namespace
             obj = {**obj, "metadata": {**(obj.get("metadata") or {}), "namespace": req.namespace}}
         by_kind.setdefault(req.kind, []).append(obj)
-    if not by_kind.keys() & {"DeviceClass", "Namespace", "ResourceClaim", "ResourceClaimTemplate"}:
+    if not by_kind.keys() & {"DeviceClass", "Namespace", "ResourceClaim", "ResourceClaimTemplate",
+                             "HorizontalPodAutoscaler"}:
         return OfflineView()
     namespaces = None
     if "Namespace" in by_kind:
         namespaces = {str(meta_of(n).get("name")): dict(meta_of(n).get("labels") or {}) for n in by_kind["Namespace"]}
     return StaticView(namespaces=namespaces, device_classes=by_kind.get("DeviceClass"),
                       resource_claims=by_kind.get("ResourceClaim"),
-                      resource_claim_templates=by_kind.get("ResourceClaimTemplate"))
+                      resource_claim_templates=by_kind.get("ResourceClaimTemplate"),
+                      autoscalers=by_kind.get("HorizontalPodAutoscaler"))
 
 
 def _unexamined(item: Item, view_use: str = "") -> dict[str, Any]:

@@ -10,6 +10,16 @@ and the scheduler's DRA plugin answers "resource claim ... has reached its maxim
 once is reported when it is applied. The count is what the controller can run at the same time:
 replicas (+ maxSurge of a rolling Deployment), a Job's parallelism, the sum over a JobSet's replicated
 jobs or a PyTorchJob's roles when their templates name the same claim.
+
+A HorizontalPodAutoscaler whose ``scaleTargetRef`` names a Deployment, ReplicaSet or StatefulSet (the kinds
+here with a built-in ``/scale`` subresource) can set its replicas up to ``maxReplicas`` whatever
+``spec.replicas`` says, so the count is the larger of the two (+ maxSurge on top of it for a Deployment).
+The HPA controller leaves a target at ``replicas: 0`` alone while ``minReplicas`` is not 0 ("scaling is
+disabled since the replica count of the target is zero", kubernetes/kubernetes
+pkg/controller/podautoscaler/horizontal.go ``reconcileAutoscaler``, read at commit 00067268). Other kinds
+keep their own counts: Job and JobSet have no ``/scale``, and the ``/scale`` of workload CRDs
+(LeaderWorkerSet, an elastic PyTorchJob's Worker role) is not modelled here. When the cluster view cannot
+tell (offline, not synced), the count is what the object says.
 """
 
 from __future__ import annotations
@@ -22,9 +32,12 @@ from webhook.objects import WORKLOAD_KINDS, field_path, get_path, pod_templates
 from webhook.rules.base import NO_OUTCOME, Context, Finding, Outcome, rule
 from webhook.rules.gate_state import gates_in_force
 from webhook.rules.ids import SHARED_CLAIM_LIMIT
+from webhook.view import Autoscaler
 
 RESERVED_FOR_MAX = 256  # ResourceClaimReservedForMaxSize (see the module docstring)
 KINDS = tuple(sorted(WORKLOAD_KINDS - {"DaemonSet"}))  # a DaemonSet's Pod count is the node count
+SCALABLE = frozenset({("apps", "Deployment"), ("apps", "ReplicaSet"), ("apps", "StatefulSet")})
+"""(group, kind) of the rule's kinds an HPA scales through the built-in ``/scale`` subresource."""
 
 
 def _int(value: Any, default: int) -> int:
@@ -47,10 +60,14 @@ def _surge(obj: Mapping[str, Any], replicas: int) -> int:
     return _int(surge, 0)
 
 
-def pods_per_template(obj: Mapping[str, Any], kind: str, path: tuple[str | int, ...]) -> int:
-    """How many Pods of the template at ``path`` can run at once (the controller's upper bound)."""
+def pods_per_template(obj: Mapping[str, Any], kind: str, path: tuple[str | int, ...],
+                      autoscaler: Autoscaler | None = None) -> int:
+    """How many Pods of the template at ``path`` can run at once (the controller's upper bound), with the
+    ``autoscaler`` that scales the workload, if any."""
     if kind in ("Deployment", "ReplicaSet", "StatefulSet"):
         replicas = _int(get_path(obj, ("spec", "replicas")), 1)
+        if autoscaler is not None and _scaled(replicas, autoscaler):
+            replicas = max(replicas, autoscaler.max_replicas)
         return replicas + (_surge(obj, replicas) if kind == "Deployment" else 0)
     if kind in ("Job", "CronJob"):
         return _int(get_path(obj, (*path[:-1], "parallelism")), 1)
@@ -62,7 +79,13 @@ def pods_per_template(obj: Mapping[str, Any], kind: str, path: tuple[str | int, 
     return 1
 
 
-def shared_claims(obj: Mapping[str, Any], kind: str) -> dict[str, tuple[int, list[str]]]:
+def _scaled(replicas: int, autoscaler: Autoscaler) -> bool:
+    """Whether the HPA acts on a target with these replicas (not on 0 while its minReplicas is not 0)."""
+    return replicas != 0 or autoscaler.min_replicas == 0
+
+
+def shared_claims(obj: Mapping[str, Any], kind: str,
+                  autoscaler: Autoscaler | None = None) -> dict[str, tuple[int, list[str]]]:
     """claim name -> (Pods that can use it at once, paths of the entries naming it)."""
     out: dict[str, tuple[int, list[str]]] = {}
     for ref in pod_templates(obj, kind):
@@ -72,7 +95,7 @@ def shared_claims(obj: Mapping[str, Any], kind: str) -> dict[str, tuple[int, lis
             for i, e in enumerate(entries if isinstance(entries, list) else [])
             if isinstance(e, dict) and isinstance(e.get("resourceClaimName"), str) and e["resourceClaimName"]
         }
-        pods = pods_per_template(obj, kind, ref.path)
+        pods = pods_per_template(obj, kind, ref.path, autoscaler)
         for name, i in names.items():
             count, paths = out.get(name, (0, []))
             out[name] = (count + pods, [*paths, field_path(ref.at("spec", "resourceClaims", i))])
@@ -82,8 +105,12 @@ def shared_claims(obj: Mapping[str, Any], kind: str) -> dict[str, tuple[int, lis
 @rule(SHARED_CLAIM_LIMIT, kinds=KINDS, phases=("validate",), operations=("CREATE", "UPDATE"))
 def shared_claim_limit(obj: dict[str, Any], ctx: Context) -> Outcome:
     """More Pods can share a named ResourceClaim than its 256 `reservedFor` entries: the rest stay Pending."""
+    claims = shared_claims(obj, ctx.kind)
+    autoscaler = _autoscaler(obj, ctx) if claims else None
+    if autoscaler is not None:
+        claims = shared_claims(obj, ctx.kind, autoscaler)
     findings = []
-    for name, (pods, paths) in sorted(shared_claims(obj, ctx.kind).items()):
+    for name, (pods, paths) in sorted(claims.items()):
         if pods <= RESERVED_FOR_MAX:
             continue
         gates, _ = gates_in_force(ctx)
@@ -95,7 +122,8 @@ def shared_claim_limit(obj: dict[str, Any], ctx: Context) -> Outcome:
         findings.append(
             Finding(
                 SHARED_CLAIM_LIMIT,
-                f"up to {pods} Pods can use ResourceClaim {name} at once, but a claim's status.reservedFor "
+                f"up to {pods} Pods{_by(obj, ctx.kind, autoscaler)} can use ResourceClaim {name} at once, "
+                "but a claim's status.reservedFor "
                 f"holds at most {RESERVED_FOR_MAX} consumers: Pod {RESERVED_FOR_MAX + 1} onwards stays Pending "
                 "(\"has reached its maximum number of consumers\")",
                 f"Give each Pod its own claim with resourceClaimTemplateName instead of resourceClaimName {podgroup}; "
@@ -104,3 +132,31 @@ def shared_claim_limit(obj: dict[str, Any], ctx: Context) -> Outcome:
             )
         )
     return Outcome(findings=findings) if findings else NO_OUTCOME
+
+
+def _autoscaler(obj: Mapping[str, Any], ctx: Context) -> Autoscaler | None:
+    """The HPA scaling this workload, from the cluster view; None when there is none or it cannot tell
+    (a live view that lacked data records why in ``ctx.degraded``; the count then stays the object's)."""
+    if (ctx.group, ctx.kind) not in SCALABLE:
+        return None
+    name = get_path(obj, ("metadata", "name"))
+    if not isinstance(name, str) or not name:  # generateName: no HPA can name it yet
+        return None
+    found = ctx.view.autoscaler(ctx.namespace, ctx.group, ctx.kind, name)
+    if found is None:
+        why = ctx.view.degraded_reason("autoscaler")
+        if why:
+            ctx.degraded.append(f"{SHARED_CLAIM_LIMIT}: HorizontalPodAutoscalers unknown ({why}), counted "
+                                "spec.replicas")
+    return found
+
+
+def _by(obj: Mapping[str, Any], kind: str, autoscaler: Autoscaler | None) -> str:
+    """`` (HorizontalPodAutoscaler x maxReplicas N + maxSurge)`` when the HPA set the count, else ``""``."""
+    if autoscaler is None:
+        return ""
+    replicas = _int(get_path(obj, ("spec", "replicas")), 1)
+    if not _scaled(replicas, autoscaler) or autoscaler.max_replicas <= replicas:
+        return ""
+    surge = " + maxSurge" if kind == "Deployment" and _surge(obj, autoscaler.max_replicas) else ""
+    return f" (HorizontalPodAutoscaler {autoscaler.name} maxReplicas {autoscaler.max_replicas}{surge})"

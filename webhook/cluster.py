@@ -697,12 +697,18 @@ class LiveView:
         snap = self._device_class_snapshot()
         return None if snap is None else snap[2]
 
+    def _synced(self, inf: _Informer, kind: str, what: str) -> bool:
+        """Whether the informer has listed; if not, the degraded reason for ``kind`` says so (with its last error)."""
+        if inf.synced:
+            self._reason(kind, None)
+            return True
+        why = f" (last error: {inf.last_error})" if inf.last_error else ""
+        self._reason(kind, f"{what} not synced yet{why}")
+        return False
+
     def _device_class_snapshot(self) -> tuple[int, Mapping[str, dict[str, Any]], Mapping[str, str]] | None:
-        self._reason("deviceclass", None)
         inf = self._classes
-        if not inf.synced:
-            why = f" (last error: {inf.last_error})" if inf.last_error else ""
-            self._reason("deviceclass", f"DeviceClasses not synced yet{why}")
+        if not self._synced(inf, "deviceclass", "DeviceClasses"):
             return None
         snap = self._dc_snapshot
         if snap is None or snap[0] != inf.version:
@@ -716,11 +722,8 @@ class LiveView:
         """From the watched HPAs (never a request to the API server); the index is rebuilt only after a
         scale target or replica bound changed, not on the HPA controller's status updates."""
         self._ensure_started()
-        self._reason("autoscaler", None)
         inf = self._hpas
-        if not inf.synced:
-            why = f" (last error: {inf.last_error})" if inf.last_error else ""
-            self._reason("autoscaler", f"HorizontalPodAutoscalers not synced yet{why}")
+        if not self._synced(inf, "autoscaler", "HorizontalPodAutoscalers"):
             return None
         snap = self._hpa_snapshot
         if snap is None or snap[0] != inf.version:

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from tests.helpers import ROOT
-from webhook.policy.loader import _Loader
+from webhook.policy.yaml_lines import Yaml12Loader as _Loader
 
 SCHEMA_FILE = ROOT / "policies" / "migrationpolicy.schema.json"
 POLICY_DIR = ROOT / "policies"

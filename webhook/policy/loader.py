@@ -1,52 +1,37 @@
 """Read MigrationPolicy files and report every mistake as ``file:line: key.path: message``.
 
 Policy files are edited by people, so an error must point at the line to fix and say what is wrong
-in the file's own words (YAML keys, not Python names). YAML is composed into nodes first so each key
-keeps its line; the data then goes through the pydantic model and ``compile_policy``, and their error
-locations are mapped back to those lines.
+in the file's own words (YAML keys, not Python names). This module finds the files and the one
+MigrationPolicy among their documents; ``yaml_lines`` keeps each key's line, ``validation_errors`` puts the
+model's complaints in the file's words, and ``compile_policy``'s errors are mapped back to the same lines.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import difflib
-import re
-import types
-import typing
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from webhook.gate_catalogue import effective_gates
 from webhook.policy.compiled import CompiledPolicy, CompileError, compile_policy
 from webhook.policy.model import MigrationPolicy
+from webhook.policy.validation_errors import describe, refine_loc, suggest, unwrap_optional, validation_problems
+from webhook.policy.yaml_lines import Document, Loc, Problem, loc_path, parse_documents
 
-if typing.TYPE_CHECKING:
-    from pydantic_core import ErrorDetails  # pydantic's own dependency: its ValidationError.errors() items
+# Names other modules (webhook/suites.py, commands, tests) import from here; they live in yaml_lines and
+# validation_errors since the split (issue #26 item 2).
+__all__ = [
+    "API_VERSION", "KIND", "SUFFIXES", "Document", "LintReport", "Loc", "PolicyError", "Problem", "lint",
+    "lint_report", "load", "loc_path", "parse_documents", "policy_files", "refine_loc", "unwrap_optional",
+]
 
 API_VERSION = "dra-migration.io/v1alpha1"
 KIND = "MigrationPolicy"
 SUFFIXES = (".yaml", ".yml")
-
-Loc = tuple[str | int, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """One mistake in a policy file. ``line`` 0 = not tied to a line; ``path`` "" = not tied to a key."""
-
-    file: str
-    line: int
-    path: str
-    message: str
-
-    def __str__(self) -> str:
-        where = f"{self.file}:{self.line}" if self.line else self.file
-        return f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
 
 
 class PolicyError(Exception):
@@ -78,334 +63,6 @@ def policy_files(path: Path) -> list[Path]:
     )
 
 
-# ---------------------------------------------------------------------------------------------- YAML
-
-
-class _Loader(yaml.SafeLoader):
-    """SafeLoader with YAML 1.2 scalars: only true/false are booleans and dates stay strings.
-
-    YAML 1.1 reads the action ``Off`` (and yes/no/on) as a boolean and ``2026-13-01`` as a broken
-    timestamp that raises outside the model; as strings they reach pydantic, which parses dates itself
-    and reports bad ones with the key's line.
-    """
-
-
-_YAML11_ONLY = ("tag:yaml.org,2002:bool", "tag:yaml.org,2002:timestamp")
-_Loader.yaml_implicit_resolvers = {
-    first: [(tag, rx) for tag, rx in resolvers if tag not in _YAML11_ONLY]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
-)
-
-_MERGE = "tag:yaml.org,2002:merge"
-
-
-@dataclass
-class Document:
-    file: str
-    line: int
-    data: Any
-    lines: dict[Loc, int] = field(default_factory=dict)
-
-    def line_of(self, loc: Iterable[Any]) -> int:
-        """Line of the deepest existing key on ``loc`` (a missing key reports its parent's line)."""
-        loc = tuple(loc)
-        for n in range(len(loc), 0, -1):
-            line = self.lines.get(loc[:n])
-            if line is not None:
-                return line
-        return self.line
-
-
-def _key_of(loader: _Loader, node: yaml.Node) -> Any:
-    try:
-        key = loader.construct_object(node)
-        hash(key)
-        return key
-    except Exception:  # a mapping used as a key: the constructor reports it with its mark
-        return getattr(node, "value", "?")
-
-
-def _walk(
-    loader: _Loader,
-    node: yaml.Node,
-    loc: Loc,
-    doc: Document,
-    problems: list[Problem],
-    seen: set[int],
-    merged: bool = False,
-) -> None:
-    """Record the line of every key and list item under ``loc``; report duplicate keys.
-
-    Each node is visited once, so aliases cannot make this blow up; keys reached only through an alias
-    or a merge report the line of the nearest key above them.
-    """
-    if id(node) in seen:
-        return
-    seen.add(id(node))
-    if isinstance(node, yaml.MappingNode):
-        first: dict[Any, int] = {}
-        merges = []
-        for key_node, value_node in node.value:
-            if key_node.tag == _MERGE:
-                merges.append(value_node)
-                continue
-            key = _key_of(loader, key_node)
-            line = key_node.start_mark.line + 1
-            if key in first:
-                message = f"duplicate key {key!r} (first at line {first[key]})"
-                problems.append(Problem(doc.file, line, loc_path(loc + (key,)), message))
-                continue
-            first[key] = line
-            if merged and loc + (key,) in doc.lines:
-                continue  # an explicit key wins over a merged one
-            doc.lines[loc + (key,)] = line
-            _walk(loader, value_node, loc + (key,), doc, problems, seen, merged)
-        for value_node in merges:
-            sources = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
-            for source in sources:
-                if isinstance(source, yaml.MappingNode):
-                    seen.discard(id(source))
-                    _walk(loader, source, loc, doc, problems, seen, merged=True)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            doc.lines.setdefault(loc + (i,), item.start_mark.line + 1)
-            _walk(loader, item, loc + (i,), doc, problems, seen, merged)
-
-
-def _yaml_problem(file: str, exc: yaml.YAMLError, raw: bytes) -> Problem:
-    if isinstance(exc, yaml.MarkedYAMLError):
-        mark = exc.problem_mark or exc.context_mark
-        text = exc.problem or "invalid YAML"
-        if exc.context and exc.context_mark and mark and exc.context_mark.line != mark.line:
-            text += f" ({exc.context} at line {exc.context_mark.line + 1})"
-        elif exc.context:
-            text = f"{text} ({exc.context})"
-        return Problem(file, mark.line + 1 if mark else 0, "", f"YAML syntax error: {text}")
-    if isinstance(exc, yaml.reader.ReaderError):
-        line = raw[: exc.position].count(b"\n") + 1 if isinstance(exc.position, int) else 0
-        return Problem(file, line, "", f"cannot read file: {exc.reason} (files must be UTF-8 text)")
-    return Problem(file, 0, "", f"YAML error: {exc}")
-
-
-def parse_documents(file: str, raw: bytes) -> tuple[list[Document], list[Problem]]:
-    """All non-empty documents of one file, with their key lines."""
-    docs: list[Document] = []
-    problems: list[Problem] = []
-    loader = None
-    try:
-        loader = _Loader(raw)  # reads ahead: may already raise on bad bytes
-        while loader.check_node():
-            node = loader.get_node()
-            assert node is not None  # check_node() said a document follows
-            doc = Document(file, node.start_mark.line + 1, None)
-            doc.lines[()] = doc.line
-            _walk(loader, node, (), doc, problems, set())
-            try:
-                doc.data = loader.construct_document(node)
-            except yaml.YAMLError:
-                raise
-            except (ValueError, TypeError, OverflowError) as exc:  # an explicitly tagged bad scalar
-                problems.append(Problem(file, doc.line, "", f"cannot read value: {exc}"))
-                continue
-            if doc.data is not None:
-                docs.append(doc)
-    except yaml.YAMLError as exc:
-        problems.append(_yaml_problem(file, exc, raw))
-    except RecursionError:
-        problems.append(Problem(file, 0, "", "YAML is nested too deeply"))
-    finally:
-        if loader is not None:
-            loader.dispose()
-    return docs, problems
-
-
-# ------------------------------------------------------------------------------------------- messages
-
-
-def loc_path(loc: Iterable[Any]) -> str:
-    """``spec.cohorts[0].schedule[1].stage``; keys that are not plain words are quoted in brackets."""
-    out = ""
-    for part in loc:
-        if isinstance(part, int) and not isinstance(part, bool):
-            out += f"[{part}]"
-        elif isinstance(part, str) and re.fullmatch(r"[A-Za-z0-9_-]+", part):
-            out += f".{part}" if out else part
-        else:
-            out += f"[{str(part)!r}]" if isinstance(part, str) else f"[{part!r}]"
-    return out
-
-
-def _describe(value: Any) -> str:
-    if value is None:
-        return "an empty value"
-    if isinstance(value, bool):
-        return f"{str(value).lower()} (a boolean)"
-    if isinstance(value, int | float):
-        return f"{value} (a number)"
-    if isinstance(value, str):
-        return repr(value)
-    if isinstance(value, dict):
-        return "a mapping"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dt.date):
-        return f"{value} (a date)"
-    return type(value).__name__
-
-
-_EXPECTED = {
-    "int": "an integer",
-    "string": "a string",
-    "bool": "true or false",
-    "list": "a list",
-    "dict": "a mapping",
-    "model": "a mapping",
-    "model_attributes": "a mapping",
-    "float": "a number",
-}
-
-
-def unwrap_optional(tp: Any) -> Any:
-    if typing.get_origin(tp) in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        if len(args) == 1:
-            return args[0]
-    return tp
-
-
-def _model_at(loc: Loc) -> type[BaseModel] | None:
-    """The pydantic model that the mapping at ``loc`` is validated against (for key suggestions)."""
-    tp: Any = MigrationPolicy
-    for part in loc:
-        tp = unwrap_optional(tp)
-        if isinstance(tp, type) and issubclass(tp, BaseModel):
-            fields = {f.alias or name: f for name, f in tp.model_fields.items()}
-            if part not in fields:
-                return None
-            tp = fields[part].annotation
-        elif typing.get_origin(tp) in (list, tuple):
-            tp = typing.get_args(tp)[0]
-        elif typing.get_origin(tp) is dict:
-            tp = typing.get_args(tp)[1]
-        else:
-            return None
-    tp = unwrap_optional(tp)
-    return tp if isinstance(tp, type) and issubclass(tp, BaseModel) else None
-
-
-def _allowed_keys(loc: Loc) -> list[str]:
-    model = _model_at(loc)
-    return [f.alias or name for name, f in model.model_fields.items()] if model else []
-
-
-def _close(word: Any, choices: Iterable[str]) -> list[str]:
-    return difflib.get_close_matches(str(word), list(choices), n=1, cutoff=0.6)
-
-
-def _suggest(word: Any, choices: Iterable[str]) -> str:
-    match = _close(word, choices)
-    return f" (did you mean {match[0]!r}?)" if match else ""
-
-
-def _choices(ctx: dict[str, Any] | None) -> list[str]:
-    return re.findall(r"'((?:[^'\\]|\\.)*)'", str((ctx or {}).get("expected", "")))
-
-
-def _value_error(message: str) -> str:
-    message = re.sub(r"^(Value|Assertion) error, ", "", message)
-    unknown = re.match(r"unknown rule ('[^']*'|\"[^\"]*\"); known rules: (.*)$", message)
-    if unknown:
-        name = unknown.group(1)[1:-1]
-        hint = _suggest(name, unknown.group(2).split(", "))
-        return f"unknown rule {name!r}{hint}" if hint else message
-    return message
-
-
-def refine_loc(loc: Loc, message: str, data: Any) -> Loc:
-    """Point a validator's complaint about one entry (``'x' is ...``) at that entry's own line."""
-    quoted = re.search(r"'([^']*)'", message)
-    if not quoted:
-        return loc
-    node = data
-    for part in loc:
-        try:
-            node = node[part]
-        except (KeyError, IndexError, TypeError):
-            return loc
-    token = quoted.group(1)
-    if isinstance(node, dict) and token in node:
-        return loc + (token,)
-    if isinstance(node, list) and token in node:
-        return loc + (node.index(token),)
-    return loc
-
-
-def _translate(err: ErrorDetails, data: Any) -> tuple[Loc, str]:
-    """A pydantic error as (location in the file, message a person can act on)."""
-    kind: str = err["type"]
-    loc: Loc = tuple(err["loc"])
-    value = err.get("input")
-    if loc and loc[-1] == "[key]":
-        loc = loc[:-1]
-        return loc, f"key {_describe(loc[-1] if loc else value)} is not valid: {err['msg']}"
-    if kind in ("value_error", "assertion_error"):
-        message = _value_error(err["msg"])
-        return refine_loc(loc, message, data), message
-    return loc, _message(kind, loc, value, err.get("ctx") or {}, err["msg"])
-
-
-_BOUNDS = {"greater_than_equal": "at least", "greater_than": "more than", "less_than_equal": "at most",
-           "less_than": "less than"}
-
-
-def _message(kind: str, loc: Loc, value: Any, ctx: dict[str, Any], msg: str) -> str:
-    """The message for a pydantic error of type ``kind`` (anything but a bad key or a validator's own words)."""
-    if kind == "extra_forbidden":
-        return _unknown_key(loc)
-    if kind == "missing":
-        return f"required key {str(loc[-1])!r} is missing"
-    if kind in ("enum", "literal_error"):
-        return _not_one_of(value, _choices(ctx))
-    if kind.startswith("date") or kind.startswith("datetime"):
-        reason = str(ctx.get("error", "")) or msg
-        return f"{_describe(value)} is not a date (YYYY-MM-DD): {reason}"
-    if kind in _BOUNDS:
-        limit = next(iter(ctx.values()), "?")
-        return f"must be {_BOUNDS[kind]} {limit}, got {_describe(value)}"
-    if kind == "string_too_short":
-        if ctx.get("min_length") == 1:
-            return "must not be empty"
-        return f"must be at least {ctx.get('min_length')} characters long"
-    return _wrong_type(kind, value) or msg[:1].lower() + msg[1:]
-
-
-def _unknown_key(loc: Loc) -> str:
-    allowed = _allowed_keys(loc[:-1])
-    hint = _suggest(loc[-1], allowed)
-    if not hint and allowed:
-        hint = f" (allowed keys: {', '.join(allowed)})"
-    return f"unknown key {str(loc[-1])!r}{hint}"
-
-
-def _not_one_of(value: Any, choices: list[str]) -> str:
-    shown = ", ".join(c if c else '""' for c in choices)
-    if not isinstance(value, str) and str(value) in choices:
-        return f'{_describe(value)} is not one of {shown}: quote it ("{value}")'
-    return f"{_describe(value)} is not one of {shown}"
-
-
-def _wrong_type(kind: str, value: Any) -> str | None:
-    """``expected a string, got 3: quote it`` for the type errors of ``_EXPECTED``; None for other kinds."""
-    for prefix, noun in _EXPECTED.items():
-        if kind in (f"{prefix}_type", f"{prefix}_parsing", f"{prefix}_from_float"):
-            hint = ": quote it" if noun == "a string" and isinstance(value, int | float | bool) else ""
-            return f"expected {noun}, got {_describe(value)}{hint}"
-    return None
-
-
 # ---------------------------------------------------------------------------------------------- load
 
 
@@ -417,30 +74,10 @@ class _Result:
     files: tuple[str, ...]
 
 
-def _validation_problems(doc: Document, exc: ValidationError) -> list[Problem]:
-    errors = exc.errors(include_url=False)
-    # A misspelt required key gives "unknown key 'nodeSelectr' (did you mean 'nodeSelector'?)" and
-    # "required key 'nodeSelector' is missing"; the first says it all.
-    misspelt = {
-        tuple(e["loc"][:-1]) + (match[0],)
-        for e in errors
-        if e["type"] == "extra_forbidden"
-        for match in [_close(e["loc"][-1], _allowed_keys(tuple(e["loc"][:-1])))]
-        if match
-    }
-    problems = []
-    for err in errors:
-        if err["type"] == "missing" and tuple(err["loc"]) in misspelt:
-            continue
-        loc, message = _translate(err, doc.data)
-        problems.append(Problem(doc.file, doc.line_of(loc), loc_path(loc), message))
-    return problems
-
-
 def _not_a_policy(doc: Document) -> Problem | None:
     data = doc.data
     if not isinstance(data, dict):
-        return Problem(doc.file, doc.line, "", f"a document must be a {KIND} mapping, got {_describe(data)}")
+        return Problem(doc.file, doc.line, "", f"a document must be a {KIND} mapping, got {describe(data)}")
     kind = data.get("kind")
     if kind == KIND:
         return None
@@ -452,7 +89,7 @@ def _not_a_policy(doc: Document) -> Problem | None:
         doc.file,
         doc.line_of(("kind",)),
         "kind",
-        f"{_describe(kind)} (apiVersion {data.get('apiVersion')!r}) is not a {KIND}; a policy directory "
+        f"{describe(kind)} (apiVersion {data.get('apiVersion')!r}) is not a {KIND}; a policy directory "
         f"holds only {KIND} documents (apiVersion: {API_VERSION})",
     )
 
@@ -510,7 +147,7 @@ def _read(path: str | Path) -> _Result:
         try:
             models.append(MigrationPolicy.model_validate(doc.data))
         except ValidationError as exc:
-            problems += _validation_problems(doc, exc)
+            problems += validation_problems(doc, exc)
 
     policy = None
     if not problems:
@@ -521,7 +158,7 @@ def _read(path: str | Path) -> _Result:
             loc = tuple(exc.path)
             hint = ""
             if exc.message.startswith("unknown feature gate") and loc:
-                hint = _suggest(loc[-1], effective_gates("1.37", {}))
+                hint = suggest(loc[-1], effective_gates("1.37", {}))
             problems.append(Problem(doc.file, doc.line_of(loc), loc_path(loc), exc.message + hint))
     problems.sort(key=lambda p: (p.file, p.line))
     return _Result(policy, problems, candidates[0] if candidates else None, tuple(shown))

@@ -479,7 +479,7 @@ def test_mixed_allocation_with_the_template_elsewhere_stays_silent_and_says_why(
 
 
 def _usage(*names: str):
-    from webhook.rules.pods import usage
+    from webhook.placement import usage
 
     return usage({"containers": [{"name": "c", "resources": {"limits": {n: "1" for n in names}}}]}, POLICY)
 
@@ -488,7 +488,7 @@ def _usage(*names: str):
 def test_implicit_class_name_is_never_the_device_plugin_path(stage: str) -> None:
     """No device plugin can advertise a ``kubernetes.io`` name, so the implicit name is served by DRA only,
     in every stage: path ``dra-extended-resource`` and the ``dra`` pool, never ``devicePlugin``."""
-    from webhook.rules.pods import Plan, plan
+    from webhook.placement import Plan, plan
 
     u = _usage("deviceclass.resource.kubernetes.io/gpu.example.com")
     assert u.dra_only
@@ -498,7 +498,7 @@ def test_implicit_class_name_is_never_the_device_plugin_path(stage: str) -> None
 def test_implicit_name_beside_a_device_plugin_name() -> None:
     """A Pod with the implicit name runs only on the dra pool, whose nodes lack example.com/gpu: the scheduler
     serves both names there through DRA. A legacy name beside it can be served nowhere: the stage decides."""
-    from webhook.rules.pods import Plan, plan
+    from webhook.placement import Plan, plan
 
     u = _usage("example.com/gpu", "deviceclass.resource.kubernetes.io/fpga.example.com")
     assert plan(u, "legacy", POLICY) == Plan("dra", "dra-extended-resource")
@@ -507,7 +507,7 @@ def test_implicit_name_beside_a_device_plugin_name() -> None:
 
 
 def test_mapped_name_in_legacy_stays_on_the_device_plugin_pool_that_advertises_it() -> None:
-    from webhook.rules.pods import Plan, plan
+    from webhook.placement import Plan, plan
 
     u = _usage("example.com/gpu")
     assert not u.dra_only
@@ -571,7 +571,7 @@ def test_a_name_advertised_on_the_dra_pool_is_the_device_plugin_path_there() -> 
 
 def test_a_name_no_pool_serves_falls_back_to_the_stage() -> None:
     """A legacy name beside a name only DRA serves fits no pool; the stage decides as before."""
-    from webhook.rules.pods import Plan, plan, usage
+    from webhook.placement import Plan, plan, usage
 
     policy = _advertising(None)
     u = usage({"containers": [{"name": "c", "resources": {"limits": {

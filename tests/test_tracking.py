@@ -10,9 +10,9 @@ import yaml
 from tests.helpers import review
 from tests.test_pod_rules import DATA, NOW, POLICY, annotation, manifest, run
 from webhook.engine import evaluate
+from webhook.placement import plan, usage
 from webhook.policy.compiled import compile_policy
 from webhook.policy.model import MigrationPolicy
-from webhook.rules.pods import plan, usage
 
 KEY = "/metadata/annotations/dra-migration.io~1"
 

@@ -8,13 +8,13 @@ paths are kubectl-style field paths into the object as received.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import yaml
 
 from webhook import claim_objects
 from webhook.jsonish import metadata_annotations
+from webhook.node_affinity import steer
 from webhook.objects import (
     DEVICECLASS_PREFIX,
     ContainerRef,
@@ -23,7 +23,6 @@ from webhook.objects import (
     container_extended,
     extended_requests,
     field_path,
-    get_path,
     iter_containers,
     object_name,
     pod_claims,
@@ -31,6 +30,7 @@ from webhook.objects import (
     requested_names,
 )
 from webhook.patch import clone, private_path
+from webhook.placement import hardware, plan, usage
 from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.model import Resource
 from webhook.rules import ids
@@ -44,131 +44,6 @@ NODE_POOL_ANNOTATION = "node-pool"
 It lets a later pass (a Pod made from a template steered in an earlier stage, or a workload UPDATE after
 the stage moved) replace the webhook's own affinity instead of reporting it as the user's contradiction.
 """
-
-
-# ---- what a pod spec uses ------------------------------------------------------------------------
-
-
-def hardware(policy: CompiledPolicy, name: str) -> Resource | None:
-    """The policy resource a requested name means: itself, a legacy name, or its class's implicit name."""
-    res = policy.resources.get(name) or policy.legacy.get(name)
-    if res is None and name.startswith(DEVICECLASS_PREFIX):
-        res = policy.by_class.get(name[len(DEVICECLASS_PREFIX) :])
-    return res
-
-
-@dataclass(frozen=True, slots=True)
-class Usage:
-    """How a pod spec asks for devices under the policy."""
-
-    er: dict[str, Resource]  # requested name -> resource, on the extended-resource path (DRA-servable)
-    legacy: dict[str, Resource]  # legacy device-plugin names requested
-    claims: tuple[str, ...]  # spec.resourceClaims[].name
-
-    @property
-    def gpu(self) -> bool:
-        return bool(self.er or self.legacy)
-
-    @property
-    def dra_only(self) -> bool:
-        """A class's implicit name (``deviceclass.resource.kubernetes.io/<class>``) is requested: only DRA serves
-        it, whatever the stage, since no device plugin can advertise a ``kubernetes.io`` name (issue 14 item 2;
-        upstream pkg/scheduler/framework/plugins/dynamicresources/extended maps it to the class)."""
-        return any(n.startswith(DEVICECLASS_PREFIX) for n in self.er)
-
-    @property
-    def uses_devices(self) -> bool:
-        return self.gpu or bool(self.claims)
-
-
-def usage(podspec: Mapping[str, Any], policy: CompiledPolicy) -> Usage:
-    er: dict[str, Resource] = {}
-    legacy: dict[str, Resource] = {}
-    for name in requested_names(podspec):
-        if name in policy.legacy:
-            legacy[name] = policy.legacy[name]
-            continue
-        res = hardware(policy, name)
-        if res is not None:
-            er[name] = res
-    claims = tuple(str(c.get("name", "")) for c in pod_claims(podspec))
-    return Usage(er, legacy, claims)
-
-
-def _stage_path(u: Usage, stage: str) -> str | None:
-    """design.md §5 ``path`` from the stage alone: the fallback of ``plan`` when no pool can serve the Pod."""
-    if u.gpu and u.claims:
-        return "mixed"
-    if u.legacy and u.dra_only:
-        return "mixed"
-    if u.legacy:
-        return "device-plugin"
-    if u.er:
-        if stage != "legacy" or all(n.startswith(DEVICECLASS_PREFIX) for n in u.er):
-            return "dra-extended-resource"
-        return "mixed" if u.dra_only else "device-plugin"
-    if u.claims:
-        return "dra-claim"
-    return None
-
-
-def _stage_pool(u: Usage, stage: str) -> str | None:
-    """Node pool from the stage alone (``plan``'s fallback): ``devicePlugin`` in the legacy stage or when only legacy
-    names are requested, ``dra`` otherwise and for a DRA-only name (issue 14 item 2); None for non-GPU Pods."""
-    if not u.gpu:
-        return None
-    if u.dra_only:
-        return "dra"
-    if stage == "legacy" or _stage_path(u, stage) == "device-plugin":
-        return "devicePlugin"
-    return "dra"
-
-
-def pool_path(u: Usage, pool: str, policy: CompiledPolicy) -> str | None:
-    """How kube-scheduler serves the Pod's extended resources on a node of ``pool``; None: no node there fits it.
-
-    Per name, as the scheduler decides per node (kubernetes/kubernetes, read on master after v1.36:
-    pkg/scheduler/framework/plugins/noderesources/fit.go ``shouldDelegateResourceToDRA`` and
-    dynamicresources/extendeddynamicresources.go ``filterExtendedResources``): a name with allocatable > 0 on the
-    node is the device plugin's (NodeResourcesFit counts it); one the node lacks (absent or 0) goes to DRA when a
-    DeviceClass maps it (``hasDeviceClassMappedExtendedResource``), which needs ResourceSlices: the ``dra`` pool.
-    What a pool's nodes advertise is the policy's statement (``CompiledPolicy.advertised``), so the decision is
-    the same online and offline (README "Which path, which pool").
-    """
-    advertised = policy.advertised[pool]
-    plugin = dra = False
-    for name in (*u.er, *u.legacy):
-        if name in advertised:
-            plugin = True
-        elif name in u.er and pool == "dra":  # mapped: a policy resource's name or a policy class's implicit name
-            dra = True
-        else:
-            return None
-    if plugin and dra:
-        return "mixed"
-    return "device-plugin" if plugin else "dra-extended-resource"
-
-
-@dataclass(frozen=True, slots=True)
-class Plan:
-    """Where ``steer-node-pool`` sends a Pod (``pool``) and the ``path`` annotation ``track-rollout`` writes."""
-
-    pool: str | None
-    path: str | None
-
-
-def plan(u: Usage, stage: str, policy: CompiledPolicy) -> Plan:
-    """The stage's pool (legacy: ``devicePlugin``, else ``dra``) if it can serve every name the Pod requests, else
-    the other pool if that can, with the path the scheduler takes there. A legacy-stage Pod asking for a DRA-mapped
-    name the device-plugin nodes do not advertise runs only on the DRA pool, through DRA. When neither pool can
-    serve the Pod, the stage decides alone (other rules say what is wrong with it)."""
-    if u.gpu:
-        order = ("devicePlugin", "dra") if stage == "legacy" else ("dra", "devicePlugin")
-        for pool in order:
-            path = pool_path(u, pool, policy)
-            if path is not None:
-                return Plan(pool, "mixed" if u.claims else path)
-    return Plan(_stage_pool(u, stage), _stage_path(u, stage))
 
 
 # ---- message helpers -------------------------------------------------------------------------------
@@ -515,150 +390,6 @@ def training_job_extended_resource(obj: dict[str, Any], ctx: Context) -> Outcome
 
 # ---- steer-node-pool (mutate) ---------------------------------------------------------------------
 
-_REQUIRED = ("affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution")
-
-
-def _is_exact(expr: Any, key: str, value: str) -> bool:
-    return (
-        isinstance(expr, dict)
-        and expr.get("key") == key
-        and expr.get("operator") == "In"
-        and expr.get("values") == [value]
-    )
-
-
-def _admits(expr: Mapping[str, Any], value: str) -> bool:
-    """Whether a node whose label has ``value`` satisfies the node selector requirement."""
-    op, values = expr.get("operator"), expr.get("values") or []
-    if op == "In":
-        return value in values
-    if op == "NotIn":
-        return value not in values
-    if op == "Exists":
-        return True
-    if op == "DoesNotExist":
-        return False
-    if op in ("Gt", "Lt"):
-        try:
-            have, bound = int(value), int(values[0])
-        except (ValueError, IndexError, TypeError):
-            return False
-        return have > bound if op == "Gt" else have < bound
-    return False
-
-
-def _describe(expr: Mapping[str, Any]) -> str:
-    values = expr.get("values") or []
-    return f"{expr.get('key')} {expr.get('operator')}" + (f" [{', '.join(map(str, values))}]" if values else "")
-
-
-def _steer(
-    template: dict[str, Any], selector: Mapping[str, str], want: str, marker: str,
-    previous: Mapping[str, str] | None,
-) -> tuple[bool, str | None]:
-    """Merge the pool's labels into every required nodeSelectorTerm of ``template`` (edited in place).
-
-    Returns ``(changed, conflict)``; on a conflict nothing is changed. ``previous`` is the selector of
-    the pool named by an existing marker annotation (the webhook's own earlier steering), whose exact
-    ``key In [value]`` expressions are removed first.
-    """
-    spec = template["spec"]
-    node_selector = spec.get("nodeSelector") if isinstance(spec.get("nodeSelector"), dict) else {}
-    old_terms = get_path(spec, (*_REQUIRED, "nodeSelectorTerms"))
-    old_terms = old_terms if isinstance(old_terms, list) else []
-    terms = _without_previous(old_terms, previous)
-    conflict = _conflict(selector, node_selector, terms)
-    if conflict is not None:
-        return False, conflict
-    terms, added = _add_pool(terms, {k: v for k, v in selector.items() if node_selector.get(k) != v})
-    changed = terms != old_terms
-    if changed:
-        _write_terms(spec, terms)
-    return _mark(template, marker, want, added, previous) or changed, None
-
-
-def _without_previous(old_terms: list[Any], previous: Mapping[str, str] | None) -> list[dict[str, Any]]:
-    """Copies of the terms without the exact expressions of the ``previous`` pool; a term left empty goes."""
-    terms: list[dict[str, Any]] = []
-    for term in old_terms:
-        term = clone(term) if isinstance(term, dict) else {}
-        if previous:
-            exprs = [e for e in term.get("matchExpressions") or []
-                     if not any(_is_exact(e, k, v) for k, v in previous.items())]
-            if len(exprs) != len(term.get("matchExpressions") or []):
-                if exprs:
-                    term["matchExpressions"] = exprs
-                else:
-                    term.pop("matchExpressions", None)
-                if not term:
-                    continue  # a term that held only our earlier steering
-        terms.append(term)
-    return terms
-
-
-def _conflict(selector: Mapping[str, str], node_selector: Mapping[str, Any], terms: list[dict[str, Any]]) -> str | None:
-    """The Pod's own constraint that rules out a node with the pool's labels, if any."""
-    for key, value in selector.items():
-        if key in node_selector and node_selector[key] != value:
-            return f"nodeSelector {key}={node_selector[key]}"
-        for term in terms:
-            for expr in term.get("matchExpressions") or []:
-                if isinstance(expr, dict) and expr.get("key") == key and not _admits(expr, value):
-                    return f"node affinity {_describe(expr)}"
-    return None
-
-
-def _add_pool(terms: list[dict[str, Any]], need: Mapping[str, str]) -> tuple[list[dict[str, Any]], bool]:
-    """ANDs ``key In [value]`` for each needed label into every term (one term if none): (terms, added any)."""
-    if not need:
-        return terms, False
-    terms = terms or [{}]
-    added = False
-    for term in terms:
-        exprs = term.setdefault("matchExpressions", [])
-        for key, value in need.items():
-            if not any(_is_exact(e, key, value) for e in exprs):
-                exprs.append({"key": key, "operator": "In", "values": [value]})
-                added = True
-    return terms, added
-
-
-def _write_terms(spec: dict[str, Any], terms: list[dict[str, Any]]) -> None:
-    if terms:
-        node_affinity = spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
-        required = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
-        required["nodeSelectorTerms"] = terms
-    else:
-        _drop_required(spec)
-
-
-def _mark(template: dict[str, Any], marker: str, want: str, added: bool, previous: Mapping[str, str] | None) -> bool:
-    """Set the marker to the pool steered to, or drop a stale one once nothing of ours is left; True if changed."""
-    current = metadata_annotations(template).get(marker)
-    if added and current != want:
-        template.setdefault("metadata", {}).setdefault("annotations", {})[marker] = want
-        return True
-    if not added and current is not None and current != want and previous is not None:
-        template["metadata"]["annotations"].pop(marker)
-        if not template["metadata"]["annotations"]:
-            template["metadata"].pop("annotations")
-        return True
-    return False
-
-
-def _drop_required(spec: dict[str, Any]) -> None:
-    affinity = spec.get("affinity")
-    if not isinstance(affinity, dict):
-        return
-    node_affinity = affinity.get("nodeAffinity")
-    if not isinstance(node_affinity, dict):
-        return
-    node_affinity.pop("requiredDuringSchedulingIgnoredDuringExecution", None)
-    if not node_affinity:
-        affinity.pop("nodeAffinity")
-    if not affinity:
-        spec.pop("affinity")
-
 
 @pod_rule(ids.STEER_NODE_POOL, phases=("mutate",), mutating=True)
 def steer_node_pool(obj: dict[str, Any], ctx: Context) -> Outcome:
@@ -691,7 +422,7 @@ def steer_node_pool(obj: dict[str, Any], ctx: Context) -> Outcome:
         previous = prev_pool.nodeSelector if prev_pool is not None and prev_name != want else None
         work = clone(ref.template(obj)) if ref.path else {
             "metadata": clone(obj.get("metadata") or {}), "spec": clone(obj["spec"])}
-        changed, conflict = _steer(work, pool.nodeSelector, want, marker, previous)
+        changed, conflict = steer(work, pool.nodeSelector, want, marker, previous)
         if conflict:
             wanted = ", ".join(f"{k}={v}" for k, v in pool.nodeSelector.items())
             findings.append(

@@ -29,9 +29,9 @@ from webhook import claim_objects
 from webhook.jsonish import as_dict, metadata_annotations
 from webhook.objects import pod_templates
 from webhook.patch import private_path
+from webhook.placement import plan, usage
 from webhook.rules import ids
 from webhook.rules.base import Context, Outcome, rule
-from webhook.rules.pods import plan, usage
 from webhook.rules.workloads import ANNOTATIONS, pod_rule, template_unchanged, template_writes
 
 TRACK_NAMES = ("path", "stage", "cohort", "policy")

@@ -1,0 +1,140 @@
+"""The placement model: which path the scheduler takes for a Pod's devices, and which node pool serves it.
+
+README "Which path, which pool". A pod spec's device requests (``Usage``) and the policy's statement of what
+each pool's nodes advertise (``CompiledPolicy.advertised``) decide the pool ``steer-node-pool`` sends the
+Pod to and the ``path`` annotation ``track-rollout`` writes (``plan``). Pure functions of the spec and the
+policy, so the answer is the same online and offline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.objects import DEVICECLASS_PREFIX, pod_claims, requested_names
+from webhook.policy.compiled import CompiledPolicy
+from webhook.policy.model import Resource
+
+
+def hardware(policy: CompiledPolicy, name: str) -> Resource | None:
+    """The policy resource a requested name means: itself, a legacy name, or its class's implicit name."""
+    res = policy.resources.get(name) or policy.legacy.get(name)
+    if res is None and name.startswith(DEVICECLASS_PREFIX):
+        res = policy.by_class.get(name[len(DEVICECLASS_PREFIX) :])
+    return res
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """How a pod spec asks for devices under the policy."""
+
+    er: dict[str, Resource]  # requested name -> resource, on the extended-resource path (DRA-servable)
+    legacy: dict[str, Resource]  # legacy device-plugin names requested
+    claims: tuple[str, ...]  # spec.resourceClaims[].name
+
+    @property
+    def gpu(self) -> bool:
+        return bool(self.er or self.legacy)
+
+    @property
+    def dra_only(self) -> bool:
+        """A class's implicit name (``deviceclass.resource.kubernetes.io/<class>``) is requested: only DRA serves
+        it, whatever the stage, since no device plugin can advertise a ``kubernetes.io`` name (issue 14 item 2;
+        upstream pkg/scheduler/framework/plugins/dynamicresources/extended maps it to the class)."""
+        return any(n.startswith(DEVICECLASS_PREFIX) for n in self.er)
+
+    @property
+    def uses_devices(self) -> bool:
+        return self.gpu or bool(self.claims)
+
+
+def usage(podspec: Mapping[str, Any], policy: CompiledPolicy) -> Usage:
+    """Which of the spec's requested names the policy knows (legacy or DRA-servable) and which claims it has."""
+    er: dict[str, Resource] = {}
+    legacy: dict[str, Resource] = {}
+    for name in requested_names(podspec):
+        if name in policy.legacy:
+            legacy[name] = policy.legacy[name]
+            continue
+        res = hardware(policy, name)
+        if res is not None:
+            er[name] = res
+    claims = tuple(str(c.get("name", "")) for c in pod_claims(podspec))
+    return Usage(er, legacy, claims)
+
+
+def _stage_path(u: Usage, stage: str) -> str | None:
+    """design.md §5 ``path`` from the stage alone: the fallback of ``plan`` when no pool can serve the Pod."""
+    if u.gpu and u.claims:
+        return "mixed"
+    if u.legacy and u.dra_only:
+        return "mixed"
+    if u.legacy:
+        return "device-plugin"
+    if u.er:
+        if stage != "legacy" or all(n.startswith(DEVICECLASS_PREFIX) for n in u.er):
+            return "dra-extended-resource"
+        return "mixed" if u.dra_only else "device-plugin"
+    if u.claims:
+        return "dra-claim"
+    return None
+
+
+def _stage_pool(u: Usage, stage: str) -> str | None:
+    """Node pool from the stage alone (``plan``'s fallback): ``devicePlugin`` in the legacy stage or when only legacy
+    names are requested, ``dra`` otherwise and for a DRA-only name (issue 14 item 2); None for non-GPU Pods."""
+    if not u.gpu:
+        return None
+    if u.dra_only:
+        return "dra"
+    if stage == "legacy" or _stage_path(u, stage) == "device-plugin":
+        return "devicePlugin"
+    return "dra"
+
+
+def pool_path(u: Usage, pool: str, policy: CompiledPolicy) -> str | None:
+    """How kube-scheduler serves the Pod's extended resources on a node of ``pool``; None: no node there fits it.
+
+    Per name, as the scheduler decides per node (kubernetes/kubernetes, read on master after v1.36:
+    pkg/scheduler/framework/plugins/noderesources/fit.go ``shouldDelegateResourceToDRA`` and
+    dynamicresources/extendeddynamicresources.go ``filterExtendedResources``): a name with allocatable > 0 on the
+    node is the device plugin's (NodeResourcesFit counts it); one the node lacks (absent or 0) goes to DRA when a
+    DeviceClass maps it (``hasDeviceClassMappedExtendedResource``), which needs ResourceSlices: the ``dra`` pool.
+    What a pool's nodes advertise is the policy's statement (``CompiledPolicy.advertised``), so the decision is
+    the same online and offline (README "Which path, which pool").
+    """
+    advertised = policy.advertised[pool]
+    plugin = dra = False
+    for name in (*u.er, *u.legacy):
+        if name in advertised:
+            plugin = True
+        elif name in u.er and pool == "dra":  # mapped: a policy resource's name or a policy class's implicit name
+            dra = True
+        else:
+            return None
+    if plugin and dra:
+        return "mixed"
+    return "device-plugin" if plugin else "dra-extended-resource"
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """Where ``steer-node-pool`` sends a Pod (``pool``) and the ``path`` annotation ``track-rollout`` writes."""
+
+    pool: str | None
+    path: str | None
+
+
+def plan(u: Usage, stage: str, policy: CompiledPolicy) -> Plan:
+    """The stage's pool (legacy: ``devicePlugin``, else ``dra``) if it can serve every name the Pod requests, else
+    the other pool if that can, with the path the scheduler takes there. A legacy-stage Pod asking for a DRA-mapped
+    name the device-plugin nodes do not advertise runs only on the DRA pool, through DRA. When neither pool can
+    serve the Pod, the stage decides alone (other rules say what is wrong with it)."""
+    if u.gpu:
+        order = ("devicePlugin", "dra") if stage == "legacy" else ("dra", "devicePlugin")
+        for pool in order:
+            path = pool_path(u, pool, policy)
+            if path is not None:
+                return Plan(pool, "mixed" if u.claims else path)
+    return Plan(_stage_pool(u, stage), _stage_path(u, stage))

@@ -11,21 +11,20 @@ import datetime as dt
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import orjson
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
-from webhook import admission, engine, metrics, review
+from webhook import admission, engine, fast_path, metrics, review
 from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.model import Action
 from webhook.view import ClusterView, OfflineView
 
 log = logging.getLogger(__name__)
 
-_STATUS = {200: "200 OK", 400: "400 Bad Request", 413: "413 Request Entity Too Large",
-           415: "415 Unsupported Media Type", 500: "500 Internal Server Error"}
 MAX_BODY = 7 * 1024 * 1024  # two 3 MiB objects plus the envelope (webhook-conventions.md §1.1)
 
 
@@ -91,16 +90,25 @@ def create_app(
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
     view = view or OfflineView()
     now = clock or (lambda: dt.datetime.now(dt.UTC))
-    known_kinds = engine.handled_kinds()
+    answer = Answerer(policies, view, now, recorder, engine.handled_kinds())
+    _add_admission_routes(app, answer)
+    _add_probes(app, policies, view, cert, now)
+    _add_error_handlers(app)
+    app.wsgi_app = fast_path.wrap(app.wsgi_app, answer, MAX_BODY)  # type: ignore[method-assign]
+    return app
 
-    def admit(phase: str) -> Response:
-        # A wrong Content-Type is refused before the body is read, as before the fast path existed.
-        body = _read_body() if request.mimetype == "application/json" else b""
-        status, data = answer_body(phase, request.mimetype, body)
-        return _raw(data, status)
 
-    def answer_body(phase: str, mimetype: str, body: bytes) -> tuple[int, bytes]:
-        """Status and JSON bytes for one admission POST (shared by the flask view and the WSGI fast path)."""
+@dataclass(frozen=True, slots=True)
+class Answerer:
+    """Status and JSON bytes for one admission POST: the one answer the flask view and the fast path share."""
+
+    policies: PolicySource
+    view: ClusterView
+    now: Callable[[], dt.datetime]
+    recorder: Callable[[bytes, str], None] | None
+    known_kinds: frozenset[str]
+
+    def __call__(self, phase: str, mimetype: str, body: bytes) -> tuple[int, bytes]:
         started = time.perf_counter()
         endpoint = "/" + phase
         if mimetype != "application/json":
@@ -117,40 +125,52 @@ def create_app(
             metrics.BAD_REQUESTS.labels("400").inc()
             log.warning("%s uid=%s: malformed request: %s", endpoint, exc.uid, exc.log_message)
             return 200, admission.malformed(exc).body()
-        if recorder is not None:
-            recorder(body, endpoint)
-        policy = policies.current
-        answer = admission.handle(req, phase, policy, view, now(), policy_error=policies.error)
+        if self.recorder is not None:
+            self.recorder(body, endpoint)
+        policy = self.policies.current
+        answer = admission.handle(req, phase, policy, self.view, self.now(), policy_error=self.policies.error)
         if policy is not None:
             _observe(req, answer, policy, phase)
-        kind = req.kind if req.kind in known_kinds else "other"  # bounded label values, whatever is posted
+        kind = req.kind if req.kind in self.known_kinds else "other"  # bounded label values, whatever is posted
         metrics.REQUESTS.labels(endpoint, kind, req.operation, str(answer.allowed).lower()).inc()
         metrics.DURATION.labels(endpoint).observe(time.perf_counter() - started)
         return 200, answer.body()
 
-    def _observe(req: review.AdmissionRequest, answer: admission.AdmissionResponse, policy: CompiledPolicy,
-                 phase: str) -> None:
-        for v in answer.verdicts:
-            if v.failed:
-                metrics.RULE_ERRORS.labels(v.rule).inc()
-            else:
-                metrics.FINDINGS.labels(v.rule, v.action.value).inc()
-        if phase == "mutate" and answer.mutated is not None and req.operation == "CREATE":
-            annotations = (answer.mutated.get("metadata") or {}).get("annotations") or {}
-            path = annotations.get(policy.key("path"))
-            if path:
-                metrics.WORKLOADS.labels(path, answer.stage, answer.cohort or "none").inc()
-        # Denials and warnings are news at INFO; routine patches and audit-only findings go to DEBUG (the
-        # log handler's lock is measurable at a few thousand requests a second, see bench/results.md).
-        loud = any(v.action in (Action.Deny, Action.Warn) for v in answer.verdicts)
-        if loud or ((answer.verdicts or answer.patch) and log.isEnabledFor(logging.DEBUG)):
-            log.log(
-                logging.INFO if loud else logging.DEBUG,
-                "%s uid=%s %s %s %s/%s allowed=%s findings=%s patch_ops=%d%s",
-                phase, req.uid, req.operation, req.kind, req.namespace, req.name or "<generated>",
-                answer.allowed, ",".join(f"{v.rule}:{v.action.value}" for v in answer.verdicts) or "-",
-                len(answer.patch), " dryRun" if req.dry_run else "",
-            )
+
+def _observe(req: review.AdmissionRequest, answer: admission.AdmissionResponse, policy: CompiledPolicy,
+             phase: str) -> None:
+    """Metrics and a log line for one answered review."""
+    for v in answer.verdicts:
+        if v.failed:
+            metrics.RULE_ERRORS.labels(v.rule).inc()
+        else:
+            metrics.FINDINGS.labels(v.rule, v.action.value).inc()
+    if phase == "mutate" and answer.mutated is not None and req.operation == "CREATE":
+        annotations = (answer.mutated.get("metadata") or {}).get("annotations") or {}
+        path = annotations.get(policy.key("path"))
+        if path:
+            metrics.WORKLOADS.labels(path, answer.stage, answer.cohort or "none").inc()
+    # Denials and warnings are news at INFO; routine patches and audit-only findings go to DEBUG (the
+    # log handler's lock is measurable at a few thousand requests a second, see bench/results.md).
+    loud = any(v.action in (Action.Deny, Action.Warn) for v in answer.verdicts)
+    if loud or ((answer.verdicts or answer.patch) and log.isEnabledFor(logging.DEBUG)):
+        log.log(
+            logging.INFO if loud else logging.DEBUG,
+            "%s uid=%s %s %s %s/%s allowed=%s findings=%s patch_ops=%d%s",
+            phase, req.uid, req.operation, req.kind, req.namespace, req.name or "<generated>",
+            answer.allowed, ",".join(f"{v.rule}:{v.action.value}" for v in answer.verdicts) or "-",
+            len(answer.patch), " dryRun" if req.dry_run else "",
+        )
+
+
+def _add_admission_routes(app: Flask, answer: fast_path.Answer) -> None:
+    """POST /mutate and /validate through flask: what the fast path leaves (chunked bodies, no length)."""
+
+    def admit(phase: str) -> Response:
+        # A wrong Content-Type is refused before the body is read, as before the fast path existed.
+        body = _read_body() if request.mimetype == "application/json" else b""
+        status, data = answer(phase, request.mimetype, body)
+        return _raw(data, status)
 
     @app.post("/mutate")
     def mutate() -> Response:
@@ -159,6 +179,11 @@ def create_app(
     @app.post("/validate")
     def validate() -> Response:
         return admit("validate")
+
+
+def _add_probes(app: Flask, policies: PolicySource, view: ClusterView, cert: CertState | None,
+                now: Callable[[], dt.datetime]) -> None:
+    """GET /healthz (the process answers), /readyz (a policy and a valid certificate are loaded), /metrics."""
 
     @app.get("/healthz")
     def healthz() -> Response:
@@ -189,6 +214,10 @@ def create_app(
         data, content_type = metrics.render()
         return Response(data, status=200, content_type=content_type)
 
+
+def _add_error_handlers(app: Flask) -> None:
+    """Every error flask sees is a JSON answer with its status; an unexpected one is logged with its traceback."""
+
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException) -> Response:
         code = exc.code or 500
@@ -208,31 +237,3 @@ def create_app(
     def unexpected(exc: Exception) -> Response:
         log.exception("unexpected error on %s %s", request.method, request.path)
         return _json({"error": "internal error; see the webhook's logs", "status": 500}, 500)
-
-    # Fast path (issue 17): flask's request context, routing and response objects cost about as much as
-    # the rules for a small review. POSTs to the two admission endpoints with a length within the limit
-    # are answered by the same answer_body() straight from WSGI; everything else (other methods and
-    # paths, chunked bodies, bodies over the limit) goes through flask and its error handlers.
-    # tests/test_app_fast_path.py checks both paths answer byte for byte the same.
-    flask_wsgi = app.wsgi_app
-    phases = {"/mutate": "mutate", "/validate": "validate"}
-
-    def wsgi(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        phase = phases.get(environ.get("PATH_INFO", ""))
-        length = environ.get("CONTENT_LENGTH")
-        if phase is None or environ.get("REQUEST_METHOD") != "POST" or not length or not length.isdigit() \
-                or int(length) > MAX_BODY:
-            return flask_wsgi(environ, start_response)  # everything else, with flask's error handling
-        try:
-            mimetype = environ.get("CONTENT_TYPE", "").split(";", 1)[0].strip().lower()
-            status, data = answer_body(phase, mimetype, environ["wsgi.input"].read(int(length)))
-        except Exception:
-            log.exception("unexpected error on POST %s", environ.get("PATH_INFO"))
-            status, data = 500, orjson.dumps({"error": "internal error; see the webhook's logs", "status": 500})
-        start_response(_STATUS.get(status, f"{status} Error"),
-                       [("Content-Type", "application/json"), ("Content-Length", str(len(data)))])
-        return [data]
-
-    app.wsgi_app = wsgi  # type: ignore[method-assign]
-
-    return app

@@ -41,6 +41,17 @@ def _bound(kube: Any, name: str, ns: str) -> dict[str, Any]:
                       f"Pod {ns}/{name} bound", 30)
 
 
+def _bound_through_dra(kube: Any, name: str, ns: str) -> dict[str, Any]:
+    """The Pod once bound and with its extended-resource claim status. The scheduler patches that status in PreBind
+    (kubernetes/kubernetes pkg/scheduler/framework/plugins/dynamicresources/extendeddynamicresources.go,
+    ``patchPodExtendedResourceClaimStatus``, master after v1.36), before the binding: the status alone can show
+    on a Pod without ``spec.nodeName`` yet."""
+    def ready() -> dict[str, Any] | None:
+        p = kube.get("v1", "Pod", name, ns)
+        return p if (p.get("status") or {}).get("extendedResourceClaimStatus") and p["spec"].get("nodeName") else None
+    return eventually(ready, f"Pod {ns}/{name} bound through DRA", 30)
+
+
 def _agrees(p: dict[str, Any], node: str, path: str) -> None:
     """The scheduler put the Pod on ``node`` and served it by ``path``; the webhook said so beforehand."""
     assert p["spec"]["nodeName"] == node
@@ -59,8 +70,7 @@ def test_same_name_device_plugin_node_and_dra_node(kube, namespace):
     assert p["metadata"]["annotations"][POOL] == "devicePlugin"
     assert not (p.get("status") or {}).get("extendedResourceClaimStatus")
     assert kube.list("resource.k8s.io/v1", "ResourceClaim", legacy) == []
-    p = eventually(lambda: (lambda q: q if (q.get("status") or {}).get("extendedResourceClaimStatus") else None)(
-        kube.get("v1", "Pod", "dra", pilot)), "pilot Pod bound through DRA", 30)
+    p = _bound_through_dra(kube, "dra", pilot)
     _agrees(p, GPU_NODE, "dra-extended-resource")
     assert p["metadata"]["annotations"][POOL] == "dra"
 
@@ -86,8 +96,7 @@ def test_legacy_pod_asking_for_a_name_only_dra_serves_runs_on_the_dra_pool(kube,
         assert not q["spec"].get("nodeName")
 
         kube.create(pod("steered", ns, resource=ACCEL))
-        p = eventually(lambda: (lambda q: q if (q.get("status") or {}).get("extendedResourceClaimStatus") else None)(
-            kube.get("v1", "Pod", "steered", ns)), "legacy Pod bound through DRA", 30)
+        p = _bound_through_dra(kube, "steered", ns)
         _agrees(p, GPU_NODE, "dra-extended-resource")
         assert p["metadata"]["annotations"][POOL] == "dra"
         assert p["metadata"]["annotations"]["dra-migration.io/stage"] == "legacy"

@@ -26,8 +26,9 @@ from tests.fakeapi import (
     resource_claim,
     resource_claim_template,
 )
-from webhook import cluster
-from webhook.cluster import REQUIRED_RBAC, ClusterError, LiveView, connect
+from webhook import kube_api
+from webhook.kube_api import REQUIRED_RBAC, ClusterError, connect
+from webhook.live_view import LiveView
 from webhook.view import Autoscaler, ClusterView
 
 DEADLINE = 10.0
@@ -309,13 +310,13 @@ def test_namespace_created_after_sync_is_looked_up(fake: FakeAPI, make_view: Cal
 
 
 def test_list_helpers_page_through_results(fake: FakeAPI, kubeconfig: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cluster, "PAGE_SIZE", 2)  # our own page size, not the client
+    monkeypatch.setattr(kube_api, "PAGE_SIZE", 2)  # our own page size, not the client
     fake.put(*(pod("ml-a", f"p{i}") for i in range(5)), pod("ml-b", "q"))
     api = connect(kubeconfig)
     with api:
-        assert [p["metadata"]["name"] for p in cluster.list_pods(api)] == ["p0", "p1", "p2", "p3", "p4", "q"]
-        assert [p["metadata"]["name"] for p in cluster.list_pods(api, "ml-b")] == ["q"]
-        assert cluster.get_namespace(api, "nope") is None
+        assert [p["metadata"]["name"] for p in kube_api.list_pods(api)] == ["p0", "p1", "p2", "p3", "p4", "q"]
+        assert [p["metadata"]["name"] for p in kube_api.list_pods(api, "ml-b")] == ["q"]
+        assert kube_api.get_namespace(api, "nope") is None
     assert fake.count("pods", "list") >= 4
 
 
@@ -337,7 +338,7 @@ def test_kubeconfig_from_environment(fake: FakeAPI, kubeconfig: str, monkeypatch
     monkeypatch.setenv("KUBECONFIG", kubeconfig)
     fake.put(namespace("ml-a"))
     with connect(None) as api:
-        assert [n["metadata"]["name"] for n in cluster.list_namespaces(api)] == ["ml-a"]
+        assert [n["metadata"]["name"] for n in kube_api.list_namespaces(api)] == ["ml-a"]
 
 
 def test_required_rbac_covers_every_request(fake: FakeAPI, make_view: Callable[..., LiveView]) -> None:

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from tests.fakeapi import FakeAPI
-from webhook.cluster import LiveView
 from webhook.cluster_gates import ClusterGates, parse_metrics
 from webhook.commands import gates as gates_cmd
 from webhook.commands import lint as lint_cmd
+from webhook.live_view import LiveView
 from webhook.policy.compiled import CompiledPolicy, CompileError, compile_policy
 from webhook.policy.model import MigrationPolicy
 from webhook.rules.base import Context, Finding

@@ -24,7 +24,7 @@ import pytest
 
 from tests.fakeapi import FakeAPI
 from webhook import cel_devices as cd
-from webhook.cluster import LiveView
+from webhook.live_view import LiveView
 from webhook.policy.compiled import CompiledPolicy, compile_policy
 from webhook.policy.model import MigrationPolicy
 from webhook.rules.base import Context, Finding

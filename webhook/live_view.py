@@ -3,8 +3,7 @@
 Backed by list+watch caches (``webhook.informer``) of Namespaces, DeviceClasses, ResourceSlices and
 HorizontalPodAutoscalers, and by strictly budgeted GETs of owner Pods, PodGroups and the ResourceClaims /
 ResourceClaimTemplates a Pod names (``webhook.kube_api``). On the request path nothing here may block longer
-than the lookup budget or raise: an answer that is not there in time is ``None``, and
-``degraded_reason(kind)`` says why.
+than the lookup budget or raise: an answer that is not there in time is an unknown ``Lookup`` that says why.
 """
 
 from __future__ import annotations
@@ -12,7 +11,6 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import copy
-import enum
 import logging
 import os
 import random
@@ -20,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Any
 
 from kubernetes import client
 
@@ -28,20 +26,17 @@ from webhook.cel_devices import DeviceIndex, build_index, slice_cache
 from webhook.cluster_gates import ClusterGates
 from webhook.informer import Informer, keep_labels, keep_whole, namespaced_name
 from webhook.kube_api import ApiException, call_raw, connect, describe_error, read_feature_gates
-from webhook.view import Autoscaler, ScaleTarget, autoscaler_index, autoscaler_target, extended_resource_map
+from webhook.view import (
+    ABSENT,
+    Autoscaler,
+    Lookup,
+    ScaleTarget,
+    autoscaler_index,
+    autoscaler_target,
+    extended_resource_map,
+)
 
 log = logging.getLogger(__name__)
-
-
-class _Unknown(enum.Enum):
-    """A lookup that did not answer (budget, error): distinct from "absent" (None)."""
-
-    UNKNOWN = "unknown"
-
-
-_UNKNOWN: Final = _Unknown.UNKNOWN
-#: What a budgeted lookup gives: the object, None when absent (404), or _UNKNOWN.
-_Answer = dict[str, Any] | None | _Unknown
 
 
 class LiveView:
@@ -50,10 +45,7 @@ class LiveView:
     Nothing starts at construction or import: ``start()`` (or the first lookup, or ``status()``) starts the
     watch threads in the calling process, and a fork (gunicorn worker) is detected and started afresh, so
     every worker has its own threads and connections. Lookups never raise and never wait longer than
-    ``budget`` seconds; ``None`` means unknown or absent, and ``degraded_reason(kind)`` (kinds:
-    ``namespace``, ``deviceclass``, ``pod``, ``podgroup``, ``resourceclaim``, ``resourceclaimtemplate``,
-    ``resourceslice``, ``autoscaler``)
-    tells the calling thread which, if unknown.
+    ``budget`` seconds; each answers a ``Lookup`` (found, absent, or unknown with the reason).
     """
 
     def __init__(
@@ -90,15 +82,14 @@ class LiveView:
         self._watch_timeout = watch_timeout
         self._backoff = backoff
         self._lock = threading.Lock()
-        self._local = threading.local()
         self._pid: int | None = None
         self._stop = threading.Event()
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
-        self._cache: collections.OrderedDict[tuple[str, ...], tuple[float, dict[str, Any] | None]] = (
+        self._cache: collections.OrderedDict[tuple[str, ...], tuple[float, Lookup[dict[str, Any]]]] = (
             collections.OrderedDict())
-        self._inflight: dict[tuple[str, ...], concurrent.futures.Future[dict[str, Any] | None]] = {}
+        self._inflight: dict[tuple[str, ...], concurrent.futures.Future[Lookup[dict[str, Any]]]] = {}
         self._recent_errors: collections.deque[str] = collections.deque(maxlen=5)
-        self._dc_snapshot: tuple[int, Mapping[str, dict[str, Any]], Mapping[str, str]] | None = None
+        self._dc_snapshot: tuple[int, Lookup[Mapping[str, dict[str, Any]]], Lookup[Mapping[str, str]]] | None = None
         self._hpa_snapshot: tuple[int, dict[ScaleTarget, Autoscaler]] | None = None
         # featureGates auto: the last good reading, kept when a later one fails (never read on requests).
         self._gates_interval = gates_interval
@@ -153,10 +144,12 @@ class LiveView:
         self._devices = build_index(caches, classes, carry=previous.expressions() if previous else ())
         self._devices_reason = None
 
-    def device_index(self) -> DeviceIndex | None:
+    def device_index(self) -> Lookup[DeviceIndex]:
         self._ensure_started()
-        self._reason("resourceslice", self._devices_reason)
-        return self._devices
+        devices = self._devices
+        if devices is None:
+            return Lookup.unknown(self._devices_reason or "ResourceSlices not indexed yet")
+        return Lookup(devices)
 
     # -- lifecycle --------------------------------------------------------------------------------------
 
@@ -240,133 +233,110 @@ class LiveView:
                 delay = min(delay * 2, self._backoff[1])
             self._stop.wait(wait)
 
-    def feature_gates(self) -> ClusterGates | None:
-        """The last reading of the cluster's feature gates, or None before the first one succeeded."""
+    def feature_gates(self) -> Lookup[ClusterGates]:
+        """The last reading of the cluster's feature gates; unknown before the first one succeeded."""
         self._ensure_started()
-        self._reason("featuregates", None)
-        if self._gates is None:
-            why = self._gates_error or "not read yet"
-            self._reason("featuregates", f"/metrics: {why}")
-        return self._gates
+        gates = self._gates
+        if gates is None:
+            return Lookup.unknown(f"/metrics: {self._gates_error or 'not read yet'}")
+        return Lookup(gates)
 
     def _note_error(self, text: str) -> None:
         self._recent_errors.append(text)
 
-    # -- degraded reasons (per calling thread: gthread workers serve requests concurrently) ---------------
-
-    def degraded_reason(self, kind: str) -> str | None:
-        """Why the last ``kind`` lookup on this thread answered None for lack of data (None: it did not)."""
-        return getattr(self._local, "reasons", {}).get(kind)
-
-    def _reason(self, kind: str, text: str | None) -> None:
-        reasons = getattr(self._local, "reasons", None)
-        if reasons is None:
-            reasons = self._local.reasons = {}
-        reasons[kind] = text
-
     # -- ClusterView --------------------------------------------------------------------------------------
 
-    def namespace_labels(self, name: str) -> Mapping[str, str] | None:
+    def namespace_labels(self, name: str) -> Lookup[Mapping[str, str]]:
         self._ensure_started()
-        self._reason("namespace", None)
         inf = self._namespaces
         if inf.synced:
             labels = inf.store.get(name)
             if labels is not None:
-                return MappingProxyType(labels)
+                return Lookup(MappingProxyType(labels))
         # Not synced yet, or created after our last event: ask the API server, within the budget.
-        obj = self._lookup("namespace", ("namespace", name), lambda: self._get(
+        got = self._lookup("namespace", ("namespace", name), lambda: self._get(
             client.CoreV1Api(self._api).read_namespace, name))
-        if obj is _UNKNOWN:
-            if not inf.synced:
-                self._reason("namespace", f"namespaces not synced yet; {self.degraded_reason('namespace')}")
-            return None
-        if obj is None:
-            self._reason("namespace", f"namespace {name} not found")
-            return None
-        return MappingProxyType(keep_labels(obj))
+        if got.value is not None:
+            return Lookup(MappingProxyType(keep_labels(got.value)))
+        if got.reason is None:
+            return ABSENT
+        return Lookup.unknown(got.reason if inf.synced else f"namespaces not synced yet; {got.reason}")
 
-    def device_classes(self) -> Mapping[str, dict[str, Any]] | None:
+    def device_classes(self) -> Lookup[Mapping[str, dict[str, Any]]]:
         self._ensure_started()
-        snap = self._device_class_snapshot()
-        return None if snap is None else snap[1]
+        return self._device_class_snapshot()[0]
 
-    def extended_resource_classes(self) -> Mapping[str, str] | None:
+    def extended_resource_classes(self) -> Lookup[Mapping[str, str]]:
         self._ensure_started()
-        snap = self._device_class_snapshot()
-        return None if snap is None else snap[2]
+        return self._device_class_snapshot()[1]
 
-    def _synced(self, inf: Informer, kind: str, what: str) -> bool:
-        """Whether the informer has listed; if not, the degraded reason for ``kind`` says so (with its last error)."""
+    def _unsynced(self, inf: Informer, what: str) -> Lookup[Any] | None:
+        """The unknown answer while the informer has not listed yet (with its last error); None once it has."""
         if inf.synced:
-            self._reason(kind, None)
-            return True
-        why = f" (last error: {inf.last_error})" if inf.last_error else ""
-        self._reason(kind, f"{what} not synced yet{why}")
-        return False
-
-    def _device_class_snapshot(self) -> tuple[int, Mapping[str, dict[str, Any]], Mapping[str, str]] | None:
-        inf = self._classes
-        if not self._synced(inf, "deviceclass", "DeviceClasses"):
             return None
+        why = f" (last error: {inf.last_error})" if inf.last_error else ""
+        return Lookup.unknown(f"{what} not synced yet{why}")
+
+    def _device_class_snapshot(self) -> tuple[Lookup[Mapping[str, dict[str, Any]]], Lookup[Mapping[str, str]]]:
+        inf = self._classes
+        missing = self._unsynced(inf, "DeviceClasses")
+        if missing is not None:
+            return missing, missing
         snap = self._dc_snapshot
         if snap is None or snap[0] != inf.version:
             with inf.lock:
                 version, classes = inf.version, dict(inf.store)
-            snap = (version, MappingProxyType(classes), MappingProxyType(extended_resource_map(classes.values())))
+            snap = (version, Lookup(MappingProxyType(classes)),
+                    Lookup(MappingProxyType(extended_resource_map(classes.values()))))
             self._dc_snapshot = snap
-        return snap
+        return snap[1], snap[2]
 
-    def autoscaler(self, namespace: str, group: str, kind: str, name: str) -> Autoscaler | None:
+    def autoscaler(self, namespace: str, group: str, kind: str, name: str) -> Lookup[Autoscaler]:
         """From the watched HPAs (never a request to the API server); the index is rebuilt only after a
         scale target or replica bound changed, not on the HPA controller's status updates."""
         self._ensure_started()
         inf = self._hpas
-        if not self._synced(inf, "autoscaler", "HorizontalPodAutoscalers"):
-            return None
+        missing = self._unsynced(inf, "HorizontalPodAutoscalers")
+        if missing is not None:
+            return missing
         snap = self._hpa_snapshot
         if snap is None or snap[0] != inf.version:
             with inf.lock:
                 version, targets = inf.version, list(inf.store.values())
             snap = self._hpa_snapshot = (version, autoscaler_index(targets))
-        return snap[1].get((namespace, group, kind, name))
+        return Lookup.of(snap[1].get((namespace, group, kind, name)))
 
-    def get_pod(self, namespace: str, name: str, uid: str | None = None) -> dict[str, Any] | None:
+    def get_pod(self, namespace: str, name: str, uid: str | None = None) -> Lookup[dict[str, Any]]:
         self._ensure_started()
-        self._reason("pod", None)
         key = ("pod", namespace, name)
 
         def fetch() -> dict[str, Any]:
             return self._get(client.CoreV1Api(self._api).read_namespaced_pod, name, namespace)
 
-        obj = self._lookup("pod", key, fetch)
-        if uid and isinstance(obj, dict) and obj["metadata"].get("uid") != uid:
+        got = self._lookup("pod", key, fetch)
+        if uid and got.value is not None and got.value["metadata"].get("uid") != uid:
             # Perhaps a cached Pod that was replaced under the same name (StatefulSets do that): ask again.
-            obj = self._lookup("pod", key, fetch, fresh=True)
-        if obj is _UNKNOWN or obj is None:
-            return None
-        if uid and obj["metadata"].get("uid") != uid:
-            return None
-        return obj
+            got = self._lookup("pod", key, fetch, fresh=True)
+            if got.value is not None and got.value["metadata"].get("uid") != uid:
+                return ABSENT  # the owner with that uid is gone
+        return got
 
-    def get_podgroup(self, namespace: str, name: str) -> dict[str, Any] | None:
+    def get_podgroup(self, namespace: str, name: str) -> Lookup[dict[str, Any]]:
         return self._get_named("podgroup", namespace, name,
                                lambda: client.SchedulingV1beta1Api(self._api).read_namespaced_pod_group)
 
-    def get_resource_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
+    def get_resource_claim(self, namespace: str, name: str) -> Lookup[dict[str, Any]]:
         return self._get_named("resourceclaim", namespace, name,
                                lambda: client.ResourceV1Api(self._api).read_namespaced_resource_claim)
 
-    def get_resource_claim_template(self, namespace: str, name: str) -> dict[str, Any] | None:
+    def get_resource_claim_template(self, namespace: str, name: str) -> Lookup[dict[str, Any]]:
         return self._get_named("resourceclaimtemplate", namespace, name,
                                lambda: client.ResourceV1Api(self._api).read_namespaced_resource_claim_template)
 
-    def _get_named(self, kind: str, namespace: str, name: str, reader: Callable[[], Any]) -> dict[str, Any] | None:
-        """A budgeted, cached GET by name; None when absent or unknown (``degraded_reason(kind)`` says which)."""
+    def _get_named(self, kind: str, namespace: str, name: str, reader: Callable[[], Any]) -> Lookup[dict[str, Any]]:
+        """A budgeted, cached GET by name."""
         self._ensure_started()
-        self._reason(kind, None)
-        obj = self._lookup(kind, (kind, namespace, name), lambda: self._get(reader(), name, namespace))
-        return None if obj is _UNKNOWN else obj
+        return self._lookup(kind, (kind, namespace, name), lambda: self._get(reader(), name, namespace))
 
     def status(self) -> dict[str, Any]:
         """Sync state for /readyz and logs. Informational only: readiness never fails on it."""
@@ -402,8 +372,8 @@ class LiveView:
 
     def _lookup(
         self, kind: str, key: tuple[str, ...], fetch: Callable[[], dict[str, Any]], fresh: bool = False,
-    ) -> _Answer:
-        """The object (cached or fetched), None when absent (404), or _UNKNOWN past the budget or on error.
+    ) -> Lookup[dict[str, Any]]:
+        """The object (cached or fetched), absent (404), or unknown past the budget or on error.
 
         The GET runs in the pool so the caller can stop waiting at the budget; a GET that finishes later
         still fills the cache for the next request. Concurrent lookups of one key share one GET.
@@ -418,31 +388,28 @@ class LiveView:
             fut = self._inflight.get(key)
             if fut is None:
                 if self._pool is None:
-                    self._reason(kind, "cluster view is stopped")
-                    return _UNKNOWN
+                    return Lookup.unknown("cluster view is stopped")
                 if len(self._inflight) >= self._max_inflight:
-                    self._reason(kind, f"{kind} {label}: too many cluster lookups in flight")
-                    return _UNKNOWN
+                    return Lookup.unknown(f"{kind} {label}: too many cluster lookups in flight")
                 fut = self._pool.submit(self._fetch, key, fetch)
                 self._inflight[key] = fut
         try:
             return fut.result(timeout=self.budget)
         except concurrent.futures.TimeoutError:
-            self._reason(kind, f"{kind} {label} lookup exceeded the {round(self.budget * 1000)} ms budget")
+            return Lookup.unknown(f"{kind} {label} lookup exceeded the {round(self.budget * 1000)} ms budget")
         except Exception as exc:
-            self._reason(kind, f"{kind} {label} lookup failed: {describe_error(exc)}")
-        return _UNKNOWN
+            return Lookup.unknown(f"{kind} {label} lookup failed: {describe_error(exc)}")
 
-    def _fetch(self, key: tuple[str, ...], fetch: Callable[[], dict[str, Any]]) -> dict[str, Any] | None:
+    def _fetch(self, key: tuple[str, ...], fetch: Callable[[], dict[str, Any]]) -> Lookup[dict[str, Any]]:
         try:
-            value: dict[str, Any] | None
+            value: Lookup[dict[str, Any]]
             try:
-                value = fetch()
+                value = Lookup(fetch())
             except ApiException as exc:
                 if exc.status != 404:
                     self._note_error(f"GET {'/'.join(key)}: {describe_error(exc)}")
                     raise
-                value = None  # absent is an answer too: cache it briefly
+                value = ABSENT  # absent is an answer too: cache it briefly
             with self._lock:
                 self._cache[key] = (time.monotonic() + self._ttl, value)
                 self._cache.move_to_end(key)

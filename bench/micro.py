@@ -113,10 +113,10 @@ def selector_claim_case(policy_path: Path) -> dict[str, Any]:
         {"cel": {"expression": e}} for e in SELECTORS]
     req = review.parse(json.dumps(reviews._review(obj, "bench-selectors")).encode())
     with_view = selector_cluster()
-    without = StaticView(namespaces={"ml-training": {}}, device_classes=list((with_view.device_classes() or {})
+    without = StaticView(namespaces={"ml-training": {}}, device_classes=list((with_view.device_classes().value or {})
                                                                               .values()))
     t0 = timeit.default_timer()
-    index = with_view.device_index()  # built at watch time in the live view
+    index = with_view.device_index().value  # built at watch time in the live view
     built_ms = (timeit.default_timer() - t0) * 1e3
     assert index is not None and index.devices == 1000
     t0 = timeit.default_timer()

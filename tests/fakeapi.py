@@ -1,6 +1,6 @@
 """A small local Kubernetes API server for tests: real JSON over real HTTP, no cluster needed.
 
-It speaks what ``webhook.cluster`` uses: list endpoints (``kind: XList``, ``metadata.resourceVersion``,
+It speaks what ``webhook.kube_api`` uses: list endpoints (``kind: XList``, ``metadata.resourceVersion``,
 ``limit``/``continue``), GET by name, and ``?watch=true`` streams of ``{"type", "object"}`` JSON lines
 in a chunked response. Tests drive it: ``put``/``delete`` objects (watchers get ADDED/MODIFIED/DELETED),
 ``expire()`` to force a 410 Gone (as an ERROR event or an HTTP 410), ``hang(...)``/``fail(...)`` to make

@@ -26,9 +26,10 @@ from tests.fakeapi import (
     resource_claim,
     resource_claim_template,
 )
-from webhook import cluster
-from webhook.cluster import REQUIRED_RBAC, ClusterError, LiveView, connect
-from webhook.view import Autoscaler, ClusterView
+from webhook import kube_api
+from webhook.kube_api import REQUIRED_RBAC, ClusterError, connect
+from webhook.live_view import LiveView
+from webhook.view import ABSENT, Autoscaler, ClusterView, Lookup
 
 DEADLINE = 10.0
 LOOKUP_BUDGET = 5.0
@@ -93,7 +94,7 @@ def test_label_change_moves_namespace_between_cohorts(fake: FakeAPI, make_view: 
     assert view.wait_synced(DEADLINE)
 
     def cohort() -> str | None:
-        c = policy.cohort_for("team-x", view.namespace_labels("team-x"))
+        c = policy.cohort_for("team-x", view.namespace_labels("team-x").value)
         return c.name if c else None
 
     assert cohort() is None
@@ -123,7 +124,7 @@ def test_410_gone_relists_and_keeps_watching(
     if as_http:  # the client came back from its old version first, and got HTTP 410 for it
         assert fake.count("namespaces", "watch") > watches
     fake.put(namespace("ml-a", {"v": "2"}))
-    eventually(lambda: (view.namespace_labels("ml-a") or {}).get("v") == "2", "the update after the re-list")
+    eventually(lambda: (view.namespace_labels("ml-a").value or {}).get("v") == "2", "the update after the re-list")
     st = view.status()["namespaces"]
     assert st["expired"] >= 1
     assert st["relists"] >= 2
@@ -139,21 +140,22 @@ def test_missed_events_are_recovered_by_the_relist(fake: FakeAPI, make_view: Cal
     fake.expire()
     view2 = make_view()
     assert view2.wait_synced(DEADLINE)
-    assert dict(view2.namespace_labels("ml-b") or {}) == {"division": "research"}
+    assert view2.namespace_labels("ml-b").value == {"division": "research"}
 
 
 def test_device_class_watch_updates_extended_resource_map(fake: FakeAPI, make_view: Callable[..., LiveView]) -> None:
     fake.put(device_class("gpu.example.com", "example.com/gpu"))
     view = make_view()
     assert view.wait_synced(DEADLINE)
-    assert view.extended_resource_classes()["example.com/gpu"] == "gpu.example.com"
-    assert set(view.device_classes()) == {"gpu.example.com"}
+    assert view.extended_resource_classes().value == {
+        "example.com/gpu": "gpu.example.com", "deviceclass.resource.kubernetes.io/gpu.example.com": "gpu.example.com"}
+    assert set(view.device_classes().value or ()) == {"gpu.example.com"}
     fake.put(device_class("fpga.example.com", "example.com/fpga"))
-    eventually(lambda: (view.extended_resource_classes() or {}).get("example.com/fpga") == "fpga.example.com",
+    eventually(lambda: (view.extended_resource_classes().value or {}).get("example.com/fpga") == "fpga.example.com",
                "the new class")
     fake.delete("DeviceClass", "gpu.example.com")
-    eventually(lambda: "example.com/gpu" not in (view.extended_resource_classes() or {}), "the deleted class")
-    assert "gpu.example.com" not in view.device_classes()
+    eventually(lambda: "example.com/gpu" not in (view.extended_resource_classes().value or {}), "the deleted class")
+    assert set(view.device_classes().value or ()) == {"fpga.example.com"}
 
 
 def test_failing_server_backs_off_then_recovers(fake: FakeAPI, make_view: Callable[..., LiveView]) -> None:
@@ -162,14 +164,14 @@ def test_failing_server_backs_off_then_recovers(fake: FakeAPI, make_view: Callab
     view = make_view()
     view.start()
     eventually(lambda: view.status()["deviceclasses"]["errors"] >= 2, "retries of the failing list")
-    assert view.device_classes() is None
-    reason = view.degraded_reason("deviceclass")
-    assert reason is not None and "not synced" in reason and "HTTP 500" in reason
+    classes = view.device_classes()
+    assert classes.value is None and "not synced" in (classes.degraded or "") and "HTTP 500" in (classes.reason or "")
+    assert view.extended_resource_classes() == classes  # one snapshot, one reason
     assert any("deviceclasses: HTTP 500" in e for e in view.status()["errors"])
     fake.heal()
-    eventually(lambda: view.device_classes() is not None, "the DeviceClass cache after healing")
-    assert view.degraded_reason("deviceclass") is None
-    assert view.extended_resource_classes()["example.com/gpu"] == "gpu.example.com"
+    eventually(lambda: view.device_classes().is_found, "the DeviceClass cache after healing")
+    assert view.device_classes().reason is None
+    assert (view.extended_resource_classes().value or {})["example.com/gpu"] == "gpu.example.com"
 
 
 def test_lookup_budget_when_server_hangs(fake: FakeAPI, make_view: Callable[..., LiveView]) -> None:
@@ -178,57 +180,53 @@ def test_lookup_budget_when_server_hangs(fake: FakeAPI, make_view: Callable[...,
     assert view.wait_synced(DEADLINE)
     fake.hang("pods", "podgroups")
     start = time.monotonic()
-    assert view.get_pod("ml-a", "train-0", p["metadata"]["uid"]) is None
-    assert view.get_podgroup("ml-a", "trainers") is None
+    got_pod = view.get_pod("ml-a", "train-0", p["metadata"]["uid"])
+    got_group = view.get_podgroup("ml-a", "trainers")
     assert time.monotonic() - start < 5  # a hang detector, not a latency assertion
-    assert "budget" in (view.degraded_reason("pod") or "")
-    assert "budget" in (view.degraded_reason("podgroup") or "")
+    assert got_pod.is_unknown and got_pod.value is None and "budget" in (got_pod.degraded or "")
+    assert got_group.is_unknown and "budget" in (got_group.degraded or "")
     fake.heal()
     # The abandoned GET finishes in the background and fills the cache; the next lookup succeeds.
-    eventually(lambda: view.get_pod("ml-a", "train-0", p["metadata"]["uid"]) is not None, "the pod once healed")
-    assert view.degraded_reason("pod") is None
+    eventually(lambda: view.get_pod("ml-a", "train-0", p["metadata"]["uid"]).is_found, "the pod once healed")
 
 
 def test_lookups_before_first_sync_return_none(fake: FakeAPI, make_view: Callable[..., LiveView]) -> None:
     fake.put(namespace("ml-a", {"gpu-migration": "pilot"}))
     fake.hang("namespaces", "deviceclasses")
     view = make_view(budget=0.05)
-    assert view.namespace_labels("ml-a") is None
-    assert "not synced" in (view.degraded_reason("namespace") or "")
-    assert view.device_classes() is None
-    assert view.extended_resource_classes() is None
-    assert "not synced" in (view.degraded_reason("deviceclass") or "")
+    labels = view.namespace_labels("ml-a")
+    assert labels.value is None and "namespaces not synced yet; " in (labels.degraded or "")
+    assert view.device_classes().value is None
+    assert "not synced" in (view.extended_resource_classes().degraded or "")
     st = view.status()
     assert st["namespaces"]["synced"] is False and st["deviceclasses"]["synced"] is False
     fake.heal()
     assert view.wait_synced(DEADLINE)
-    assert dict(view.namespace_labels("ml-a") or {}) == {"gpu-migration": "pilot"}
+    assert view.namespace_labels("ml-a").value == {"gpu-migration": "pilot"}
 
 
 def test_get_pod_checks_uid_and_caches(fake: FakeAPI, make_view: Callable[..., LiveView]) -> None:
     p, = fake.put(pod("ml-a", "train-0"))
     uid = p["metadata"]["uid"]
     view = make_view()
-    got = view.get_pod("ml-a", "train-0", uid)
+    got = view.get_pod("ml-a", "train-0", uid).value
     assert got is not None and got["metadata"]["uid"] == uid and got["kind"] == "Pod"
-    assert view.get_pod("ml-a", "train-0", uid) is not None
+    assert view.get_pod("ml-a", "train-0", uid).is_found
     assert fake.count("pods", "get") == 1  # the second answer came from the cache
     # The Pod is replaced under the same name (a StatefulSet does this): a lookup by the new uid refetches.
     fake.delete("Pod", "train-0", "ml-a")
     new, = fake.put(pod("ml-a", "train-0"))
-    assert view.get_pod("ml-a", "train-0", new["metadata"]["uid"])["metadata"]["uid"] == new["metadata"]["uid"]
-    assert view.get_pod("ml-a", "train-0", uid) is None  # the old owner is gone: not a degraded answer
-    assert view.degraded_reason("pod") is None
+    assert (view.get_pod("ml-a", "train-0", new["metadata"]["uid"]).value or {})["metadata"]["uid"] == (
+        new["metadata"]["uid"])
+    assert view.get_pod("ml-a", "train-0", uid).is_absent  # the old owner is gone: not a degraded answer
 
 
 def test_absent_objects_are_answers_not_degradation(fake: FakeAPI, make_view: Callable[..., LiveView]) -> None:
     fake.put(podgroup("ml-a", "trainers"))
     view = make_view()
-    assert view.get_pod("ml-a", "nope") is None
-    assert view.degraded_reason("pod") is None
-    assert view.get_podgroup("ml-a", "trainers")["spec"]["schedulingPolicy"] == {"gang": {"minCount": 2}}
-    assert view.get_podgroup("ml-a", "other") is None
-    assert view.degraded_reason("podgroup") is None
+    assert view.get_pod("ml-a", "nope").is_absent
+    assert (view.get_podgroup("ml-a", "trainers").value or {})["spec"]["schedulingPolicy"] == {"gang": {"minCount": 2}}
+    assert view.get_podgroup("ml-a", "other").is_absent
 
 
 def test_claim_lookups_find_claims_and_templates(fake: FakeAPI, make_view: Callable[..., LiveView]) -> None:
@@ -239,19 +237,17 @@ def test_claim_lookups_find_claims_and_templates(fake: FakeAPI, make_view: Calla
         resource_claim_template("ml-b", "gpu-tmpl", requests=[exact_request("gpu", "other.example.com")]),
     )
     view = make_view()
-    claim = view.get_resource_claim("ml-a", "shared-gpu")
+    claim = view.get_resource_claim("ml-a", "shared-gpu").value
     assert claim is not None and claim["kind"] == "ResourceClaim"
     assert claim["spec"]["devices"]["requests"][0]["exactly"]["count"] == 2
-    assert view.degraded_reason("resourceclaim") is None
-    tmpl = view.get_resource_claim_template("ml-a", "gpu-tmpl")
+    tmpl = view.get_resource_claim_template("ml-a", "gpu-tmpl").value
     assert tmpl is not None and tmpl["kind"] == "ResourceClaimTemplate"
     subs = tmpl["spec"]["spec"]["devices"]["requests"][0]["firstAvailable"]
     assert [s["deviceClassName"] for s in subs] == ["big.example.com", "gpu.example.com"]
     # Namespaced: the same name in another namespace is another object.
-    other = view.get_resource_claim_template("ml-b", "gpu-tmpl")
+    other = view.get_resource_claim_template("ml-b", "gpu-tmpl").value or {}
     assert other["spec"]["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] == "other.example.com"
-    assert view.degraded_reason("resourceclaimtemplate") is None
-    assert view.get_resource_claim_template("ml-a", "gpu-tmpl") is not None
+    assert view.get_resource_claim_template("ml-a", "gpu-tmpl").is_found
     assert fake.count("resourceclaimtemplates", "get") == 2  # the repeat came from the cache
     assert fake.count("resourceclaims", "get") == 1
 
@@ -259,10 +255,8 @@ def test_claim_lookups_find_claims_and_templates(fake: FakeAPI, make_view: Calla
 def test_absent_claims_are_answers_not_degradation(fake: FakeAPI, make_view: Callable[..., LiveView]) -> None:
     fake.put(resource_claim_template("ml-b", "gpu-tmpl", requests=[exact_request("gpu", "gpu.example.com")]))
     view = make_view()
-    assert view.get_resource_claim("ml-a", "missing") is None
-    assert view.degraded_reason("resourceclaim") is None
-    assert view.get_resource_claim_template("ml-a", "gpu-tmpl") is None  # it exists, but in ml-b
-    assert view.degraded_reason("resourceclaimtemplate") is None
+    assert view.get_resource_claim("ml-a", "missing").is_absent
+    assert view.get_resource_claim_template("ml-a", "gpu-tmpl").is_absent  # it exists, but in ml-b
     assert fake.count("resourceclaimtemplates", "get") == 1
 
 
@@ -272,29 +266,27 @@ def test_claim_lookups_over_budget_are_degraded(fake: FakeAPI, make_view: Callab
     view = make_view(budget=0.1)
     fake.hang("resourceclaims", "resourceclaimtemplates")
     start = time.monotonic()
-    assert view.get_resource_claim("ml-a", "c") is None
-    assert view.get_resource_claim_template("ml-a", "t") is None
+    claim = view.get_resource_claim("ml-a", "c")
+    tmpl = view.get_resource_claim_template("ml-a", "t")
     assert time.monotonic() - start < 5  # a hang detector, not a latency assertion
-    assert view.degraded_reason("resourceclaim") == "resourceclaim ml-a/c lookup exceeded the 100 ms budget"
-    assert view.degraded_reason("resourceclaimtemplate") == (
-        "resourceclaimtemplate ml-a/t lookup exceeded the 100 ms budget")
+    assert claim == Lookup.unknown("resourceclaim ml-a/c lookup exceeded the 100 ms budget")
+    assert tmpl == Lookup.unknown("resourceclaimtemplate ml-a/t lookup exceeded the 100 ms budget")
     fake.heal()
-    eventually(lambda: view.get_resource_claim_template("ml-a", "t") is not None, "the template once healed")
-    assert view.degraded_reason("resourceclaimtemplate") is None
+    eventually(lambda: view.get_resource_claim_template("ml-a", "t").is_found, "the template once healed")
 
 
 def test_server_errors_on_claim_lookups_are_degraded(fake: FakeAPI, make_view: Callable[..., LiveView]) -> None:
     fake.fail("resourceclaimtemplates")
     view = make_view()
-    assert view.get_resource_claim_template("ml-a", "t") is None
-    assert "HTTP 500" in (view.degraded_reason("resourceclaimtemplate") or "")
+    got = view.get_resource_claim_template("ml-a", "t")
+    assert got.value is None and "HTTP 500" in (got.degraded or "")
 
 
 def test_server_errors_on_lookups_are_degraded(fake: FakeAPI, make_view: Callable[..., LiveView]) -> None:
     fake.fail("pods")
     view = make_view()
-    assert view.get_pod("ml-a", "train-0") is None
-    assert "HTTP 500" in (view.degraded_reason("pod") or "")
+    got = view.get_pod("ml-a", "train-0")
+    assert got.value is None and "HTTP 500" in (got.degraded or "")
 
 
 def test_namespace_created_after_sync_is_looked_up(fake: FakeAPI, make_view: Callable[..., LiveView]) -> None:
@@ -302,20 +294,19 @@ def test_namespace_created_after_sync_is_looked_up(fake: FakeAPI, make_view: Cal
     assert view.wait_synced(DEADLINE)
     fake.put(namespace("ml-new", {"gpu-migration": "pilot"}))
     labels = view.namespace_labels("ml-new")  # from the watch or, if it lags, from a GET: known either way
-    assert dict(labels or {}) == {"gpu-migration": "pilot"}
-    assert view.namespace_labels("missing") is None
-    assert view.degraded_reason("namespace") == "namespace missing not found"
+    assert labels.value == {"gpu-migration": "pilot"}
+    assert view.namespace_labels("missing").is_absent
     assert fake.count("namespaces", "get") >= 1
 
 
 def test_list_helpers_page_through_results(fake: FakeAPI, kubeconfig: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cluster, "PAGE_SIZE", 2)  # our own page size, not the client
+    monkeypatch.setattr(kube_api, "PAGE_SIZE", 2)  # our own page size, not the client
     fake.put(*(pod("ml-a", f"p{i}") for i in range(5)), pod("ml-b", "q"))
     api = connect(kubeconfig)
     with api:
-        assert [p["metadata"]["name"] for p in cluster.list_pods(api)] == ["p0", "p1", "p2", "p3", "p4", "q"]
-        assert [p["metadata"]["name"] for p in cluster.list_pods(api, "ml-b")] == ["q"]
-        assert cluster.get_namespace(api, "nope") is None
+        assert [p["metadata"]["name"] for p in kube_api.list_pods(api)] == ["p0", "p1", "p2", "p3", "p4", "q"]
+        assert [p["metadata"]["name"] for p in kube_api.list_pods(api, "ml-b")] == ["q"]
+        assert kube_api.get_namespace(api, "nope") is None
     assert fake.count("pods", "list") >= 4
 
 
@@ -337,7 +328,7 @@ def test_kubeconfig_from_environment(fake: FakeAPI, kubeconfig: str, monkeypatch
     monkeypatch.setenv("KUBECONFIG", kubeconfig)
     fake.put(namespace("ml-a"))
     with connect(None) as api:
-        assert [n["metadata"]["name"] for n in cluster.list_namespaces(api)] == ["ml-a"]
+        assert [n["metadata"]["name"] for n in kube_api.list_namespaces(api)] == ["ml-a"]
 
 
 def test_required_rbac_covers_every_request(fake: FakeAPI, make_view: Callable[..., LiveView]) -> None:
@@ -349,8 +340,8 @@ def test_required_rbac_covers_every_request(fake: FakeAPI, make_view: Callable[.
     assert view.wait_synced(DEADLINE)
     view.get_pod("ml-a", "p")
     view.get_podgroup("ml-a", "g")
-    assert view.get_resource_claim("ml-a", "c") is not None
-    assert view.get_resource_claim_template("ml-a", "t") is not None
+    assert view.get_resource_claim("ml-a", "c").is_found
+    assert view.get_resource_claim_template("ml-a", "t").is_found
     view.namespace_labels("ml-other")
     view.autoscaler("ml-a", "apps", "Deployment", "d")
     granted = {(res, verb) for rule in REQUIRED_RBAC for res in rule.get("resources", []) + rule.get(
@@ -367,20 +358,19 @@ def test_autoscalers_are_watched_and_indexed_by_scale_target(fake: FakeAPI, make
     fake.put(hpa("ml-a", "gpu-hpa", "embed", 300), hpa("ml-b", "other", "embed", 50))
     view = make_view()
     assert view.wait_synced(DEADLINE)
-    assert view.autoscaler("ml-a", "apps", "Deployment", "embed") == Autoscaler("gpu-hpa", 1, 300)
-    assert view.autoscaler("ml-b", "apps", "Deployment", "embed") == Autoscaler("other", 1, 50)
-    assert view.autoscaler("ml-a", "apps", "StatefulSet", "embed") is None
-    assert view.autoscaler("ml-a", "apps", "Deployment", "nope") is None
-    assert view.degraded_reason("autoscaler") is None  # absent is an answer
+    assert view.autoscaler("ml-a", "apps", "Deployment", "embed") == Lookup(Autoscaler("gpu-hpa", 1, 300))
+    assert view.autoscaler("ml-b", "apps", "Deployment", "embed") == Lookup(Autoscaler("other", 1, 50))
+    assert view.autoscaler("ml-a", "apps", "StatefulSet", "embed") is ABSENT  # absent is an answer
+    assert view.autoscaler("ml-a", "apps", "Deployment", "nope") is ABSENT
     assert fake.count("horizontalpodautoscalers", "get") == 0
     fake.put(hpa("ml-a", "gpu-hpa", "embed", 400))
-    eventually(lambda: (view.autoscaler("ml-a", "apps", "Deployment", "embed") or Autoscaler("", 0, 0))
+    eventually(lambda: (view.autoscaler("ml-a", "apps", "Deployment", "embed").value or Autoscaler("", 0, 0))
                .max_replicas == 400, "the raised maxReplicas")
     fake.put(hpa("ml-a", "gpu-hpa", "serve", 400))  # retargeted: the old target has none any more
-    eventually(lambda: view.autoscaler("ml-a", "apps", "Deployment", "serve") is not None, "the new target")
-    assert view.autoscaler("ml-a", "apps", "Deployment", "embed") is None
+    eventually(lambda: view.autoscaler("ml-a", "apps", "Deployment", "serve").is_found, "the new target")
+    assert view.autoscaler("ml-a", "apps", "Deployment", "embed").is_absent
     fake.delete("HorizontalPodAutoscaler", "gpu-hpa", "ml-a")
-    eventually(lambda: view.autoscaler("ml-a", "apps", "Deployment", "serve") is None, "the deleted HPA")
+    eventually(lambda: view.autoscaler("ml-a", "apps", "Deployment", "serve").is_absent, "the deleted HPA")
     assert view.status()["horizontalpodautoscalers"]["synced"] is True
 
 
@@ -389,11 +379,11 @@ def test_autoscaler_status_updates_do_not_rebuild_the_index(fake: FakeAPI, make_
     h, = fake.put(hpa("ml-a", "gpu-hpa", "embed", 300))
     view = make_view()
     assert view.wait_synced(DEADLINE)
-    assert view.autoscaler("ml-a", "apps", "Deployment", "embed") is not None
+    assert view.autoscaler("ml-a", "apps", "Deployment", "embed").is_found
     version = view._hpas.version
     fake.put({**h, "status": {"currentReplicas": 3, "desiredReplicas": 4}})
     fake.put(hpa("ml-z", "marker", "x", 1))  # the watch delivers in order: once this is seen, so was the status
-    eventually(lambda: view.autoscaler("ml-z", "apps", "Deployment", "x") is not None, "the marker HPA")
+    eventually(lambda: view.autoscaler("ml-z", "apps", "Deployment", "x").is_found, "the marker HPA")
     assert view._hpas.version == version + 1  # the marker, not the status update
 
 
@@ -401,8 +391,7 @@ def test_autoscalers_before_first_sync_are_unknown(fake: FakeAPI, make_view: Cal
     fake.put(hpa("ml-a", "gpu-hpa", "embed", 300))
     fake.hang("horizontalpodautoscalers")
     view = make_view(budget=0.05)
-    assert view.autoscaler("ml-a", "apps", "Deployment", "embed") is None
-    assert "HorizontalPodAutoscalers not synced yet" in (view.degraded_reason("autoscaler") or "")
+    got = view.autoscaler("ml-a", "apps", "Deployment", "embed")
+    assert got.value is None and "HorizontalPodAutoscalers not synced yet" in (got.degraded or "")
     fake.heal()
-    eventually(lambda: view.autoscaler("ml-a", "apps", "Deployment", "embed") is not None, "the HPA after healing")
-    assert view.degraded_reason("autoscaler") is None
+    eventually(lambda: view.autoscaler("ml-a", "apps", "Deployment", "embed").is_found, "the HPA after healing")

@@ -17,15 +17,15 @@ from typing import Any
 import pytest
 
 from tests.fakeapi import FakeAPI
-from webhook.cluster import LiveView
 from webhook.cluster_gates import ClusterGates, parse_metrics
 from webhook.commands import gates as gates_cmd
 from webhook.commands import lint as lint_cmd
+from webhook.live_view import LiveView
 from webhook.policy.compiled import CompiledPolicy, CompileError, compile_policy
 from webhook.policy.model import MigrationPolicy
 from webhook.rules.base import Context, Finding
 from webhook.rules.gates import GATES, gated_feature
-from webhook.view import OfflineView
+from webhook.view import Lookup, OfflineView
 
 DEADLINE = 10.0
 NOW = dt.datetime(2026, 10, 1, tzinfo=dt.UTC)
@@ -72,17 +72,13 @@ def policy(gates: Any) -> CompiledPolicy:
 
 
 class GateView(OfflineView):
-    """Offline, except for one reading of the cluster's gates (None: not read)."""
+    """Offline, except for the cluster's gates: a reading, or unknown with a reason."""
 
-    def __init__(self, reading: ClusterGates | None, reason: str | None = None) -> None:
-        self.reading = reading
-        self.reason = reason
+    def __init__(self, reading: ClusterGates | str) -> None:
+        self.reading = Lookup.unknown(reading) if isinstance(reading, str) else Lookup(reading)
 
-    def feature_gates(self) -> ClusterGates | None:
+    def feature_gates(self) -> Lookup[ClusterGates]:
         return self.reading
-
-    def degraded_reason(self, kind: str) -> str | None:
-        return self.reason if kind == "featuregates" else None
 
 
 def reading() -> ClusterGates:
@@ -90,10 +86,12 @@ def reading() -> ClusterGates:
     return ClusterGates(MappingProxyType(enabled), MappingProxyType(stages))
 
 
-def run(obj: dict[str, Any], pol: CompiledPolicy, view: Any) -> tuple[list[Finding], Context]:
+def run(obj: dict[str, Any], pol: CompiledPolicy, view: Any) -> tuple[list[Finding], tuple[str, ...]]:
+    """(findings, degraded notes) of gated-feature."""
     ctx = Context(policy=pol, kind=obj["kind"], group="resource.k8s.io", version="v1", operation="CREATE",
                   namespace="ml", phase="validate", now=NOW, cohort=None, stage="migrated", view=view)
-    return gated_feature(obj, ctx).findings, ctx
+    out = gated_feature(obj, ctx)
+    return out.findings, out.degraded
 
 
 # --- parsing -------------------------------------------------------------------------------------
@@ -142,8 +140,8 @@ def test_bad_auto_settings_are_errors_with_their_path(gates: dict[str, Any], pat
 
 
 def test_alpha_field_allowed_with_auto_when_the_cluster_has_the_gate_on() -> None:
-    findings, ctx = run(LIST_CLAIM, policy("auto"), GateView(reading()))
-    assert findings == [] and ctx.degraded == []
+    findings, degraded = run(LIST_CLAIM, policy("auto"), GateView(reading()))
+    assert findings == [] and degraded == ()
 
 
 def test_explicit_off_wins_over_the_cluster() -> None:
@@ -161,21 +159,20 @@ def test_default_on_gate_that_the_cluster_has_off_is_reported_as_off_in_the_clus
 
 
 def test_unknown_cluster_state_falls_back_to_defaults_and_says_so() -> None:
-    findings, ctx = run(LIST_CLAIM, policy("auto"), GateView(None, "/metrics: HTTP 403 Forbidden"))
+    findings, degraded = run(LIST_CLAIM, policy("auto"), GateView("/metrics: HTTP 403 Forbidden"))
     assert [f.rule for f in findings] == ["gated-feature"]  # alpha: off by default in 1.37
-    assert len(ctx.degraded) == 1 and "HTTP 403" in ctx.degraded[0] and "1.37 defaults" in ctx.degraded[0]
-    # A view without the method at all (offline) is the same, with a generic reason.
-    findings, ctx = run(LIST_CLAIM, policy("auto"), OfflineView())
-    assert findings and "no cluster connection" in ctx.degraded[0]
+    assert len(degraded) == 1 and "HTTP 403" in degraded[0] and "1.37 defaults" in degraded[0]
+    # Offline is the same, with a generic reason.
+    findings, degraded = run(LIST_CLAIM, policy("auto"), OfflineView())
+    assert findings and "(no cluster connection)" in degraded[0]
 
 
 def test_no_degraded_note_when_no_auto_gate_decided_anything() -> None:
     clean = {**LIST_CLAIM, "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
         "deviceClassName": "gpu.example.com"}}]}}}
-    _, ctx = run(clean, policy("auto"), GateView(None, "down"))
-    assert ctx.degraded == []
-    _, ctx = run(LIST_CLAIM, policy({"DRAListTypeAttributes": True, "GenericWorkload": "auto"}), GateView(None))
-    assert ctx.degraded == []
+    assert run(clean, policy("auto"), GateView("down"))[1] == ()
+    explicit = policy({"DRAListTypeAttributes": True, "GenericWorkload": "auto"})
+    assert run(LIST_CLAIM, explicit, GateView("down"))[1] == ()
 
 
 # --- the live view against a fake API server -------------------------------------------------------
@@ -224,18 +221,17 @@ def test_live_view_reads_gates_in_the_background_and_keeps_the_last_reading(
     view.start()
     assert poll(lambda: metrics_reads(fake) >= 1)
     assert poll(lambda: view.status()["featureGates"]["lastError"])
-    assert view.feature_gates() is None
-    assert "403" in (view.degraded_reason("featuregates") or "")
+    assert "403" in (view.feature_gates().degraded or "")
 
     fake.metrics_text = METRICS
-    got = poll(view.feature_gates)
+    got = poll(lambda: view.feature_gates().value)
     assert got is not None and got.enabled["DRAListTypeAttributes"] is True
     assert "resource.k8s.io/v1" in got.served
 
     fake.metrics_text = None  # RBAC removed again: the last good reading stays
     seen = metrics_reads(fake)
     assert poll(lambda: metrics_reads(fake) >= seen + 2 and view.status()["featureGates"]["lastError"])
-    assert view.feature_gates() is got
+    assert view.feature_gates().value is got
     assert view.status()["featureGates"]["read"] is True
 
 

@@ -23,7 +23,7 @@ import pytest
 import yaml
 from cryptography import x509
 
-from webhook.cluster import REQUIRED_RBAC
+from webhook.kube_api import REQUIRED_RBAC
 from webhook.objects import KINDS as OBJECT_KINDS
 
 ROOT = Path(__file__).resolve().parent.parent

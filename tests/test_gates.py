@@ -86,7 +86,8 @@ def run(
     operation: str = "CREATE",
     old: dict[str, Any] | None = None,
     view: Any = None,
-) -> tuple[list[Finding], Context]:
+) -> tuple[list[Finding], tuple[str, ...]]:
+    """(findings, degraded notes) of gated-feature."""
     group, _, version = obj["apiVersion"].rpartition("/")
     ctx = Context(
         policy=pol,
@@ -106,7 +107,7 @@ def run(
     outcome = gated_feature(obj, ctx)
     assert obj == before, "a rule must never modify the object"
     assert outcome.mutated is None
-    return outcome.findings, ctx
+    return outcome.findings, outcome.degraded
 
 
 # --- the table ----------------------------------------------------------------------------------
@@ -413,16 +414,16 @@ def test_pod_claims_with_workload_claims_gate_off() -> None:
     # Per-Pod claims only: nothing.
     assert run(_pod(OWN), off, "validate", view=view)[0] == []
     # Unknown PodGroup (offline): every entry may be shared; the fallback is recorded.
-    findings, ctx = run(_pod(OWN, EXACT), off, "validate")
+    findings, degraded = run(_pod(OWN, EXACT), off, "validate")
     assert [x.paths for x in findings] == [("spec.resourceClaims[0]", "spec.resourceClaims[1]")]
-    assert ctx.degraded and "trainers" in ctx.degraded[0]
+    assert degraded == ("podgroup ml/trainers unknown: all Pod claims assumed shared",)
 
 
 def test_podgroup_unknown_to_the_view() -> None:
-    # get_podgroup is part of ClusterView; an offline view answers None: no near-miss check, fallback noted.
-    findings, ctx = run(_pod(NEAR), policy(GenericWorkload=True), "validate", view=OfflineView())
+    # get_podgroup is part of ClusterView; an offline view answers OFFLINE: no near-miss check, fallback noted.
+    findings, degraded = run(_pod(NEAR), policy(GenericWorkload=True), "validate", view=OfflineView())
     assert [f.paths for f in findings] == [("spec.resourceClaims[0]",)]
-    assert ctx.degraded
+    assert len(degraded) == 1 and "assumed shared" in degraded[0]
 
 
 # --- quantities ---------------------------------------------------------------------------------

@@ -115,3 +115,38 @@ def test_the_import_check_sees_lazy_and_relative_imports():
     imported = _imported_modules(tree, "webhook.policy")
     assert "webhook.rules.gates" in imported
     assert "webhook.rules" in imported
+
+
+
+#: The modules that may import the ``kubernetes`` client: the API calls, the watch loop and the live view.
+KUBERNETES_MODULES = frozenset({"webhook.kube_api", "webhook.informer", "webhook.live_view"})
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_kubernetes(source: str, package: str) -> bool:
+    """Whether the source imports ``kubernetes`` or one of its submodules, anywhere (lazy imports count)."""
+    return any(m == "kubernetes" or m.startswith("kubernetes.") for m in _imported_modules(ast.parse(source), package))
+
+
+def test_only_the_cluster_access_modules_import_kubernetes():
+    """Rules, the engine and the commands reach the cluster through a ClusterView or ``webhook.kube_api``."""
+    found = [_module(p) for p in SOURCES
+             if imports_kubernetes(p.read_text(encoding="utf-8"), _package(p)) and _module(p) not in KUBERNETES_MODULES]
+    allowed = ", ".join(sorted(KUBERNETES_MODULES))
+    assert not found, (f"{', '.join(found)} import(s) the kubernetes client; only {allowed} may: "
+                       "call webhook.kube_api, or read the cluster through a ClusterView")
+    assert {_module(p) for p in SOURCES} >= KUBERNETES_MODULES  # the allow-list names modules that exist
+
+
+@pytest.mark.parametrize(("source", "expected"), [
+    ("def f():\n    from kubernetes.client import CoreV1Api\n", True),
+    ("from kubernetes import watch\n", True),
+    ("import kubernetes.client as k\n", True),
+    ("import kubernetes_validate\nfrom webhook.kube_api import connect\n", False),
+])
+def test_the_kubernetes_check_sees_each_import_form(source, expected):
+    assert imports_kubernetes(source, "webhook.rules") is expected

@@ -31,7 +31,7 @@ from webhook.review import parse_request
 from webhook.rules import ids
 from webhook.rules.base import Context
 from webhook.rules.pods import MESSAGE_MAX, claim_template_snippet, training_job_extended_resource
-from webhook.view import ClusterView, OfflineView, StaticView
+from webhook.view import OFFLINE, ClusterView, Lookup, OfflineView, StaticView
 
 DATA = Path(__file__).parent / "data" / "pods"
 POLICY: CompiledPolicy = load(DATA / "policy.yaml")
@@ -56,16 +56,17 @@ class ClaimView(StaticView):
         super().__init__(device_classes=device_classes)
         self._templates = claim_templates or {}
 
-    def get_resource_claim_template(self, namespace: str, name: str) -> dict[str, Any] | None:
+    def get_resource_claim_template(self, namespace: str, name: str) -> Lookup[dict[str, Any]]:
         cls = self._templates.get(name)
         if cls is None:
-            return None
-        return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
-                "metadata": {"name": name, "namespace": namespace},
-                "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": cls}}]}}}}
+            return OFFLINE
+        return Lookup({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                       "metadata": {"name": name, "namespace": namespace},
+                       "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                           "deviceClassName": cls}}]}}}})
 
-    def get_resource_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return None
+    def get_resource_claim(self, namespace: str, name: str) -> Lookup[dict[str, Any]]:
+        return OFFLINE
 
 
 def device_class(name: str, extended_resource: str | None = None) -> dict[str, Any]:

@@ -24,7 +24,7 @@ import pytest
 
 from tests.fakeapi import FakeAPI
 from webhook import cel_devices as cd
-from webhook.cluster import LiveView
+from webhook.live_view import LiveView
 from webhook.policy.compiled import CompiledPolicy, compile_policy
 from webhook.policy.model import MigrationPolicy
 from webhook.rules.base import Context, Finding
@@ -90,14 +90,15 @@ def policy() -> CompiledPolicy:
     return compile_policy(MigrationPolicy.model_validate(doc), repr(doc).encode())
 
 
-def run(obj: dict[str, Any], view: ClusterView, user: dict[str, Any] | None = None) -> tuple[list[Finding], list[str]]:
+def run(obj: dict[str, Any], view: ClusterView,
+        user: dict[str, Any] | None = None) -> tuple[list[Finding], tuple[str, ...]]:
     ctx = Context(policy=policy(), kind=obj["kind"], group=obj["apiVersion"].rpartition("/")[0], version="v1",
                   operation="CREATE", namespace="cel-selector", phase="validate", now=NOW, cohort=None,
                   stage="pilot", view=view, user=user or {})
     before = copy.deepcopy(obj)
-    findings = unsatisfiable_claim(obj, ctx).findings
+    out = unsatisfiable_claim(obj, ctx)
     assert obj == before
-    return findings, ctx.degraded
+    return out.findings, out.degraded
 
 
 def example_view(*slices: dict[str, Any]) -> StaticView:
@@ -177,7 +178,7 @@ def test_each_expression_compiles_once() -> None:
 
 def test_example_driver_template_is_satisfiable_and_a_stricter_one_is_not() -> None:
     view = example_view(example_slice("node-1", 8), example_slice("node-2", 8, memory="40Gi"))
-    assert run(template(EXAMPLE_MODEL, EXAMPLE_MEMORY), view) == ([], [])
+    assert run(template(EXAMPLE_MODEL, EXAMPLE_MEMORY), view) == ([], ())
     findings, _ = run(template(EXAMPLE_MODEL, EXAMPLE_MEMORY.replace("4Gi", "96Gi")), view)
     assert [f.rule for f in findings] == ["unsatisfiable-claim"]
     assert "no device in the cluster matches (0 of 16 devices)" in findings[0].message
@@ -217,7 +218,7 @@ def test_unknown_answers_never_report() -> None:
         assert findings == [], expr
     assert any("selector not supported here" in d for d in run(template("isIP('x')"), view)[1])
     # Offline, and slices unknown: nothing to say.
-    assert run(template(EXAMPLE_MODEL.replace("LATEST", "NO")), OfflineView()) == ([], [])
+    assert run(template(EXAMPLE_MODEL.replace("LATEST", "NO")), OfflineView()) == ([], ())
     assert run(template(EXAMPLE_MODEL.replace("LATEST", "NO")), StaticView(device_classes=[EXAMPLE_CLASS]))[0] == []
     # A class the view does not know: other rules (and the API server) speak about it.
     findings, degraded = run(template(class_name="missing.example.com"), view)
@@ -320,12 +321,12 @@ def test_live_view_follows_slices_of_every_driver(live: Callable[..., tuple[Fake
     api, view = live()
     api.put(EXAMPLE_CLASS, example_slice("node-1", 2), nvidia_slice("gh200-1", 1, 3))
     assert view.wait_synced(10.0)
-    _wait(lambda: (ix := view.device_index()) is not None and ix.devices == 6, "6 devices indexed")
-    index = view.device_index()
+    _wait(lambda: (ix := view.device_index().value) is not None and ix.devices == 6, "6 devices indexed")
+    index = view.device_index().value
     assert index is not None and f"device.driver == '{EXAMPLE_DRIVER}'" in index.expressions()  # precomputed
     assert run(template(count=3), view)[0]
     api.put(example_slice("node-1", 4))
-    _wait(lambda: (ix := view.device_index()) is not None and ix.devices == 8, "the grown slice")
+    _wait(lambda: (ix := view.device_index().value) is not None and ix.devices == 8, "the grown slice")
     assert run(template(count=3), view)[0] == []
     assert view.status()["resourceslices"]["devices"] == 8
 
@@ -334,7 +335,6 @@ def test_live_view_over_its_device_budget_answers_unknown(live: Callable[..., tu
     api, view = live(max_devices=3)
     api.put(EXAMPLE_CLASS, example_slice("node-1", 4))
     assert view.wait_synced(10.0)
-    _wait(lambda: view.device_index() is None and "budget" in (view.degraded_reason("resourceslice") or ""),
-          "the budget reason")
+    _wait(lambda: "budget" in (view.device_index().degraded or ""), "the budget reason")
     findings, degraded = run(template(count=9), view)
     assert findings == [] and "4 devices in ResourceSlices exceed the cluster view's budget of 3" in degraded[0]

@@ -18,7 +18,7 @@ from webhook.policy.compiled import CompiledPolicy, compile_policy
 from webhook.policy.model import MigrationPolicy
 from webhook.rules.base import Context, Finding
 from webhook.rules.shared_claims import RESERVED_FOR_MAX, shared_claim_limit
-from webhook.view import Autoscaler, OfflineView, StaticView
+from webhook.view import Autoscaler, Lookup, OfflineView, StaticView
 
 NOW = dt.datetime(2026, 10, 1, tzinfo=dt.UTC)
 POD_SPEC: dict[str, Any] = {
@@ -224,32 +224,29 @@ class _Unsynced(OfflineView):
     def __init__(self) -> None:
         self.asked: list[tuple[str, str, str, str]] = []
 
-    def autoscaler(self, namespace: str, group: str, kind: str, name: str) -> Autoscaler | None:
+    def autoscaler(self, namespace: str, group: str, kind: str, name: str) -> Lookup[Autoscaler]:
         self.asked.append((namespace, group, kind, name))
-        return None
-
-    def degraded_reason(self, kind: str) -> str | None:
-        return "HorizontalPodAutoscalers not synced yet" if kind == "autoscaler" else None
+        return Lookup.unknown("HorizontalPodAutoscalers not synced yet")
 
 
 def test_unknown_autoscalers_keep_the_count_and_say_so_in_the_audit_only() -> None:
     view = _Unsynced()
     obj = deployment(2)
-    ctx = context(obj, view=view)
-    assert shared_claim_limit(obj, ctx).findings == []
+    out = shared_claim_limit(obj, context(obj, view=view))
+    assert out.findings == []
     assert view.asked == [("default", "apps", "Deployment", "external-gpu-deployment")]
-    assert ctx.degraded == ["shared-claim-limit: HorizontalPodAutoscalers unknown (HorizontalPodAutoscalers not "
-                            "synced yet), counted spec.replicas"]
-    offline = context(obj)
-    assert shared_claim_limit(obj, offline).findings == [] and offline.degraded == []
+    assert out.degraded == ("shared-claim-limit: HorizontalPodAutoscalers unknown (HorizontalPodAutoscalers not "
+                            "synced yet), counted spec.replicas",)
+    offline = shared_claim_limit(obj, context(obj))
+    assert offline.findings == [] and offline.degraded == ()
 
 
 def test_no_autoscaler_lookup_without_a_named_claim() -> None:
     view = _Unsynced()
     obj = deployment(2)
     obj["spec"]["template"]["spec"]["resourceClaims"] = [{"name": "resource", "resourceClaimTemplateName": "t"}]
-    ctx = context(obj, view=view)
-    assert shared_claim_limit(obj, ctx).findings == [] and view.asked == [] and ctx.degraded == []
+    out = shared_claim_limit(obj, context(obj, view=view))
+    assert out.findings == [] and view.asked == [] and out.degraded == ()
 
 
 def test_malformed_autoscalers_are_ignored() -> None:

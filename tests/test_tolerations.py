@@ -279,12 +279,12 @@ def test_claim_generated_from_an_injected_template_needs_no_change() -> None:
 
 def test_generated_claim_of_training_pod_is_injected() -> None:
     obj = load("claim-generated.yaml")
-    ctx = make_ctx("ResourceClaim", view=StaticView(pods=[TRAINING_POD]))
-    result = patched(obj, run(inject_device_tolerations, obj, ctx=ctx))
+    out = run(inject_device_tolerations, obj, view=StaticView(pods=[TRAINING_POD]))
+    result = patched(obj, out)
     assert tolerations_by_path(result) == {"spec.devices.requests[0].exactly": [MAINT, DEGRADED]}
     assert annotations(result)[KEY] == "2"
     assert annotations(result)["resource.kubernetes.io/pod-claim-name"] == "gpu"
-    assert ctx.degraded == []
+    assert out.degraded == ()
 
 
 def test_generated_claim_of_pod_with_long_deadline_is_injected() -> None:
@@ -304,17 +304,14 @@ def test_generated_claim_with_unknown_owner_is_not_injected_and_degraded(case: s
     pod = copy.deepcopy(TRAINING_POD)
     pod["metadata"]["uid"] = "6f1c2d3e-0000-4000-8000-0000000000ff"  # a new Pod with the same name
     view = OfflineView() if case == "offline" else StaticView(pods=[pod])
-    ctx = make_ctx("ResourceClaim", view=view)
-    assert run(inject_device_tolerations, load("claim-generated.yaml"), ctx=ctx) == Outcome()
-    assert len(ctx.degraded) == 1 and "Pod ml-a/train-0" in ctx.degraded[0]
+    assert run(inject_device_tolerations, load("claim-generated.yaml"), view=view) == Outcome(degraded=(
+        "inject-device-tolerations: owner Pod ml-a/train-0 unknown, claim not treated as a training job",))
 
 
 def test_claim_with_pod_owner_but_no_pod_claim_name_is_not_looked_up() -> None:
     obj = load("claim-generated.yaml")
     del obj["metadata"]["annotations"]
-    ctx = make_ctx("ResourceClaim", view=StaticView(pods=[TRAINING_POD]))
-    assert run(inject_device_tolerations, obj, ctx=ctx) == Outcome()
-    assert ctx.degraded == []
+    assert run(inject_device_tolerations, obj, view=StaticView(pods=[TRAINING_POD])) == Outcome()
 
 
 def test_no_injection_when_device_taints_gate_is_off_or_no_tolerations() -> None:

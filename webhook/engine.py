@@ -128,7 +128,7 @@ def _evaluate(
     now = now or dt.datetime.now(dt.UTC)
     meta_ns = (obj.get("metadata") or {}).get("namespace")
     namespace = req.namespace or (meta_ns if isinstance(meta_ns, str) else "")
-    ctx = _context(req, policy, view or OfflineView(), phase, now, namespace)
+    ctx, degraded = _context(req, policy, view or OfflineView(), phase, now, namespace)
     verdicts: list[Verdict] = []
     notes: dict[str, str] = {}
     current = obj
@@ -144,9 +144,10 @@ def _evaluate(
         for finding in outcome.findings:
             verdicts.append(_verdict(finding, _capped(req.kind, base), policy, namespace, now))
         notes.update(outcome.notes)
+        degraded += outcome.degraded
         if outcome.mutated is not None and rule.mutating and _mutation_enabled(policy, rule.id, namespace, now):
             current = outcome.mutated
-    return _decide(obj, current, ctx, verdicts, notes)
+    return _decide(obj, current, ctx, verdicts, notes, degraded)
 
 
 def _rule_failed(rule_id: str, exc: Exception, req: AdmissionRequest, ctx: Context, base: Action) -> Verdict:
@@ -160,7 +161,8 @@ def _rule_failed(rule_id: str, exc: Exception, req: AdmissionRequest, ctx: Conte
 
 
 def _decide(
-    obj: dict[str, Any], current: dict[str, Any], ctx: Context, verdicts: list[Verdict], notes: dict[str, str]
+    obj: dict[str, Any], current: dict[str, Any], ctx: Context, verdicts: list[Verdict], notes: dict[str, str],
+    degraded: tuple[str, ...],
 ) -> Decision:
     """The decision from the rules' verdicts: denied if any verdict denies, patched only when allowed."""
     decision = Decision(
@@ -177,8 +179,8 @@ def _decide(
         if ops:
             decision.patch = ops
             decision.mutated = current
-    if ctx.degraded:
-        decision.notes["cluster-view-degraded"] = "; ".join(dict.fromkeys(ctx.degraded))
+    if degraded:
+        decision.notes["cluster-view-degraded"] = "; ".join(dict.fromkeys(degraded))
     return decision
 
 
@@ -191,21 +193,22 @@ def _select(req: AdmissionRequest, policy: CompiledPolicy, phase: str) -> tuple[
 
 def _context(
     req: AdmissionRequest, policy: CompiledPolicy, view: ClusterView, phase: str, now: dt.datetime, namespace: str
-) -> Context:
-    degraded: list[str] = []
+) -> tuple[Context, tuple[str, ...]]:
+    """The request's context, and what was degraded building it (namespace labels the view lacked)."""
+    degraded: tuple[str, ...] = ()
     labels = None
     cohort = None
     if namespace:
         if policy.uses_namespace_labels:
             labels = view.namespace_labels(namespace)
-        cohort = policy.cohort_for(namespace, labels)
-        if labels is None and policy.uses_namespace_labels and not isinstance(view, OfflineView):
+        cohort = policy.cohort_for(namespace, labels.value if labels is not None else None)
+        if labels is not None and not labels.is_found and not isinstance(view, OfflineView):
             # Only worth saying when a selector cohort could have matched before the one we found.
             limit = cohort.index if cohort else len(policy.cohorts)
             if any(c.selector is not None for c in policy.cohorts[:limit]):
-                reason = view.degraded_reason("namespace")
-                degraded.append(f"labels of namespace {namespace} unknown ({reason or 'no data'}); "
-                                "cohorts matched by name only")
+                why = labels.reason if labels.reason is not None else f"namespace {namespace} not found"
+                degraded = (f"labels of namespace {namespace} unknown ({why or 'no data'}); "
+                            "cohorts matched by name only",)
     return Context(
         policy=policy,
         kind=req.kind,
@@ -222,8 +225,7 @@ def _context(
         uid=req.uid,
         dry_run=req.dry_run,
         user=req.user,
-        degraded=degraded,
-    )
+    ), degraded
 
 
 def _capped(kind: str, action: Action) -> Action:

@@ -10,7 +10,7 @@ per claim with injected tolerations. Two API groups, because current tools read 
   config/crds/policyreport/openreports.io_reports.yaml; Policy Reporter's openreports adapter), which also
   carries ``source`` at the top level.
 
-Pure: a ``webhook.report.Report`` in, JSON dicts out. ``webhook.cluster.apply_policy_reports`` writes them.
+Pure: a ``webhook.report.Report`` in, JSON dicts out. ``webhook.kube_api.apply_policy_reports`` writes them.
 """
 
 from __future__ import annotations

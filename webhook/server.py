@@ -76,7 +76,8 @@ def build_app(opts: ServeOptions) -> Any:
     store.start(interval=opts.reload_interval)
     view = None
     if not opts.offline:
-        from webhook.cluster import LiveView, connect
+        from webhook.kube_api import connect
+        from webhook.live_view import LiveView
 
         view = LiveView(connect(opts.kubeconfig), budget=opts.lookup_budget, max_devices=opts.max_devices)
         view.start()
@@ -94,11 +95,11 @@ def _start_gauges(opts: ServeOptions, store: Any) -> None:
     directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     if not directory or opts.gauge_interval <= 0:
         return
-    from webhook import cluster, gauges
+    from webhook import gauges, kube_api
 
-    api = cluster.connect(opts.kubeconfig)
+    api = kube_api.connect(opts.kubeconfig)
     exporter = gauges.Exporter(
-        directory, store, lambda: gauges.ClusterObjects(*cluster.list_migration_objects(api)),
+        directory, store, lambda: gauges.ClusterObjects(*kube_api.list_migration_objects(api)),
         interval=opts.gauge_interval,
     )
     exporter.start()

@@ -1,21 +1,73 @@
 """The seam between rules and the cluster.
 
-Rules ask a ``ClusterView`` for namespace labels, DeviceClasses, owner Pods and the claims a Pod names.
-Offline (``check``, ``test``, ``--offline``) nothing is known and every answer is ``None``;
-``webhook.cluster`` provides the live implementation backed by watches, with a strict time budget per
-lookup. ``None`` always means "unknown": callers fall back to the offline behaviour and record why in
-``Context.degraded``.
+Rules ask a ``ClusterView`` for namespace labels, DeviceClasses, owner Pods and the claims a Pod names. Every
+lookup returns a ``Lookup``: found (with the value), absent (the view knows there is none), or unknown with the
+reason (not synced, over budget, an error). The answer and its reason travel together, so a rule returns its
+degradation in its ``Outcome`` and nothing is kept per thread. Offline (``check``, ``test``, ``--offline``) every
+answer is ``OFFLINE``: unknown, and the view never has data, so rules record no degradation for it.
+``webhook.live_view`` provides the live implementation backed by watches, with a strict time budget per lookup.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeGuard, runtime_checkable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeGuard, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
     from webhook.cel_devices import DeviceIndex
 
 from webhook.cluster_gates import ClusterGates
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Lookup(Generic[T]):
+    """A cluster-view answer: found (``value``), absent (neither), or unknown (``reason``, never with a value).
+
+    ``reason`` is ``""`` for a view that never has cluster data (``OFFLINE``): unknown, but nothing to report
+    (controller-runtime style: the error is a value, not a side channel).
+    """
+
+    value: T | None = None
+    reason: str | None = None
+
+    @staticmethod
+    def found(value: T) -> Lookup[T]:
+        return Lookup(value)
+
+    @staticmethod
+    def of(value: T | None) -> Lookup[T]:
+        """Found when ``value`` is not None, else ``ABSENT``: for a view that knows everything it holds."""
+        return ABSENT if value is None else Lookup(value)
+
+    @staticmethod
+    def unknown(reason: str) -> Lookup[Any]:
+        return Lookup(None, reason)
+
+    @property
+    def is_found(self) -> bool:
+        return self.value is not None
+
+    @property
+    def is_absent(self) -> bool:
+        return self.value is None and self.reason is None
+
+    @property
+    def is_unknown(self) -> bool:
+        return self.reason is not None
+
+    @property
+    def degraded(self) -> str | None:
+        """Why a view that could have had the data lacked it; None when found, absent, or ``OFFLINE``."""
+        return self.reason or None
+
+
+#: The view answered: there is no such object.
+ABSENT: Lookup[Any] = Lookup()
+#: Unknown, and this view never has cluster data (offline, static and suite views): nothing degraded.
+OFFLINE: Lookup[Any] = Lookup(None, "")
 
 
 class Autoscaler(NamedTuple):
@@ -32,43 +84,38 @@ ScaleTarget = tuple[str, str, str, str]
 
 @runtime_checkable
 class ClusterView(Protocol):
-    def namespace_labels(self, name: str) -> Mapping[str, str] | None:
-        """Labels of a namespace, or None when unknown (not synced, over budget, offline)."""
+    """What rules may ask of the cluster. Every answer is a ``Lookup``; none blocks past the view's budget."""
 
-    def device_classes(self) -> Mapping[str, dict[str, Any]] | None:
-        """DeviceClass objects by name, or None when unknown."""
+    def namespace_labels(self, name: str) -> Lookup[Mapping[str, str]]:
+        """Labels of a namespace."""
 
-    def extended_resource_classes(self) -> Mapping[str, str] | None:
-        """spec.extendedResourceName -> DeviceClass name (the class the scheduler would pick), or None."""
+    def device_classes(self) -> Lookup[Mapping[str, dict[str, Any]]]:
+        """DeviceClass objects by name."""
 
-    def device_index(self) -> DeviceIndex | None:
-        """The devices of every ResourceSlice, with selector results precomputed, or None when unknown."""
+    def extended_resource_classes(self) -> Lookup[Mapping[str, str]]:
+        """spec.extendedResourceName -> DeviceClass name (the class the scheduler would pick)."""
 
-    def get_pod(self, namespace: str, name: str, uid: str | None = None) -> dict[str, Any] | None:
-        """A Pod as raw JSON, checked against ``uid`` when given; None when unknown or absent."""
+    def device_index(self) -> Lookup[DeviceIndex]:
+        """The devices of every ResourceSlice, with selector results precomputed."""
 
-    def get_podgroup(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """A scheduling.k8s.io PodGroup as raw JSON, or None when unknown or absent."""
+    def get_pod(self, namespace: str, name: str, uid: str | None = None) -> Lookup[dict[str, Any]]:
+        """A Pod as raw JSON; absent when its uid is not ``uid`` (given): the owner was replaced."""
 
-    def get_resource_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """A resource.k8s.io/v1 ResourceClaim as raw JSON, or None when unknown or absent."""
+    def get_podgroup(self, namespace: str, name: str) -> Lookup[dict[str, Any]]:
+        """A scheduling.k8s.io PodGroup as raw JSON."""
 
-    def get_resource_claim_template(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """A resource.k8s.io/v1 ResourceClaimTemplate as raw JSON, or None when unknown or absent."""
+    def get_resource_claim(self, namespace: str, name: str) -> Lookup[dict[str, Any]]:
+        """A resource.k8s.io/v1 ResourceClaim as raw JSON."""
 
-    def autoscaler(self, namespace: str, group: str, kind: str, name: str) -> Autoscaler | None:
+    def get_resource_claim_template(self, namespace: str, name: str) -> Lookup[dict[str, Any]]:
+        """A resource.k8s.io/v1 ResourceClaimTemplate as raw JSON."""
+
+    def autoscaler(self, namespace: str, group: str, kind: str, name: str) -> Lookup[Autoscaler]:
         """The HorizontalPodAutoscaler whose scaleTargetRef names this workload (the highest maxReplicas if
-        several do), or None when there is none or the view cannot tell (``degraded_reason("autoscaler")``)."""
+        several do); absent when none does."""
 
-    def feature_gates(self) -> ClusterGates | None:
-        """The last background reading of the cluster's feature gates (``featureGates: auto``), or None."""
-
-    def degraded_reason(self, kind: str) -> str | None:
-        """Why this thread's last ``kind`` lookup (kind in lower case: "pod", "namespace", ...) answered None.
-
-        A reason when it lacked data (not synced, over budget, an error); None when the view did answer
-        and the object is absent; "" when this view never has data to say either (offline, static).
-        """
+    def feature_gates(self) -> Lookup[ClusterGates]:
+        """The last background reading of the cluster's feature gates (``featureGates: auto``)."""
 
     def status(self) -> dict[str, Any]:
         """Sync state for /readyz and logs (never fails readiness)."""
@@ -77,38 +124,35 @@ class ClusterView(Protocol):
 class OfflineView:
     """Knows nothing about the cluster: the behaviour of ``check``, ``test`` and ``serve --offline``."""
 
-    def namespace_labels(self, name: str) -> Mapping[str, str] | None:
-        return None
+    def namespace_labels(self, name: str) -> Lookup[Mapping[str, str]]:
+        return OFFLINE
 
-    def device_classes(self) -> Mapping[str, dict[str, Any]] | None:
-        return None
+    def device_classes(self) -> Lookup[Mapping[str, dict[str, Any]]]:
+        return OFFLINE
 
-    def extended_resource_classes(self) -> Mapping[str, str] | None:
-        return None
+    def extended_resource_classes(self) -> Lookup[Mapping[str, str]]:
+        return OFFLINE
 
-    def device_index(self) -> DeviceIndex | None:
-        return None
+    def device_index(self) -> Lookup[DeviceIndex]:
+        return OFFLINE
 
-    def get_pod(self, namespace: str, name: str, uid: str | None = None) -> dict[str, Any] | None:
-        return None
+    def get_pod(self, namespace: str, name: str, uid: str | None = None) -> Lookup[dict[str, Any]]:
+        return OFFLINE
 
-    def get_podgroup(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return None
+    def get_podgroup(self, namespace: str, name: str) -> Lookup[dict[str, Any]]:
+        return OFFLINE
 
-    def get_resource_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return None
+    def get_resource_claim(self, namespace: str, name: str) -> Lookup[dict[str, Any]]:
+        return OFFLINE
 
-    def get_resource_claim_template(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return None
+    def get_resource_claim_template(self, namespace: str, name: str) -> Lookup[dict[str, Any]]:
+        return OFFLINE
 
-    def autoscaler(self, namespace: str, group: str, kind: str, name: str) -> Autoscaler | None:
-        return None
+    def autoscaler(self, namespace: str, group: str, kind: str, name: str) -> Lookup[Autoscaler]:
+        return OFFLINE
 
-    def feature_gates(self) -> ClusterGates | None:
-        return None
-
-    def degraded_reason(self, kind: str) -> str | None:
-        return ""
+    def feature_gates(self) -> Lookup[ClusterGates]:
+        return OFFLINE
 
     def status(self) -> dict[str, Any]:
         return {"mode": "offline"}
@@ -142,55 +186,55 @@ class StaticView:
         self._index: DeviceIndex | None = None
         self._autoscalers = autoscaler_index(autoscalers or ())
 
-    def namespace_labels(self, name: str) -> Mapping[str, str] | None:
-        if self._namespaces is None:
-            return None
-        return self._namespaces.get(name)
+    # What the view was not given is OFFLINE, and so is an object it does not hold: a static view describes
+    # part of a cluster, so "not here" is unknown, not absent (and, like offline, not worth a note).
 
-    def device_classes(self) -> Mapping[str, dict[str, Any]] | None:
-        return self._classes
+    def namespace_labels(self, name: str) -> Lookup[Mapping[str, str]]:
+        return _held(None if self._namespaces is None else self._namespaces.get(name))
 
-    def extended_resource_classes(self) -> Mapping[str, str] | None:
-        if self._classes is None:
-            return None
-        return extended_resource_map(self._classes.values())
+    def device_classes(self) -> Lookup[Mapping[str, dict[str, Any]]]:
+        return _held(self._classes)
 
-    def device_index(self) -> DeviceIndex | None:
-        """Built on first use from ``resource_slices`` (None when none were given: unknown)."""
+    def extended_resource_classes(self) -> Lookup[Mapping[str, str]]:
+        return OFFLINE if self._classes is None else Lookup(extended_resource_map(self._classes.values()))
+
+    def device_index(self) -> Lookup[DeviceIndex]:
+        """Built on first use from ``resource_slices`` (OFFLINE when none were given)."""
         if self._slices is None:
-            return None
+            return OFFLINE
         if self._index is None:
             from webhook.cel_devices import build_index
 
             self._index = build_index(self._slices, (self._classes or {}).values())
-        return self._index
+        return Lookup(self._index)
 
-    def get_pod(self, namespace: str, name: str, uid: str | None = None) -> dict[str, Any] | None:
+    def get_pod(self, namespace: str, name: str, uid: str | None = None) -> Lookup[dict[str, Any]]:
         pod = self._pods.get((namespace, name))
         if pod is None or (uid and pod["metadata"].get("uid") != uid):
-            return None
-        return pod
+            return OFFLINE
+        return Lookup(pod)
 
-    def get_podgroup(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return self._podgroups.get((namespace, name))
+    def get_podgroup(self, namespace: str, name: str) -> Lookup[dict[str, Any]]:
+        return _held(self._podgroups.get((namespace, name)))
 
-    def get_resource_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return self._claims.get((namespace, name))
+    def get_resource_claim(self, namespace: str, name: str) -> Lookup[dict[str, Any]]:
+        return _held(self._claims.get((namespace, name)))
 
-    def get_resource_claim_template(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return self._claim_templates.get((namespace, name))
+    def get_resource_claim_template(self, namespace: str, name: str) -> Lookup[dict[str, Any]]:
+        return _held(self._claim_templates.get((namespace, name)))
 
-    def autoscaler(self, namespace: str, group: str, kind: str, name: str) -> Autoscaler | None:
-        return self._autoscalers.get((namespace, group, kind, name))
+    def autoscaler(self, namespace: str, group: str, kind: str, name: str) -> Lookup[Autoscaler]:
+        return _held(self._autoscalers.get((namespace, group, kind, name)))
 
-    def feature_gates(self) -> ClusterGates | None:
-        return None
-
-    def degraded_reason(self, kind: str) -> str | None:
-        return ""
+    def feature_gates(self) -> Lookup[ClusterGates]:
+        return OFFLINE
 
     def status(self) -> dict[str, Any]:
         return {"mode": "static"}
+
+
+def _held(value: T | None) -> Lookup[T]:
+    return OFFLINE if value is None else Lookup(value)
 
 
 def _by_key(objs: list[dict[str, Any]] | None) -> dict[tuple[str, str], dict[str, Any]]:

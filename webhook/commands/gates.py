@@ -93,7 +93,7 @@ def rows(version: str, policy: Any = None, cluster: Any = None) -> list[tuple[st
 
 def _read_cluster(kubeconfig: str) -> Any:
     """The cluster's gate reading, or a one-line error on stderr and None."""
-    from webhook.cluster import ClusterError, connect, describe_error, read_feature_gates
+    from webhook.kube_api import ClusterError, connect, describe_error, read_feature_gates
 
     try:
         return read_feature_gates(connect(kubeconfig))

@@ -89,7 +89,7 @@ def warning_line(problem: Problem) -> str:
 
 
 def _device_classes(kubeconfig: str) -> list[dict[str, Any]] | None:
-    from webhook.cluster import ClusterError, connect, describe_error, list_device_classes
+    from webhook.kube_api import ClusterError, connect, describe_error, list_device_classes
 
     try:
         return list_device_classes(connect(kubeconfig))
@@ -101,7 +101,7 @@ def _device_classes(kubeconfig: str) -> list[dict[str, Any]] | None:
 
 
 def _cluster_gates(kubeconfig: str) -> Any:
-    from webhook.cluster import ClusterError, connect, describe_error, read_feature_gates
+    from webhook.kube_api import ClusterError, connect, describe_error, read_feature_gates
 
     try:
         return read_feature_gates(connect(kubeconfig)).enabled

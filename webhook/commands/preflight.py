@@ -92,7 +92,7 @@ def _rule_selection(args: argparse.Namespace) -> tuple[DeviceSelector | None, Ta
 
 
 def run(args: argparse.Namespace) -> int:
-    from webhook import cluster  # the kubernetes client: only for commands that talk to a cluster
+    from webhook import kube_api as cluster  # the kubernetes client: only for commands that talk to a cluster
 
     policy = load_policy(args.policy)
     if policy is None:

@@ -93,7 +93,7 @@ def load_policy(path: str | None) -> CompiledPolicy | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from webhook import cluster  # the kubernetes client: only for commands that talk to a cluster
+    from webhook import kube_api as cluster  # the kubernetes client: only for commands that talk to a cluster
 
     policy = load_policy(args.policy)
     if policy is None:
@@ -136,7 +136,7 @@ def watch(step: Callable[[], int], interval: float, sleep: Callable[[float], Non
 
 def once(api: Any, policy: CompiledPolicy, args: argparse.Namespace) -> int:
     """Read, report, print (and apply). Exit code as the module docstring says."""
-    from webhook import cluster
+    from webhook import kube_api as cluster
     now = dt.datetime.now(dt.UTC)
     if args.at is not None:
         now = dt.datetime.combine(args.at, dt.time(12), tzinfo=dt.UTC)
@@ -179,7 +179,7 @@ def print_report(report: Report, reports: list[dict[str, Any]], output: str, wat
 def read(api: Any, namespace: str | None) -> tuple[list[Any], list[Any], list[Any], list[Any] | None] | int:
     """Namespaces, Pods, ResourceClaims, DeviceClasses (None when resource.k8s.io/v1 is not served), or an
     exit code after saying what failed."""
-    from webhook import cluster
+    from webhook import kube_api as cluster
     step = "namespaces"
     try:
         if namespace:

@@ -40,14 +40,17 @@ class Outcome:
     mutated: dict[str, Any] | None = None
     # Extra auditAnnotations the rule wants recorded (key without '/', see review.py).
     notes: dict[str, str] = field(default_factory=dict)
+    # Lookups that fell back to offline behaviour, each with its reason (a ``Lookup``'s): the engine gathers
+    # them into the ``cluster-view-degraded`` auditAnnotation, so operators see a decision made without data.
+    degraded: tuple[str, ...] = ()
 
 
 NO_OUTCOME = Outcome()
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Context:
-    """Everything a rule may look at besides the object. Built once per request by the engine."""
+    """Everything a rule may look at besides the object. Built once per request by the engine; read-only."""
 
     policy: CompiledPolicy
     kind: str  # request.kind.kind, e.g. "Pod"
@@ -65,9 +68,6 @@ class Context:
     dry_run: bool = False
     # request.userInfo: who is asking (e.g. system:kube-scheduler creating its own claims).
     user: dict[str, Any] = field(default_factory=dict)
-    # Lookups that fell back to offline behaviour append a reason here; the engine turns them into an
-    # auditAnnotation so operators can see a decision was made without cluster data.
-    degraded: list[str] = field(default_factory=list)
 
     @property
     def api_version(self) -> str:

@@ -18,17 +18,17 @@ def gates_in_force(ctx: Context) -> tuple[Mapping[str, bool], str | None]:
     """(gate -> enabled, note): the note says why cluster values were wanted but not used.
 
     Without cluster data the policy's explicit values, else the version's defaults apply; the rule puts
-    the note in ``ctx.degraded`` (an audit annotation) only when an ``auto`` gate decided something.
+    the note in its ``Outcome.degraded`` (an audit annotation) only when an ``auto`` gate decided something.
     """
     policy = ctx.policy
     sources = policy.gate_sources
     if not sources.auto:
         return policy.gates, None
     reading = ctx.view.feature_gates()
-    if reading is None:
-        why = ctx.view.degraded_reason("featuregates") or "no cluster connection"
+    if reading.value is None:
+        why = reading.reason or "no cluster connection"
         return policy.gates, (
             f"feature gates of the cluster unknown ({why}): featureGates auto fell back to the policy's "
             f"values and the Kubernetes {policy.spec.kubernetesVersion} defaults"
         )
-    return _CACHE.get(sources, reading.enabled), None
+    return _CACHE.get(sources, reading.value.enabled), None

@@ -232,6 +232,7 @@ def gated_feature(obj: dict[str, Any], ctx: Context) -> Outcome:
     version = ctx.policy.spec.kubernetesVersion
     old = ctx.old_object if ctx.operation == "UPDATE" else None
     findings: list[Finding] = []
+    degraded: list[str] = []
     for gate, check in rows:
         if ctx.kind in gate.semantic_kinds or gone_in(version, gate.name):
             continue  # a gate the version no longer has: another gate guards its fields there
@@ -245,7 +246,7 @@ def gated_feature(obj: dict[str, Any], ctx: Context) -> Outcome:
             findings.append(_absent_in(gate, paths, version, since))
             continue
         if note is not None and gate.name in auto:
-            ctx.degraded.append(note)  # this decision wanted the cluster's value and did not have it
+            degraded.append(note)  # this decision wanted the cluster's value and did not have it
         if gates.get(gate.name, False):
             continue
         findings.append(
@@ -259,8 +260,10 @@ def gated_feature(obj: dict[str, Any], ctx: Context) -> Outcome:
             )
         )
     if ctx.kind == "Pod" and ctx.group == "":
-        findings += _podgroup_findings(obj, ctx)
-    return Outcome(findings=findings) if findings else NO_OUTCOME
+        found, lacked = _podgroup_findings(obj, ctx)
+        findings += found
+        degraded += lacked
+    return Outcome(findings=findings, degraded=tuple(degraded)) if findings or degraded else NO_OUTCOME
 
 
 def _absent_in(gate: Gate, paths: list[str], version: str, since: str) -> Finding:
@@ -313,30 +316,32 @@ def _describe_ref(entry: dict[str, Any]) -> str:
     return "no claim reference"
 
 
-def _podgroup_findings(pod: dict[str, Any], ctx: Context) -> list[Finding]:
-    """Advisories for a Pod joining a PodGroup: checked once, on CREATE in the validate phase.
+def _podgroup_findings(pod: dict[str, Any], ctx: Context) -> tuple[list[Finding], list[str]]:
+    """Advisories for a Pod joining a PodGroup, and what the cluster view lacked to judge them: checked once,
+    on CREATE in the validate phase.
 
     The Pod's claim entries are never dropped (only their meaning changes) and are immutable, so the
     final object at CREATE is the one place to look, and one phase avoids duplicate warnings.
     """
     if ctx.phase != "validate" or ctx.operation != "CREATE":
-        return []
+        return [], []
     group_name = _d(_d(pod.get("spec")).get("schedulingGroup")).get("podGroupName")
     entries = pod_claims_in_group(pod)
     if not group_name or not entries:
-        return []
+        return [], []
     namespace = ctx.namespace or _d(pod.get("metadata")).get("namespace") or ""
-    podgroup = ctx.view.get_podgroup(namespace, group_name)
+    podgroup = ctx.view.get_podgroup(namespace, group_name).value
     gate = GATES_BY_NAME["DRAWorkloadResourceClaims"]
     version = ctx.policy.spec.kubernetesVersion
     findings: list[Finding] = []
+    degraded: list[str] = []
 
     gates, note = gates_in_force(ctx)
     if note is not None and gate.name in ctx.policy.gate_sources.auto:
-        ctx.degraded.append(note)
+        degraded.append(note)
     if not gates.get(gate.name, False):
         if podgroup is None:
-            ctx.degraded.append(f"podgroup {namespace}/{group_name} unknown: all Pod claims assumed shared")
+            degraded.append(f"podgroup {namespace}/{group_name} unknown: all Pod claims assumed shared")
         else:
             shared = {_ref(_d(e)) for e in _l(_d(podgroup.get("spec")).get("resourceClaims"))}
             claims = _l(_d(pod.get("spec")).get("resourceClaims"))
@@ -369,4 +374,4 @@ def _podgroup_findings(pod: dict[str, Any], ctx: Context) -> list[Finding]:
                     advisory=True,
                 )
             )
-    return findings
+    return findings, degraded

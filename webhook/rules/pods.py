@@ -111,6 +111,7 @@ def unmapped_extended_resource(obj: dict[str, Any], ctx: Context) -> Outcome:
         return Outcome()
     policy = ctx.policy
     findings = []
+    degraded: tuple[str, ...] = ()
     lookup = _MappedNames(ctx)
     for ref in examined_templates(obj, ctx):
         for name, containers in requested_names(ref.spec(obj)).items():
@@ -122,9 +123,8 @@ def unmapped_extended_resource(obj: dict[str, Any], ctx: Context) -> Outcome:
                 continue
             offline = lookup.offline(implicit)
             if offline:
-                ctx.degraded.append(
-                    f"{ids.UNMAPPED_EXTENDED_RESOURCE}: DeviceClasses unknown, only the policy's resources count"
-                )
+                degraded = (f"{ids.UNMAPPED_EXTENDED_RESOURCE}: DeviceClasses unknown, only the policy's resources "
+                            "count",)
             what, fix = _unmapped_text(name, implicit, pattern, offline, policy)
             findings.append(
                 Finding(
@@ -134,7 +134,7 @@ def unmapped_extended_resource(obj: dict[str, Any], ctx: Context) -> Outcome:
                     _resource_paths(ref, containers),
                 )
             )
-    return Outcome(findings)
+    return Outcome(findings, degraded=degraded)
 
 
 class _MappedNames:
@@ -149,7 +149,7 @@ class _MappedNames:
     def _look_up(self) -> None:
         if not self._looked_up:
             view = self._ctx.view
-            self._known, self._classes = view.extended_resource_classes(), view.device_classes()
+            self._known, self._classes = view.extended_resource_classes().value, view.device_classes().value
             self._looked_up = True
 
     def offline(self, implicit: str | None) -> bool:
@@ -233,14 +233,13 @@ def _claim_classes(ctx: Context, entry: Mapping[str, Any]) -> tuple[set[str] | N
         found = ctx.view.get_resource_claim_template(ctx.namespace, name)
     else:
         return set(), ""
-    if not isinstance(found, dict):
-        why = ctx.view.degraded_reason(kind.lower())
-        if why is None:
-            why = "not found"  # the view answered: the object does not exist (yet)
+    if found.value is None:
+        # Absent: the view answered, the object does not exist (yet). OFFLINE: nothing more to say.
+        why = "not found" if found.is_absent else found.reason
         return None, f"{kind} {name}" + (f": {why}" if why else "")
     return {
         str(slot.body["deviceClassName"])
-        for slot in claim_objects.iter_requests(found, kind)
+        for slot in claim_objects.iter_requests(found.value, kind)
         if slot.body.get("deviceClassName")
     }, ""
 
@@ -257,13 +256,14 @@ def mixed_allocation(obj: dict[str, Any], ctx: Context) -> Outcome:
     policy = ctx.policy
     ext: Mapping[str, str] | None = None  # looked up once, only when a Pod mixes
     findings = []
+    degraded: list[str] = []
     for ref in examined_templates(obj, ctx):
         spec = ref.spec(obj)
         u = usage(spec, policy)
         if not (u.gpu and u.claims):
             continue
         if ext is None:
-            ext = ctx.view.extended_resource_classes() or {}
+            ext = ctx.view.extended_resource_classes().value or {}
         serving: dict[str, Resource] = {}
         for res in {**u.er, **u.legacy}.values():
             serving[res.deviceClassName] = res
@@ -273,7 +273,7 @@ def mixed_allocation(obj: dict[str, Any], ctx: Context) -> Outcome:
         for entry in pod_claims(spec):
             classes, why = _claim_classes(ctx, entry)
             if classes is None:
-                ctx.degraded.append(f"{ids.MIXED_ALLOCATION}: content of claim {entry.get('name')!r} unknown ({why})")
+                degraded.append(f"{ids.MIXED_ALLOCATION}: content of claim {entry.get('name')!r} unknown ({why})")
                 continue
             for cls in sorted(classes & set(serving)):
                 res = serving[cls]
@@ -287,7 +287,7 @@ def mixed_allocation(obj: dict[str, Any], ctx: Context) -> Outcome:
                         (field_path(ref.at("spec", "resourceClaims")),),
                     )
                 )
-    return Outcome(findings)
+    return Outcome(findings, degraded=tuple(degraded))
 
 
 def _dns_label(text: str) -> str:

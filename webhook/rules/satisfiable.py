@@ -121,14 +121,14 @@ def _pod_requests(obj: dict[str, Any], ctx: Context) -> dict[str, int]:
     spec = obj.get("spec")
     if not isinstance(spec, dict) or not extended_requests(spec):
         return {}
-    ext = ctx.view.extended_resource_classes()
+    ext = ctx.view.extended_resource_classes().value
     return extended_requests(spec, group=ext.get) if ext else {}
 
 
 def _pod_findings(requests: dict[str, int], ctx: Context, index: DeviceIndex,
                   classes: Mapping[str, dict[str, Any]], unknown: list[str]) -> list[Finding]:
     """A Pod on the extended-resource path: the scheduler's claim asks for its count of the mapped class."""
-    ext = ctx.view.extended_resource_classes() or {}
+    ext = ctx.view.extended_resource_classes().value or {}
     deadline = time.perf_counter() + BUDGET_SECONDS
     findings = []
     for class_name, count in sorted(requests.items()):
@@ -159,16 +159,13 @@ def unsatisfiable_claim(obj: dict[str, Any], ctx: Context) -> Outcome:
         return NO_OUTCOME  # not on the extended-resource path
     index = ctx.view.device_index()
     classes = ctx.view.device_classes()
-    if index is None or classes is None:
-        why = ctx.view.degraded_reason("resourceslice") if index is None else ctx.view.degraded_reason("deviceclass")
-        if why:
-            ctx.degraded.append(f"{UNSATISFIABLE_CLAIM}: not judged ({why})")
-        return NO_OUTCOME
+    if index.value is None or classes.value is None:
+        why = index.degraded if index.value is None else classes.degraded
+        return Outcome(degraded=(f"{UNSATISFIABLE_CLAIM}: not judged ({why})",)) if why else NO_OUTCOME
     unknown: list[str] = []
     if ctx.kind == "Pod":
-        findings = _pod_findings(pod_requests, ctx, index, classes, unknown)
+        findings = _pod_findings(pod_requests, ctx, index.value, classes.value, unknown)
     else:
-        findings = _claim_findings(obj, ctx, index, classes, unknown)
-    for why in dict.fromkeys(unknown):
-        ctx.degraded.append(f"{UNSATISFIABLE_CLAIM}: not judged ({why})")
-    return Outcome(findings=findings) if findings else NO_OUTCOME
+        findings = _claim_findings(obj, ctx, index.value, classes.value, unknown)
+    degraded = tuple(f"{UNSATISFIABLE_CLAIM}: not judged ({why})" for why in dict.fromkeys(unknown))
+    return Outcome(findings=findings, degraded=degraded) if findings or degraded else NO_OUTCOME

@@ -106,7 +106,7 @@ def shared_claims(obj: Mapping[str, Any], kind: str,
 def shared_claim_limit(obj: dict[str, Any], ctx: Context) -> Outcome:
     """More Pods can share a named ResourceClaim than its 256 `reservedFor` entries: the rest stay Pending."""
     claims = shared_claims(obj, ctx.kind)
-    autoscaler = _autoscaler(obj, ctx) if claims else None
+    autoscaler, degraded = _autoscaler(obj, ctx) if claims else (None, ())
     if autoscaler is not None:
         claims = shared_claims(obj, ctx.kind, autoscaler)
     findings = []
@@ -131,24 +131,22 @@ def shared_claim_limit(obj: dict[str, Any], ctx: Context) -> Outcome:
                 tuple(paths),
             )
         )
-    return Outcome(findings=findings) if findings else NO_OUTCOME
+    return Outcome(findings=findings, degraded=degraded) if findings or degraded else NO_OUTCOME
 
 
-def _autoscaler(obj: Mapping[str, Any], ctx: Context) -> Autoscaler | None:
+def _autoscaler(obj: Mapping[str, Any], ctx: Context) -> tuple[Autoscaler | None, tuple[str, ...]]:
     """The HPA scaling this workload, from the cluster view; None when there is none or it cannot tell
-    (a live view that lacked data records why in ``ctx.degraded``; the count then stays the object's)."""
+    (then a live view that lacked data says why in the second item; the count stays the object's)."""
     if (ctx.group, ctx.kind) not in SCALABLE:
-        return None
+        return None, ()
     name = get_path(obj, ("metadata", "name"))
     if not isinstance(name, str) or not name:  # generateName: no HPA can name it yet
-        return None
+        return None, ()
     found = ctx.view.autoscaler(ctx.namespace, ctx.group, ctx.kind, name)
-    if found is None:
-        why = ctx.view.degraded_reason("autoscaler")
-        if why:
-            ctx.degraded.append(f"{SHARED_CLAIM_LIMIT}: HorizontalPodAutoscalers unknown ({why}), counted "
-                                "spec.replicas")
-    return found
+    if found.degraded:
+        return None, (f"{SHARED_CLAIM_LIMIT}: HorizontalPodAutoscalers unknown ({found.degraded}), counted "
+                      "spec.replicas",)
+    return found.value, ()
 
 
 def _by(obj: Mapping[str, Any], kind: str, autoscaler: Autoscaler | None) -> str:

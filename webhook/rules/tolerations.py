@@ -103,37 +103,35 @@ def toleration_too_broad(obj: dict[str, Any], ctx: Context) -> Outcome:
     return Outcome(findings) if findings else NO_OUTCOME
 
 
-def is_training_job_claim(obj: dict[str, Any], ctx: Context) -> bool:
-    """A claim or template of a long training job (design.md §3).
+def is_training_job_claim(obj: dict[str, Any], ctx: Context) -> tuple[bool, str | None]:
+    """Whether this is a claim or template of a long training job (design.md §3), and, when the answer
+    was a guess for lack of cluster data, the note saying so.
 
     Its own labels decide first (for a template, the ``spec.metadata.labels`` it stamps on generated
     claims, plus its own). A claim generated from a template is also one when its owner Pod (or
     PodGroup) is: the Pod's labels and ``spec.activeDeadlineSeconds`` count. An owner the cluster view
-    cannot produce (offline, not synced, over budget) means "not a training job", recorded in
-    ``ctx.degraded``: injecting on a guess would change claims of jobs the policy does not cover.
+    cannot produce (offline, not synced, over budget, gone) means "not a training job", with the note:
+    injecting on a guess would change claims of jobs the policy does not cover.
     """
     if ctx.policy.is_training_job(claim_labels(obj, ctx.kind)):
-        return True
+        return True, None
     if ctx.kind == TEMPLATE_KIND:
-        return False
+        return False, None
     owner = template_owner(obj)
     if owner is None:
-        return False
+        return False, None
     namespace = ctx.namespace or str((obj.get("metadata") or {}).get("namespace") or "")
     name = str(owner["name"])
     if owner["kind"] == "Pod":
-        found = ctx.view.get_pod(namespace, name, owner.get("uid") or None)
+        found = ctx.view.get_pod(namespace, name, owner.get("uid") or None).value
     else:
-        found = ctx.view.get_podgroup(namespace, name)
+        found = ctx.view.get_podgroup(namespace, name).value
     if found is None:
-        ctx.degraded.append(
-            f"{ids.INJECT_DEVICE_TOLERATIONS}: owner {owner['kind']} {namespace}/{name} unknown, "
-            "claim not treated as a training job"
-        )
-        return False
+        return False, (f"{ids.INJECT_DEVICE_TOLERATIONS}: owner {owner['kind']} {namespace}/{name} unknown, "
+                       "claim not treated as a training job")
     labels = (found.get("metadata") or {}).get("labels") or {}
     deadline = (found.get("spec") or {}).get("activeDeadlineSeconds")
-    return ctx.policy.is_training_job(labels, deadline if isinstance(deadline, int) else None)
+    return ctx.policy.is_training_job(labels, deadline if isinstance(deadline, int) else None), None
 
 
 @rule(
@@ -158,8 +156,9 @@ def inject_device_tolerations(obj: dict[str, Any], ctx: Context) -> Outcome:
     wanted = ctx.policy.device_tolerations
     if not wanted or not judged(obj, ctx) or not ctx.policy.gate_enabled("DRADeviceTaints"):
         return NO_OUTCOME
-    if not is_training_job_claim(obj, ctx):
-        return NO_OUTCOME
+    training, guessed = is_training_job_claim(obj, ctx)
+    if not training:
+        return Outcome(degraded=(guessed,)) if guessed else NO_OUTCOME
     mutated = clone(obj)
     findings: list[Finding] = []
     carried = added = 0

@@ -529,9 +529,36 @@ def _advertising(devicePlugin: list[str] | None, dra: list[str] | None = None) -
     return compile_policy(MigrationPolicy.model_validate(doc), json.dumps(doc).encode())
 
 
-def test_default_device_plugin_pool_advertises_the_legacy_names_only() -> None:
+def test_default_device_plugin_pool_advertises_the_legacy_names_and_names_without_legacy_names() -> None:
+    """example.com/fpga has no legacyNames: its device plugin serves that very name (issue 24 item 1)."""
     policy = _advertising(None)
-    assert policy.advertised == {"devicePlugin": frozenset({"vendor.example.com/gpu"}), "dra": frozenset()}
+    assert policy.advertised == {"devicePlugin": frozenset({"vendor.example.com/gpu", "example.com/fpga"}),
+                                 "dra": frozenset()}
+
+
+def test_legacy_stage_pod_of_a_resource_without_legacy_names_stays_on_the_device_plugin_pool() -> None:
+    """Issue 24 item 1: the NVIDIA shape (resource nvidia.com/gpu, no legacyNames, no advertises) used to pin every
+    legacy-stage GPU Pod to the DRA pool; the device plugin serves nvidia.com/gpu, so it stays there."""
+    from webhook.placement import Plan, plan, usage
+
+    policy = _advertising(None)
+    u = usage({"containers": [{"name": "c", "resources": {"limits": {"example.com/fpga": "1"}}}]}, policy)
+    assert plan(u, "legacy", policy) == Plan("devicePlugin", "device-plugin")
+    assert plan(u, "migrated", policy) == Plan("dra", "dra-extended-resource")
+
+
+@pytest.mark.parametrize("quantity", [0, "0", "0m"])
+def test_a_zero_quantity_is_not_device_use(quantity) -> None:
+    """Issue 24 item 10: ``nvidia.com/gpu: 0`` (a chart's GPU count left at 0) asks for nothing; the scheduler
+    skips zero requests (noderesources/fit.go fitsRequest), so no steering, path or finding comes from it."""
+    from webhook.placement import usage
+
+    spec = {"containers": [{"name": "c", "resources": {"limits": {
+        "vendor.example.com/gpu": quantity, "example.com/gpu": quantity}}}]}
+    assert not usage(spec, POLICY).uses_devices
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "zero", "namespace": "pilot-a"}, "spec": spec}
+    res = run(pod, "pilot-a")
+    assert res.allowed and res.findings == {} and res.patch == []
 
 
 @pytest.mark.parametrize("namespace", ["batch", "late-a"])

@@ -81,7 +81,8 @@ class NodePool(Strict):
         default=None,
         description="Extended resource names the pool's nodes advertise in status.allocatable (their device "
         "plugins). The scheduler serves such a name there through the device plugin, and a DeviceClass-mapped "
-        "name they lack through DRA. Unset: devicePlugin advertises every legacy name of `resources`, dra none.",
+        "name they lack through DRA. Unset: devicePlugin advertises every legacy name of `resources` and the "
+        "name of each resource without legacyNames (`lint` warns), dra none.",
     )
 
     @field_validator("advertises")

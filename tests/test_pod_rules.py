@@ -606,3 +606,37 @@ def test_a_name_no_pool_serves_falls_back_to_the_stage() -> None:
         "vendor.example.com/gpu": "1", "example.com/gpu": "1"}}}]}, policy)
     assert plan(u, "legacy", policy) == Plan("devicePlugin", "device-plugin")
     assert plan(u, "pilot", policy) == Plan("devicePlugin", "device-plugin")
+
+
+# ---- issue 24 item 2: objects a workload the webhook examines controls get no template patch ----------------
+
+
+def _owned(name: str, namespace: str, api_version: str, kind: str, controller: bool = True) -> dict[str, Any]:
+    return manifest(name, namespace, {"metadata": {"ownerReferences": [{
+        "apiVersion": api_version, "kind": kind, "name": "owner", "uid": "0c4b0e4e-0000-4000-8000-000000000001",
+        "controller": controller}]}})
+
+
+@pytest.mark.parametrize(("name", "api_version", "kind"), [
+    ("replicaset-gpu", "apps/v1", "Deployment"),
+    ("job-training", "batch/v1", "CronJob"),
+    ("job-training", "jobset.x-k8s.io/v1alpha2", "JobSet"),
+])
+def test_an_object_an_examined_workload_controls_gets_no_template_patch(name, api_version, kind) -> None:
+    """The Deployment controller matches its ReplicaSet by template (EqualIgnoreHash): a steered ReplicaSet
+    template would make it create ReplicaSet after ReplicaSet (kubernetes/kubernetes#57167). Decided at the
+    owner and at the Pod; the object itself is only annotated, and judged by nothing."""
+    before = _owned(name, "mig-a", api_version, kind)
+    res = run(before, "mig-a")
+    assert res.allowed and res.findings == {}
+    assert res.patched["spec"]["template"] == before["spec"]["template"]
+    assert all(not op["path"].startswith("/spec") for op in res.patch), res.patch
+
+
+@pytest.mark.parametrize(("api_version", "kind", "controller"), [
+    ("argoproj.io/v1alpha1", "Workflow", True),   # not a kind the webhook examines: this object is the top
+    ("apps/v1", "Deployment", False),             # an owner that is not the controller
+])
+def test_an_object_no_examined_workload_controls_is_steered(api_version, kind, controller) -> None:
+    res = run(_owned("replicaset-gpu", "mig-a", api_version, kind, controller), "mig-a")
+    assert pool_of(res.patched["spec"]["template"]) == "dra"

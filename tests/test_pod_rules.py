@@ -640,3 +640,47 @@ def test_an_object_an_examined_workload_controls_gets_no_template_patch(name, ap
 def test_an_object_no_examined_workload_controls_is_steered(api_version, kind, controller) -> None:
     res = run(_owned("replicaset-gpu", "mig-a", api_version, kind, controller), "mig-a")
     assert pool_of(res.patched["spec"]["template"]) == "dra"
+
+
+# ---- issue 24 item 3: schedulers other than the default -------------------------------------------------
+
+
+def _pod_for(scheduler: str | None, name: str = "example.com/gpu") -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "registry.example.com/app:1",
+                                            "resources": {"limits": {name: 1}}}]}
+    if scheduler:
+        spec["schedulerName"] = scheduler
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "mig-a"}, "spec": spec}
+
+
+@pytest.mark.parametrize("scheduler", ["kai-scheduler", "volcano", "yunikorn", "hami-scheduler", "my-own"])
+def test_a_pod_of_another_scheduler_is_not_steered_to_the_dra_pool_and_the_answer_says_why(scheduler) -> None:
+    """Only kube-scheduler's DynamicResources plugin is known to allocate DRA claims; a KAI, Volcano, YuniKorn or
+    HAMi Pod sent to the DRA pool would stay Pending (or run without its device). The device-plugin pool serves
+    example.com/gpu here, so it goes there."""
+    res = run(_pod_for(scheduler), "mig-a")
+    assert res.allowed and pool_of(res.patched) == "devicePlugin"
+    assert annotation(res.patched, "path") == "device-plugin"
+    assert res.findings == {"steer-node-pool": "Warn"}
+    [warning] = res.warnings
+    assert f'schedulerName "{scheduler}"' in warning and "kept on the devicePlugin pool" in warning
+
+
+def test_a_dra_only_name_of_another_scheduler_is_not_steered_at_all() -> None:
+    res = run(_pod_for("kai-scheduler", "example.com/fpga"), "mig-a")
+    assert pool_of(res.patched) is None and "not steered" in " ".join(res.warnings)
+
+
+@pytest.mark.parametrize("scheduler", [None, "default-scheduler"])
+def test_the_default_scheduler_is_steered_as_before_without_a_finding(scheduler) -> None:
+    res = run(_pod_for(scheduler), "mig-a")
+    assert pool_of(res.patched) == "dra" and res.findings == {}
+
+
+def test_the_policy_can_declare_a_scheduler_that_serves_dra() -> None:
+    doc = yaml.safe_load((DATA / "policy.yaml").read_text())
+    doc["spec"]["draSchedulers"] = ["default-scheduler", "gpu-scheduler"]
+    policy = compile_policy(MigrationPolicy.model_validate(doc), json.dumps(doc).encode())
+    res = run(_pod_for("gpu-scheduler"), "mig-a", policy=policy)
+    assert pool_of(res.patched) == "dra" and res.findings == {}
+    assert pool_of(run(_pod_for("volcano"), "mig-a", policy=policy).patched) == "devicePlugin"

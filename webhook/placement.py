@@ -25,6 +25,11 @@ def hardware(policy: CompiledPolicy, name: str) -> Resource | None:
     return res
 
 
+DEFAULT_SCHEDULER = "default-scheduler"
+"""What the API server defaults an empty ``spec.schedulerName`` to (kubernetes v1.36 pkg/apis/core/v1/defaults.go
+``SetDefaults_PodSpec``: ``v1.DefaultSchedulerName``)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Usage:
     """How a pod spec asks for devices under the policy."""
@@ -32,6 +37,7 @@ class Usage:
     er: dict[str, Resource]  # requested name -> resource, on the extended-resource path (DRA-servable)
     legacy: dict[str, Resource]  # legacy device-plugin names requested
     claims: tuple[str, ...]  # spec.resourceClaims[].name
+    scheduler: str = DEFAULT_SCHEDULER  # spec.schedulerName
 
     @property
     def gpu(self) -> bool:
@@ -61,7 +67,19 @@ def usage(podspec: Mapping[str, Any], policy: CompiledPolicy) -> Usage:
         if res is not None:
             er[name] = res
     claims = tuple(str(c.get("name", "")) for c in pod_claims(podspec))
-    return Usage(er, legacy, claims)
+    return Usage(er, legacy, claims, str(podspec.get("schedulerName") or DEFAULT_SCHEDULER))
+
+
+def serves_dra(u: Usage, policy: CompiledPolicy) -> bool:
+    """Whether the Pod's scheduler allocates DRA devices (``spec.draSchedulers``).
+
+    Only the scheduler named in ``spec.schedulerName`` places the Pod (kubernetes v1.36
+    pkg/scheduler/eventhandlers.go ``responsibleForPod``: ``profiles.HandlesSchedulerName(pod.Spec.SchedulerName)``),
+    and DRA claims, including the extended-resource claim, are allocated by kube-scheduler's DynamicResources plugin
+    (pkg/scheduler/framework/plugins/dynamicresources). Another scheduler may not allocate them at all (README
+    "Running beside other schedulers").
+    """
+    return u.scheduler in policy.dra_schedulers
 
 
 def _stage_path(u: Usage, stage: str) -> str | None:
@@ -130,11 +148,17 @@ def plan(u: Usage, stage: str, policy: CompiledPolicy) -> Plan:
     """The stage's pool (legacy: ``devicePlugin``, else ``dra``) if it can serve every name the Pod requests, else
     the other pool if that can, with the path the scheduler takes there. A legacy-stage Pod asking for a DRA-mapped
     name the device-plugin nodes do not advertise runs only on the DRA pool, through DRA. When neither pool can
-    serve the Pod, the stage decides alone (other rules say what is wrong with it)."""
+    serve the Pod, the stage decides alone (other rules say what is wrong with it). A Pod whose scheduler does not
+    allocate DRA devices (``serves_dra``) is never planned for the DRA pool (issue 24 item 3)."""
     if u.gpu:
-        order = ("devicePlugin", "dra") if stage == "legacy" else ("dra", "devicePlugin")
+        order: tuple[str, ...] = ("devicePlugin", "dra") if stage == "legacy" else ("dra", "devicePlugin")
+        if not serves_dra(u, policy):
+            order = ("devicePlugin",)
         for pool in order:
             path = pool_path(u, pool, policy)
             if path is not None:
                 return Plan(pool, "mixed" if u.claims else path)
-    return Plan(_stage_pool(u, stage), _stage_path(u, stage))
+    fallback = _stage_pool(u, stage)
+    if fallback == "dra" and not serves_dra(u, policy):
+        fallback = None
+    return Plan(fallback, _stage_path(u, stage))

@@ -189,6 +189,11 @@ class CompiledPolicy:
         return out
 
     @cached_property
+    def dra_schedulers(self) -> frozenset[str]:
+        """``spec.draSchedulers``: the ``schedulerName`` values whose scheduler allocates DRA claims."""
+        return frozenset(self.spec.draSchedulers)
+
+    @cached_property
     def scheduler_usernames(self) -> frozenset[str]:
         """``spec.schedulerUsernames``: who may create the scheduler's extended-resource claims."""
         return frozenset(self.spec.schedulerUsernames)

@@ -30,7 +30,7 @@ from webhook.objects import (
     requested_names,
 )
 from webhook.patch import clone, private_path
-from webhook.placement import hardware, plan, usage
+from webhook.placement import DEFAULT_SCHEDULER, Usage, hardware, plan, serves_dra, usage
 from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.model import Resource
 from webhook.rules import ids
@@ -391,6 +391,25 @@ def training_job_extended_resource(obj: dict[str, Any], ctx: Context) -> Outcome
 # ---- steer-node-pool (mutate) ---------------------------------------------------------------------
 
 
+def _other_scheduler(ref: PodTemplateRef, u: Usage, want: str | None, ctx: Context) -> list[Finding]:
+    """Why a Pod the DRA pool would serve is not sent there: its scheduler does not allocate DRA devices."""
+    policy = ctx.policy
+    if want == "dra" or serves_dra(u, policy) or policy.spec.nodePools.dra is None:
+        return []
+    if plan(Usage(u.er, u.legacy, u.claims, DEFAULT_SCHEDULER), ctx.stage, policy).pool != "dra":
+        return []
+    kept = f"kept on the {want} pool" if want else "not steered"
+    return [Finding(
+        ids.STEER_NODE_POOL,
+        _clip(f'{ref.where()}schedulerName "{u.scheduler}" is not known to allocate DRA devices: {kept}, '
+              "not sent to the dra pool"),
+        f'add "{u.scheduler}" to spec.draSchedulers once it allocates DRA claims',
+        (field_path(ref.at("spec", "schedulerName")),),
+        advisory=True,
+    )]
+
+
+
 @pod_rule(ids.STEER_NODE_POOL, phases=("mutate",), mutating=True)
 def steer_node_pool(obj: dict[str, Any], ctx: Context) -> Outcome:
     """GPU Pods go to a pool that serves them: the stage's (legacy ``devicePlugin``, else ``dra``), else the other.
@@ -412,7 +431,9 @@ def steer_node_pool(obj: dict[str, Any], ctx: Context) -> Outcome:
     if AFFINITY not in template_writes(obj, ctx):
         return Outcome(findings)  # e.g. a started Job: its template is immutable
     for ref in examined_templates(obj, ctx):
-        want = plan(usage(ref.spec(obj), policy), ctx.stage, policy).pool
+        u = usage(ref.spec(obj), policy)
+        want = plan(u, ctx.stage, policy).pool
+        findings += _other_scheduler(ref, u, want, ctx)
         pool = getattr(pools, want) if want else None
         if pool is None:
             continue

@@ -684,3 +684,25 @@ def test_the_policy_can_declare_a_scheduler_that_serves_dra() -> None:
     res = run(_pod_for("gpu-scheduler"), "mig-a", policy=policy)
     assert pool_of(res.patched) == "dra" and res.findings == {}
     assert pool_of(run(_pod_for("volcano"), "mig-a", policy=policy).patched) == "devicePlugin"
+
+
+# ---- issue 24 item 8: Pods bound with spec.nodeName ---------------------------------------------------------
+
+
+def test_a_bound_pod_gets_no_node_affinity_and_the_answer_names_the_pool_it_needs() -> None:
+    """The kubelet rejects a bound Pod whose required node affinity its node does not match (predicate.go
+    GeneralPredicates), so affinity added to a bound Pod could only hurt."""
+    pod = _pod_for(None)
+    pod["spec"]["nodeName"] = "gpu-node-7"
+    res = run(pod, "mig-a")
+    assert res.allowed and "affinity" not in res.patched["spec"]
+    assert annotation(res.patched, "node-pool") is None
+    [warning] = res.warnings
+    assert 'bound to node "gpu-node-7"' in warning and "needs the dra pool (gpu.example.com/allocation=dra)" in warning
+
+
+def test_a_template_with_node_name_is_not_steered_either() -> None:
+    """Every Pod made from it is created bound to that node."""
+    res = run(manifest("replicaset-gpu", "mig-a", {"spec": {"template": {"spec": {"nodeName": "n"}}}}), "mig-a")
+    assert "affinity" not in res.patched["spec"]["template"]["spec"]
+    assert 'bound to node "n"' in " ".join(res.warnings)

@@ -391,6 +391,22 @@ def training_job_extended_resource(obj: dict[str, Any], ctx: Context) -> Outcome
 # ---- steer-node-pool (mutate) ---------------------------------------------------------------------
 
 
+def _bound(ref: PodTemplateRef, node: str, want: str | None, selector: Mapping[str, str]) -> Finding:
+    """A Pod (or template) bound with ``spec.nodeName`` gets no required node affinity: the scheduler never sees
+    it, and the kubelet rejects a bound Pod whose required affinity its node does not match (kubernetes v1.36
+    pkg/kubelet/lifecycle/predicate.go ``GeneralPredicates``: ``pluginhelper.GetRequiredNodeAffinity(pod).Match``,
+    reason ``NodeAffinity``). The webhook cannot see the node's labels, so it says which pool the Pod needs."""
+    labels = ", ".join(f"{k}={v}" for k, v in selector.items())
+    return Finding(
+        ids.STEER_NODE_POOL,
+        _clip(f'{ref.where()}Pod is bound to node "{node}" (spec.nodeName): not steered; it needs the {want} pool '
+              f"({labels})"),
+        f"bind it to a node of the {want} pool, or leave spec.nodeName unset and let the webhook steer it",
+        (field_path(ref.at("spec", "nodeName")),),
+        advisory=True,
+    )
+
+
 def _other_scheduler(ref: PodTemplateRef, u: Usage, want: str | None, ctx: Context) -> list[Finding]:
     """Why a Pod the DRA pool would serve is not sent there: its scheduler does not allocate DRA devices."""
     policy = ctx.policy
@@ -435,6 +451,9 @@ def steer_node_pool(obj: dict[str, Any], ctx: Context) -> Outcome:
         want = plan(u, ctx.stage, policy).pool
         findings += _other_scheduler(ref, u, want, ctx)
         pool = getattr(pools, want) if want else None
+        if pool is not None and ref.spec(obj).get("nodeName"):
+            findings.append(_bound(ref, str(ref.spec(obj)["nodeName"]), want, pool.nodeSelector))
+            continue
         if pool is None:
             continue
         assert want is not None

@@ -706,3 +706,28 @@ def test_a_template_with_node_name_is_not_steered_either() -> None:
     res = run(manifest("replicaset-gpu", "mig-a", {"spec": {"template": {"spec": {"nodeName": "n"}}}}), "mig-a")
     assert "affinity" not in res.patched["spec"]["template"]["spec"]
     assert 'bound to node "n"' in " ".join(res.warnings)
+
+
+# ---- issue 24 item 9: training-job-extended-resource follows the path chosen for the Pod -----------------------
+
+
+def _training_job(namespace: str, name: str = "example.com/gpu", scheduler: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": [{"name": "trainer", "image": "registry.example.com/trainer:1.0",
+                                            "resources": {"limits": {name: 4}}}]}
+    if scheduler:
+        spec["schedulerName"] = scheduler
+    return manifest("job-training", namespace, {"spec": {"template": {"spec": spec}}})
+
+
+def test_training_job_the_device_plugin_serves_gets_no_extended_resource_advice() -> None:
+    """Migrated stage, but its scheduler keeps it on the device-plugin pool: not on the DRA path, no advice."""
+    res = run(_training_job("mig-a", scheduler="volcano"), "mig-a")
+    assert annotation(res.patched, "path") == "device-plugin"
+    assert "training-job-extended-resource" not in res.findings
+    assert "training-job-extended-resource" in run(_training_job("mig-a"), "mig-a").findings
+
+
+def test_legacy_stage_training_job_on_a_name_only_dra_serves_gets_the_advice() -> None:
+    res = run(_training_job("batch", "example.com/fpga"), "batch")
+    assert annotation(res.patched, "path") == "dra-extended-resource"
+    assert "training-job-extended-resource" in res.findings

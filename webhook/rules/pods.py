@@ -338,9 +338,16 @@ def claim_template_snippet(
     )
 
 
+_DRA_EXTENDED_PATHS = ("dra-extended-resource", "mixed")
+"""Paths on which DRA serves an extended resource through the scheduler's claim (issue 24 item 9)."""
+
+
 @pod_rule(ids.TRAINING_JOB_EXTENDED_RESOURCE)
 def training_job_extended_resource(obj: dict[str, Any], ctx: Context) -> Outcome:
     """A long training job on the extended-resource path cannot tolerate device taints (advisory).
+
+    Judged on the path ``placement.plan`` chose for the Pod, not the stage: a job the device plugin serves is
+    not on DRA at all, and a legacy-stage job asking for a name only DRA serves is.
 
     The scheduler's claim for an extended resource carries no tolerations and a DeviceClass cannot add
     any (dra-1.37.md §7); and the device-taint eviction controller only follows ``pod.spec.resourceClaims``
@@ -349,11 +356,11 @@ def training_job_extended_resource(obj: dict[str, Any], ctx: Context) -> Outcome
     running on a device under maintenance. The remediation is a ready ResourceClaimTemplate with the
     policy's ``trainingJobs.deviceTolerations``, which gives a real checkpoint window.
     """
-    if ctx.stage == "legacy":
-        return Outcome()
     policy = ctx.policy
     findings = []
     for ref in examined_templates(obj, ctx):
+        if plan(usage(ref.spec(obj), policy), ctx.stage, policy).path not in _DRA_EXTENDED_PATHS:
+            continue  # the device plugin serves it (whatever the stage), or no extended resource at all
         deadlines = active_deadlines(obj, ref)
         if not policy.is_training_job(pod_labels(obj, ctx.kind, ref, ctx.group), max(deadlines) if deadlines else None):
             continue

@@ -316,7 +316,9 @@ def test_messages_stay_one_short_line_with_long_names():
         pod["spec"]["containers"][i % 2] = c
     pod["spec"]["containers"] = [
         {"name": f"{i}" + "c" * 62, "image": "registry.example.com/t:1",
-         "resources": {"limits": {"vendor.example.com/gpu": 9, "example.com/gpu": 1}}} for i in range(5)
+         # a legacy name beside a name only DRA serves: path mixed, so the training advice applies (item 9)
+         "resources": {"limits": {"vendor.example.com/gpu": 9,
+                                  "deviceclass.resource.kubernetes.io/gpu.example.com": 1}}} for i in range(5)
     ]
     ctx = _training_ctx()
     from webhook.rules.pods import legacy_resource_name, max_devices_per_pod
@@ -731,3 +733,32 @@ def test_legacy_stage_training_job_on_a_name_only_dra_serves_gets_the_advice() -
     res = run(_training_job("batch", "example.com/fpga"), "batch")
     assert annotation(res.patched, "path") == "dra-extended-resource"
     assert "training-job-extended-resource" in res.findings
+
+
+# ---- issue 24 item 4: GPU sharing names follow the advertised rule ----------------------------------------------
+
+
+@pytest.mark.parametrize("shared", ["nvidia.com/gpumem", "nvidia.com/gpucores", "nvidia.com/gpumem-percentage",
+                                    "nvidia.com/gpu.shared"])
+def test_a_sharing_name_is_served_only_where_a_pool_advertises_it(shared) -> None:
+    """HAMi's and time-slicing's names are served by their device plugins: a Pod asking for one beside the
+    policy's resource is never sent to the dra pool, which does not advertise it."""
+    from webhook.placement import Plan, plan, usage
+
+    policy = _advertising(["example.com/gpu", "vendor.example.com/gpu", shared])
+    spec = {"containers": [{"name": "c", "resources": {"limits": {"example.com/gpu": 1, shared: 1}}}]}
+    u = usage(spec, policy)
+    assert u.shared == (shared,)
+    assert plan(u, "migrated", policy) == Plan("devicePlugin", "device-plugin")
+    nowhere = _advertising(["example.com/gpu", "vendor.example.com/gpu"], dra=[shared])
+    assert plan(usage(spec, nowhere), "migrated", nowhere).pool == "dra"
+    neither = _advertising(["vendor.example.com/gpu", shared])
+    spec_fpga = {"containers": [{"name": "c", "resources": {"limits": {"example.com/fpga": 1, shared: 1}}}]}
+    assert plan(usage(spec_fpga, neither), "migrated", neither).pool is None  # fpga only on dra, shared not there
+
+
+def test_a_sharing_name_no_pool_advertises_is_outside_the_decision() -> None:
+    from webhook.placement import usage
+
+    assert usage({"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpumem": 1}}}]},
+                 POLICY).shared == ()

@@ -38,6 +38,7 @@ class Usage:
     legacy: dict[str, Resource]  # legacy device-plugin names requested
     claims: tuple[str, ...]  # spec.resourceClaims[].name
     scheduler: str = DEFAULT_SCHEDULER  # spec.schedulerName
+    shared: tuple[str, ...] = ()  # other names some pool advertises (HAMi nvidia.com/gpumem, nvidia.com/gpu.shared)
 
     @property
     def gpu(self) -> bool:
@@ -59,6 +60,7 @@ def usage(podspec: Mapping[str, Any], policy: CompiledPolicy) -> Usage:
     """Which of the spec's requested names the policy knows (legacy or DRA-servable) and which claims it has."""
     er: dict[str, Resource] = {}
     legacy: dict[str, Resource] = {}
+    shared: list[str] = []
     for name in requested_names(podspec):
         if name in policy.legacy:
             legacy[name] = policy.legacy[name]
@@ -66,8 +68,10 @@ def usage(podspec: Mapping[str, Any], policy: CompiledPolicy) -> Usage:
         res = hardware(policy, name)
         if res is not None:
             er[name] = res
+        elif any(name in names for names in policy.advertised.values()):
+            shared.append(name)
     claims = tuple(str(c.get("name", "")) for c in pod_claims(podspec))
-    return Usage(er, legacy, claims, str(podspec.get("schedulerName") or DEFAULT_SCHEDULER))
+    return Usage(er, legacy, claims, str(podspec.get("schedulerName") or DEFAULT_SCHEDULER), tuple(shared))
 
 
 def serves_dra(u: Usage, policy: CompiledPolicy) -> bool:
@@ -123,6 +127,8 @@ def pool_path(u: Usage, pool: str, policy: CompiledPolicy) -> str | None:
     the same online and offline (README "Which path, which pool").
     """
     advertised = policy.advertised[pool]
+    if any(name not in advertised for name in u.shared):
+        return None  # a sharing stack's name (issue 24 item 4): served only where a pool says it advertises it
     plugin = dra = False
     for name in (*u.er, *u.legacy):
         if name in advertised:
@@ -159,6 +165,7 @@ def plan(u: Usage, stage: str, policy: CompiledPolicy) -> Plan:
             if path is not None:
                 return Plan(pool, "mixed" if u.claims else path)
     fallback = _stage_pool(u, stage)
-    if fallback == "dra" and not serves_dra(u, policy):
-        fallback = None
+    if (fallback == "dra" and not serves_dra(u, policy)) or u.shared:
+        fallback = None  # never a pool that cannot serve it: the scheduler's, or a sharing name's
+
     return Plan(fallback, _stage_path(u, stage))

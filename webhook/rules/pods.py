@@ -8,6 +8,7 @@ paths are kubectl-style field paths into the object as received.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import yaml
@@ -419,7 +420,7 @@ def _other_scheduler(ref: PodTemplateRef, u: Usage, want: str | None, ctx: Conte
     policy = ctx.policy
     if want == "dra" or serves_dra(u, policy) or policy.spec.nodePools.dra is None:
         return []
-    if plan(Usage(u.er, u.legacy, u.claims, DEFAULT_SCHEDULER), ctx.stage, policy).pool != "dra":
+    if plan(replace(u, scheduler=DEFAULT_SCHEDULER), ctx.stage, policy).pool != "dra":
         return []
     kept = f"kept on the {want} pool" if want else "not steered"
     return [Finding(

@@ -166,6 +166,19 @@ def test_unbounded_injected_toleration(tmp_path: Path) -> None:
            "NoExecute taints forever" in w
 
 
+def test_device_plugin_pool_that_does_not_say_what_it_advertises(tmp_path: Path) -> None:
+    """Issue 24 item 1: steering of legacy-stage Pods rests on the guess, so lint spells it out."""
+    text = POLICY.replace("  claims:", "  - {name: example.com/fpga, deviceClassName: fpga.example.com}\n"
+                          "  nodePools:\n    dra: {nodeSelector: {pool: dra}}\n"
+                          "    devicePlugin: {nodeSelector: {pool: dp}}\n  claims:", 1)
+    [w] = _warnings(tmp_path, text)
+    assert f":{_line(text, 'devicePlugin:')}: spec.nodePools.devicePlugin: nodePools.devicePlugin.advertises is " \
+           "unset: assuming its nodes' device plugins advertise example.com/fpga, vendor.example.com/gpu" in w
+    stated = text.replace("{nodeSelector: {pool: dp}}",
+                          "{nodeSelector: {pool: dp}, advertises: [vendor.example.com/gpu]}")
+    assert _warnings(tmp_path, stated) == []
+
+
 def test_cluster_device_classes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     text = POLICY.replace("    allowedDeviceClasses: [gpu.example.com]",
                           "    allowedDeviceClasses: [gpu.example.com, nic.example.com]")

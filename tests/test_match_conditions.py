@@ -397,6 +397,9 @@ INERT: dict[tuple[str, ...], str] = {
     ("T", "metadata", "labels", "*"): "training-job labels, consulted only for a template with devices",
     ("metadata", "labels", "*"): "as above (the controller's labels)",
     ("metadata", "name"): "names the template and the snippet",
+    ("T", "spec", "schedulerName"): "placement.serves_dra, consulted only for a template with devices; it only keeps "
+                                    "a Pod off the dra pool",
+    ("metadata", "ownerReferences"): "workloads.examined_owner: only makes the rules skip an owned object's templates",
     ("spec", "replicatedJobs", "[]", "name"): "names the JobSet template in messages",
     ("<on the way to T>",): "maps and lists that lead to the pod template",
     ("J", "suspend"): "workloads.template_writes: only limits what may be written on an UPDATE",

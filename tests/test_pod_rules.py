@@ -316,7 +316,9 @@ def test_messages_stay_one_short_line_with_long_names():
         pod["spec"]["containers"][i % 2] = c
     pod["spec"]["containers"] = [
         {"name": f"{i}" + "c" * 62, "image": "registry.example.com/t:1",
-         "resources": {"limits": {"vendor.example.com/gpu": 9, "example.com/gpu": 1}}} for i in range(5)
+         # a legacy name beside a name only DRA serves: path mixed, so the training advice applies (item 9)
+         "resources": {"limits": {"vendor.example.com/gpu": 9,
+                                  "deviceclass.resource.kubernetes.io/gpu.example.com": 1}}} for i in range(5)
     ]
     ctx = _training_ctx()
     from webhook.rules.pods import legacy_resource_name, max_devices_per_pod
@@ -529,9 +531,36 @@ def _advertising(devicePlugin: list[str] | None, dra: list[str] | None = None) -
     return compile_policy(MigrationPolicy.model_validate(doc), json.dumps(doc).encode())
 
 
-def test_default_device_plugin_pool_advertises_the_legacy_names_only() -> None:
+def test_default_device_plugin_pool_advertises_the_legacy_names_and_names_without_legacy_names() -> None:
+    """example.com/fpga has no legacyNames: its device plugin serves that very name (issue 24 item 1)."""
     policy = _advertising(None)
-    assert policy.advertised == {"devicePlugin": frozenset({"vendor.example.com/gpu"}), "dra": frozenset()}
+    assert policy.advertised == {"devicePlugin": frozenset({"vendor.example.com/gpu", "example.com/fpga"}),
+                                 "dra": frozenset()}
+
+
+def test_legacy_stage_pod_of_a_resource_without_legacy_names_stays_on_the_device_plugin_pool() -> None:
+    """Issue 24 item 1: the NVIDIA shape (resource nvidia.com/gpu, no legacyNames, no advertises) used to pin every
+    legacy-stage GPU Pod to the DRA pool; the device plugin serves nvidia.com/gpu, so it stays there."""
+    from webhook.placement import Plan, plan, usage
+
+    policy = _advertising(None)
+    u = usage({"containers": [{"name": "c", "resources": {"limits": {"example.com/fpga": "1"}}}]}, policy)
+    assert plan(u, "legacy", policy) == Plan("devicePlugin", "device-plugin")
+    assert plan(u, "migrated", policy) == Plan("dra", "dra-extended-resource")
+
+
+@pytest.mark.parametrize("quantity", [0, "0", "0m"])
+def test_a_zero_quantity_is_not_device_use(quantity) -> None:
+    """Issue 24 item 10: ``nvidia.com/gpu: 0`` (a chart's GPU count left at 0) asks for nothing; the scheduler
+    skips zero requests (noderesources/fit.go fitsRequest), so no steering, path or finding comes from it."""
+    from webhook.placement import usage
+
+    spec = {"containers": [{"name": "c", "resources": {"limits": {
+        "vendor.example.com/gpu": quantity, "example.com/gpu": quantity}}}]}
+    assert not usage(spec, POLICY).uses_devices
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "zero", "namespace": "pilot-a"}, "spec": spec}
+    res = run(pod, "pilot-a")
+    assert res.allowed and res.findings == {} and res.patch == []
 
 
 @pytest.mark.parametrize("namespace", ["batch", "late-a"])
@@ -579,3 +608,157 @@ def test_a_name_no_pool_serves_falls_back_to_the_stage() -> None:
         "vendor.example.com/gpu": "1", "example.com/gpu": "1"}}}]}, policy)
     assert plan(u, "legacy", policy) == Plan("devicePlugin", "device-plugin")
     assert plan(u, "pilot", policy) == Plan("devicePlugin", "device-plugin")
+
+
+# ---- issue 24 item 2: objects a workload the webhook examines controls get no template patch ----------------
+
+
+def _owned(name: str, namespace: str, api_version: str, kind: str, controller: bool = True) -> dict[str, Any]:
+    return manifest(name, namespace, {"metadata": {"ownerReferences": [{
+        "apiVersion": api_version, "kind": kind, "name": "owner", "uid": "0c4b0e4e-0000-4000-8000-000000000001",
+        "controller": controller}]}})
+
+
+@pytest.mark.parametrize(("name", "api_version", "kind"), [
+    ("replicaset-gpu", "apps/v1", "Deployment"),
+    ("job-training", "batch/v1", "CronJob"),
+    ("job-training", "jobset.x-k8s.io/v1alpha2", "JobSet"),
+])
+def test_an_object_an_examined_workload_controls_gets_no_template_patch(name, api_version, kind) -> None:
+    """The Deployment controller matches its ReplicaSet by template (EqualIgnoreHash): a steered ReplicaSet
+    template would make it create ReplicaSet after ReplicaSet (kubernetes/kubernetes#57167). Decided at the
+    owner and at the Pod; the object itself is only annotated, and judged by nothing."""
+    before = _owned(name, "mig-a", api_version, kind)
+    res = run(before, "mig-a")
+    assert res.allowed and res.findings == {}
+    assert res.patched["spec"]["template"] == before["spec"]["template"]
+    assert all(not op["path"].startswith("/spec") for op in res.patch), res.patch
+
+
+@pytest.mark.parametrize(("api_version", "kind", "controller"), [
+    ("argoproj.io/v1alpha1", "Workflow", True),   # not a kind the webhook examines: this object is the top
+    ("apps/v1", "Deployment", False),             # an owner that is not the controller
+])
+def test_an_object_no_examined_workload_controls_is_steered(api_version, kind, controller) -> None:
+    res = run(_owned("replicaset-gpu", "mig-a", api_version, kind, controller), "mig-a")
+    assert pool_of(res.patched["spec"]["template"]) == "dra"
+
+
+# ---- issue 24 item 3: schedulers other than the default -------------------------------------------------
+
+
+def _pod_for(scheduler: str | None, name: str = "example.com/gpu") -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "registry.example.com/app:1",
+                                            "resources": {"limits": {name: 1}}}]}
+    if scheduler:
+        spec["schedulerName"] = scheduler
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "mig-a"}, "spec": spec}
+
+
+@pytest.mark.parametrize("scheduler", ["kai-scheduler", "volcano", "yunikorn", "hami-scheduler", "my-own"])
+def test_a_pod_of_another_scheduler_is_not_steered_to_the_dra_pool_and_the_answer_says_why(scheduler) -> None:
+    """Only kube-scheduler's DynamicResources plugin is known to allocate DRA claims; a KAI, Volcano, YuniKorn or
+    HAMi Pod sent to the DRA pool would stay Pending (or run without its device). The device-plugin pool serves
+    example.com/gpu here, so it goes there."""
+    res = run(_pod_for(scheduler), "mig-a")
+    assert res.allowed and pool_of(res.patched) == "devicePlugin"
+    assert annotation(res.patched, "path") == "device-plugin"
+    assert res.findings == {"steer-node-pool": "Warn"}
+    [warning] = res.warnings
+    assert f'schedulerName "{scheduler}"' in warning and "kept on the devicePlugin pool" in warning
+
+
+def test_a_dra_only_name_of_another_scheduler_is_not_steered_at_all() -> None:
+    res = run(_pod_for("kai-scheduler", "example.com/fpga"), "mig-a")
+    assert pool_of(res.patched) is None and "not steered" in " ".join(res.warnings)
+
+
+@pytest.mark.parametrize("scheduler", [None, "default-scheduler"])
+def test_the_default_scheduler_is_steered_as_before_without_a_finding(scheduler) -> None:
+    res = run(_pod_for(scheduler), "mig-a")
+    assert pool_of(res.patched) == "dra" and res.findings == {}
+
+
+def test_the_policy_can_declare_a_scheduler_that_serves_dra() -> None:
+    doc = yaml.safe_load((DATA / "policy.yaml").read_text())
+    doc["spec"]["draSchedulers"] = ["default-scheduler", "gpu-scheduler"]
+    policy = compile_policy(MigrationPolicy.model_validate(doc), json.dumps(doc).encode())
+    res = run(_pod_for("gpu-scheduler"), "mig-a", policy=policy)
+    assert pool_of(res.patched) == "dra" and res.findings == {}
+    assert pool_of(run(_pod_for("volcano"), "mig-a", policy=policy).patched) == "devicePlugin"
+
+
+# ---- issue 24 item 8: Pods bound with spec.nodeName ---------------------------------------------------------
+
+
+def test_a_bound_pod_gets_no_node_affinity_and_the_answer_names_the_pool_it_needs() -> None:
+    """The kubelet rejects a bound Pod whose required node affinity its node does not match (predicate.go
+    GeneralPredicates), so affinity added to a bound Pod could only hurt."""
+    pod = _pod_for(None)
+    pod["spec"]["nodeName"] = "gpu-node-7"
+    res = run(pod, "mig-a")
+    assert res.allowed and "affinity" not in res.patched["spec"]
+    assert annotation(res.patched, "node-pool") is None
+    [warning] = res.warnings
+    assert 'bound to node "gpu-node-7"' in warning and "needs the dra pool (gpu.example.com/allocation=dra)" in warning
+
+
+def test_a_template_with_node_name_is_not_steered_either() -> None:
+    """Every Pod made from it is created bound to that node."""
+    res = run(manifest("replicaset-gpu", "mig-a", {"spec": {"template": {"spec": {"nodeName": "n"}}}}), "mig-a")
+    assert "affinity" not in res.patched["spec"]["template"]["spec"]
+    assert 'bound to node "n"' in " ".join(res.warnings)
+
+
+# ---- issue 24 item 9: training-job-extended-resource follows the path chosen for the Pod -----------------------
+
+
+def _training_job(namespace: str, name: str = "example.com/gpu", scheduler: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": [{"name": "trainer", "image": "registry.example.com/trainer:1.0",
+                                            "resources": {"limits": {name: 4}}}]}
+    if scheduler:
+        spec["schedulerName"] = scheduler
+    return manifest("job-training", namespace, {"spec": {"template": {"spec": spec}}})
+
+
+def test_training_job_the_device_plugin_serves_gets_no_extended_resource_advice() -> None:
+    """Migrated stage, but its scheduler keeps it on the device-plugin pool: not on the DRA path, no advice."""
+    res = run(_training_job("mig-a", scheduler="volcano"), "mig-a")
+    assert annotation(res.patched, "path") == "device-plugin"
+    assert "training-job-extended-resource" not in res.findings
+    assert "training-job-extended-resource" in run(_training_job("mig-a"), "mig-a").findings
+
+
+def test_legacy_stage_training_job_on_a_name_only_dra_serves_gets_the_advice() -> None:
+    res = run(_training_job("batch", "example.com/fpga"), "batch")
+    assert annotation(res.patched, "path") == "dra-extended-resource"
+    assert "training-job-extended-resource" in res.findings
+
+
+# ---- issue 24 item 4: GPU sharing names follow the advertised rule ----------------------------------------------
+
+
+@pytest.mark.parametrize("shared", ["nvidia.com/gpumem", "nvidia.com/gpucores", "nvidia.com/gpumem-percentage",
+                                    "nvidia.com/gpu.shared"])
+def test_a_sharing_name_is_served_only_where_a_pool_advertises_it(shared) -> None:
+    """HAMi's and time-slicing's names are served by their device plugins: a Pod asking for one beside the
+    policy's resource is never sent to the dra pool, which does not advertise it."""
+    from webhook.placement import Plan, plan, usage
+
+    policy = _advertising(["example.com/gpu", "vendor.example.com/gpu", shared])
+    spec = {"containers": [{"name": "c", "resources": {"limits": {"example.com/gpu": 1, shared: 1}}}]}
+    u = usage(spec, policy)
+    assert u.shared == (shared,)
+    assert plan(u, "migrated", policy) == Plan("devicePlugin", "device-plugin")
+    nowhere = _advertising(["example.com/gpu", "vendor.example.com/gpu"], dra=[shared])
+    assert plan(usage(spec, nowhere), "migrated", nowhere).pool == "dra"
+    neither = _advertising(["vendor.example.com/gpu", shared])
+    spec_fpga = {"containers": [{"name": "c", "resources": {"limits": {"example.com/fpga": 1, shared: 1}}}]}
+    assert plan(usage(spec_fpga, neither), "migrated", neither).pool is None  # fpga only on dra, shared not there
+
+
+def test_a_sharing_name_no_pool_advertises_is_outside_the_decision() -> None:
+    from webhook.placement import usage
+
+    assert usage({"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpumem": 1}}}]},
+                 POLICY).shared == ()

@@ -433,11 +433,17 @@ def extended_requests(
 
 
 def requested_names(podspec: Mapping[str, Any]) -> dict[str, list[ContainerRef]]:
-    """Every extended resource any container names (request or limit), with the containers naming it."""
+    """Every extended resource any container asks for (request or limit), with the containers asking for it.
+
+    A zero quantity (``nvidia.com/gpu: 0``, common in charts whose GPU count is a value) asks for nothing: the
+    scheduler skips it (kubernetes v1.36 pkg/scheduler/framework/plugins/noderesources/fit.go ``fitsRequest``:
+    ``if rQuant == 0 { continue }``), so no steering, tracking or finding may come from it (issue 24 item 10).
+    """
     out: dict[str, list[ContainerRef]] = {}
     for ref in iter_containers(podspec):
-        for name in container_extended(ref.container):
-            out.setdefault(name, []).append(ref)
+        for name, count in container_extended(ref.container).items():
+            if count > 0:
+                out.setdefault(name, []).append(ref)
     return out
 
 

@@ -25,6 +25,11 @@ def hardware(policy: CompiledPolicy, name: str) -> Resource | None:
     return res
 
 
+DEFAULT_SCHEDULER = "default-scheduler"
+"""What the API server defaults an empty ``spec.schedulerName`` to (kubernetes v1.36 pkg/apis/core/v1/defaults.go
+``SetDefaults_PodSpec``: ``v1.DefaultSchedulerName``)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Usage:
     """How a pod spec asks for devices under the policy."""
@@ -32,6 +37,8 @@ class Usage:
     er: dict[str, Resource]  # requested name -> resource, on the extended-resource path (DRA-servable)
     legacy: dict[str, Resource]  # legacy device-plugin names requested
     claims: tuple[str, ...]  # spec.resourceClaims[].name
+    scheduler: str = DEFAULT_SCHEDULER  # spec.schedulerName
+    shared: tuple[str, ...] = ()  # other names some pool advertises (HAMi nvidia.com/gpumem, nvidia.com/gpu.shared)
 
     @property
     def gpu(self) -> bool:
@@ -53,6 +60,7 @@ def usage(podspec: Mapping[str, Any], policy: CompiledPolicy) -> Usage:
     """Which of the spec's requested names the policy knows (legacy or DRA-servable) and which claims it has."""
     er: dict[str, Resource] = {}
     legacy: dict[str, Resource] = {}
+    shared: list[str] = []
     for name in requested_names(podspec):
         if name in policy.legacy:
             legacy[name] = policy.legacy[name]
@@ -60,8 +68,22 @@ def usage(podspec: Mapping[str, Any], policy: CompiledPolicy) -> Usage:
         res = hardware(policy, name)
         if res is not None:
             er[name] = res
+        elif any(name in names for names in policy.advertised.values()):
+            shared.append(name)
     claims = tuple(str(c.get("name", "")) for c in pod_claims(podspec))
-    return Usage(er, legacy, claims)
+    return Usage(er, legacy, claims, str(podspec.get("schedulerName") or DEFAULT_SCHEDULER), tuple(shared))
+
+
+def serves_dra(u: Usage, policy: CompiledPolicy) -> bool:
+    """Whether the Pod's scheduler allocates DRA devices (``spec.draSchedulers``).
+
+    Only the scheduler named in ``spec.schedulerName`` places the Pod (kubernetes v1.36
+    pkg/scheduler/eventhandlers.go ``responsibleForPod``: ``profiles.HandlesSchedulerName(pod.Spec.SchedulerName)``),
+    and DRA claims, including the extended-resource claim, are allocated by kube-scheduler's DynamicResources plugin
+    (pkg/scheduler/framework/plugins/dynamicresources). Another scheduler may not allocate them at all (README
+    "Running beside other schedulers").
+    """
+    return u.scheduler in policy.dra_schedulers
 
 
 def _stage_path(u: Usage, stage: str) -> str | None:
@@ -105,6 +127,8 @@ def pool_path(u: Usage, pool: str, policy: CompiledPolicy) -> str | None:
     the same online and offline (README "Which path, which pool").
     """
     advertised = policy.advertised[pool]
+    if any(name not in advertised for name in u.shared):
+        return None  # a sharing stack's name (issue 24 item 4): served only where a pool says it advertises it
     plugin = dra = False
     for name in (*u.er, *u.legacy):
         if name in advertised:
@@ -130,11 +154,18 @@ def plan(u: Usage, stage: str, policy: CompiledPolicy) -> Plan:
     """The stage's pool (legacy: ``devicePlugin``, else ``dra``) if it can serve every name the Pod requests, else
     the other pool if that can, with the path the scheduler takes there. A legacy-stage Pod asking for a DRA-mapped
     name the device-plugin nodes do not advertise runs only on the DRA pool, through DRA. When neither pool can
-    serve the Pod, the stage decides alone (other rules say what is wrong with it)."""
+    serve the Pod, the stage decides alone (other rules say what is wrong with it). A Pod whose scheduler does not
+    allocate DRA devices (``serves_dra``) is never planned for the DRA pool (issue 24 item 3)."""
     if u.gpu:
-        order = ("devicePlugin", "dra") if stage == "legacy" else ("dra", "devicePlugin")
+        order: tuple[str, ...] = ("devicePlugin", "dra") if stage == "legacy" else ("dra", "devicePlugin")
+        if not serves_dra(u, policy):
+            order = ("devicePlugin",)
         for pool in order:
             path = pool_path(u, pool, policy)
             if path is not None:
                 return Plan(pool, "mixed" if u.claims else path)
-    return Plan(_stage_pool(u, stage), _stage_path(u, stage))
+    fallback = _stage_pool(u, stage)
+    if (fallback == "dra" and not serves_dra(u, policy)) or u.shared:
+        fallback = None  # never a pool that cannot serve it: the scheduler's, or a sharing name's
+
+    return Plan(fallback, _stage_path(u, stage))

@@ -165,20 +165,33 @@ class CompiledPolicy:
         return f"{self.name}@{self.sha256[:12]}"
 
     @cached_property
+    def plugin_names(self) -> frozenset[str]:
+        """What device-plugin nodes are taken to advertise when the policy does not say: every legacy name, and the
+        own name of every resource without ``legacyNames`` (then the device plugin serves that very name, as
+        NVIDIA's does ``nvidia.com/gpu``). Without the second part a fleet's legacy-stage Pods would all be
+        steered to the DRA pool (issue 24 item 1); ``lint`` asks for ``advertises`` to be stated."""
+        return frozenset(self.legacy) | {r.name for r in self.spec.resources if not r.legacyNames}
+
+    @cached_property
     def advertised(self) -> Mapping[str, frozenset[str]]:
         """Pool (``dra``, ``devicePlugin``) -> extended resource names its nodes advertise in status.allocatable.
 
-        ``nodePools.<pool>.advertises``; unset, the device-plugin pool advertises every legacy name (the policy's
-        own meaning of ``legacyNames``) and the DRA pool none.
+        ``nodePools.<pool>.advertises``; unset, the device-plugin pool advertises ``plugin_names`` and the DRA
+        pool none.
         """
         pools = self.spec.nodePools
-        defaults = {"dra": frozenset[str](), "devicePlugin": frozenset(self.legacy)}
+        defaults = {"dra": frozenset[str](), "devicePlugin": self.plugin_names}
         out: dict[str, frozenset[str]] = {}
         for name, default in defaults.items():
             pool = getattr(pools, name)
             stated = pool.advertises if pool is not None else None
             out[name] = default if stated is None else frozenset(stated)
         return out
+
+    @cached_property
+    def dra_schedulers(self) -> frozenset[str]:
+        """``spec.draSchedulers``: the ``schedulerName`` values whose scheduler allocates DRA claims."""
+        return frozenset(self.spec.draSchedulers)
 
     @cached_property
     def scheduler_usernames(self) -> frozenset[str]:

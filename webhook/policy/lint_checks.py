@@ -41,6 +41,7 @@ def warnings(
     found += _gates_not_in_version(policy)
     found += _broken_gate_dependencies(policy)
     found += _unbounded_injected_tolerations(policy)
+    found += _unstated_plugin_names(policy)
     if device_classes is not None:
         found += _cluster_classes(policy, device_classes)
     if cluster_gates is not None:
@@ -222,6 +223,22 @@ def _unbounded_injected_tolerations(policy: CompiledPolicy) -> list[tuple[Loc, s
                         f"tolerationSeconds {tol.tolerationSeconds} is above claims.maxTolerationSeconds {limit}, "
                         "the limit users' own tolerations are held to"))
     return out
+
+
+def _unstated_plugin_names(policy: CompiledPolicy) -> list[tuple[Loc, str]]:
+    """A device-plugin pool that does not say what it serves: steering rests on ``CompiledPolicy.plugin_names``.
+
+    Which pool serves a legacy-stage Pod follows from what each pool advertises (``placement.plan``); a wrong guess
+    sends Pods to nodes that cannot run them, so the guess is spelt out for the author to confirm (issue 24 item 1).
+    """
+    pool = policy.spec.nodePools.devicePlugin
+    if pool is None or pool.advertises is not None:
+        return []
+    names = ", ".join(sorted(policy.plugin_names)) or "nothing"
+    return [(("spec", "nodePools", "devicePlugin"),
+             f"nodePools.devicePlugin.advertises is unset: assuming its nodes' device plugins advertise {names} "
+             "(legacyNames, and the name of each resource without legacyNames); state advertises so that "
+             "legacy-stage Pods are never steered to a pool that cannot serve them")]
 
 
 def _cluster_classes(policy: CompiledPolicy, device_classes: Iterable[Mapping[str, Any]]) -> list[tuple[Loc, str]]:

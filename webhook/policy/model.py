@@ -81,7 +81,8 @@ class NodePool(Strict):
         default=None,
         description="Extended resource names the pool's nodes advertise in status.allocatable (their device "
         "plugins). The scheduler serves such a name there through the device plugin, and a DeviceClass-mapped "
-        "name they lack through DRA. Unset: devicePlugin advertises every legacy name of `resources`, dra none.",
+        "name they lack through DRA. Unset: devicePlugin advertises every legacy name of `resources` and the "
+        "name of each resource without legacyNames (`lint` warns), dra none.",
     )
 
     @field_validator("advertises")
@@ -313,6 +314,12 @@ class PolicySpec(Strict):
         "scheduler runs under its ServiceAccount, system:serviceaccount:NS:NAME). Their claims are never judged "
         "nor changed; keep deploy/'s matchCondition exclude-scheduler-extended-resource-claims in step.",
     )
+    draSchedulers: list[str] = Field(
+        default_factory=lambda: ["default-scheduler"],
+        description="spec.schedulerName values whose scheduler allocates DRA claims (kube-scheduler's profiles; a "
+        "second kube-scheduler). Pods of any other scheduler (KAI, Volcano, YuniKorn, HAMi, unknown) are never "
+        "steered to the dra pool (steer-node-pool says why).",
+    )
     cohorts: list[Cohort] = Field(
         default_factory=list, description="Groups of namespaces with a stage schedule; the first matching cohort wins."
     )
@@ -335,6 +342,14 @@ class PolicySpec(Strict):
         "(group, kind, paths of the pod templates). Their webhook configuration rule must be added too: "
         "`dra-webhook lint --webhook-rules` prints it.",
     )
+
+    @field_validator("draSchedulers")
+    @classmethod
+    def _schedulers(cls, v: list[str]) -> list[str]:
+        for name in v:
+            if errors := k8s_names.dns1123_subdomain(name):
+                raise ValueError(f"{name!r} is not a scheduler name (DNS subdomain): {'; '.join(errors)}")
+        return v
 
     @field_validator("schedulerUsernames")
     @classmethod

@@ -8,6 +8,7 @@ paths are kubectl-style field paths into the object as received.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import yaml
@@ -30,7 +31,7 @@ from webhook.objects import (
     requested_names,
 )
 from webhook.patch import clone, private_path
-from webhook.placement import hardware, plan, usage
+from webhook.placement import DEFAULT_SCHEDULER, Usage, hardware, plan, serves_dra, usage
 from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.model import Resource
 from webhook.rules import ids
@@ -338,9 +339,16 @@ def claim_template_snippet(
     )
 
 
+_DRA_EXTENDED_PATHS = ("dra-extended-resource", "mixed")
+"""Paths on which DRA serves an extended resource through the scheduler's claim (issue 24 item 9)."""
+
+
 @pod_rule(ids.TRAINING_JOB_EXTENDED_RESOURCE)
 def training_job_extended_resource(obj: dict[str, Any], ctx: Context) -> Outcome:
     """A long training job on the extended-resource path cannot tolerate device taints (advisory).
+
+    Judged on the path ``placement.plan`` chose for the Pod, not the stage: a job the device plugin serves is
+    not on DRA at all, and a legacy-stage job asking for a name only DRA serves is.
 
     The scheduler's claim for an extended resource carries no tolerations and a DeviceClass cannot add
     any (dra-1.37.md §7); and the device-taint eviction controller only follows ``pod.spec.resourceClaims``
@@ -349,11 +357,11 @@ def training_job_extended_resource(obj: dict[str, Any], ctx: Context) -> Outcome
     running on a device under maintenance. The remediation is a ready ResourceClaimTemplate with the
     policy's ``trainingJobs.deviceTolerations``, which gives a real checkpoint window.
     """
-    if ctx.stage == "legacy":
-        return Outcome()
     policy = ctx.policy
     findings = []
     for ref in examined_templates(obj, ctx):
+        if plan(usage(ref.spec(obj), policy), ctx.stage, policy).path not in _DRA_EXTENDED_PATHS:
+            continue  # the device plugin serves it (whatever the stage), or no extended resource at all
         deadlines = active_deadlines(obj, ref)
         if not policy.is_training_job(pod_labels(obj, ctx.kind, ref, ctx.group), max(deadlines) if deadlines else None):
             continue
@@ -391,6 +399,41 @@ def training_job_extended_resource(obj: dict[str, Any], ctx: Context) -> Outcome
 # ---- steer-node-pool (mutate) ---------------------------------------------------------------------
 
 
+def _bound(ref: PodTemplateRef, node: str, want: str | None, selector: Mapping[str, str]) -> Finding:
+    """A Pod (or template) bound with ``spec.nodeName`` gets no required node affinity: the scheduler never sees
+    it, and the kubelet rejects a bound Pod whose required affinity its node does not match (kubernetes v1.36
+    pkg/kubelet/lifecycle/predicate.go ``GeneralPredicates``: ``pluginhelper.GetRequiredNodeAffinity(pod).Match``,
+    reason ``NodeAffinity``). The webhook cannot see the node's labels, so it says which pool the Pod needs."""
+    labels = ", ".join(f"{k}={v}" for k, v in selector.items())
+    return Finding(
+        ids.STEER_NODE_POOL,
+        _clip(f'{ref.where()}Pod is bound to node "{node}" (spec.nodeName): not steered; it needs the {want} pool '
+              f"({labels})"),
+        f"bind it to a node of the {want} pool, or leave spec.nodeName unset and let the webhook steer it",
+        (field_path(ref.at("spec", "nodeName")),),
+        advisory=True,
+    )
+
+
+def _other_scheduler(ref: PodTemplateRef, u: Usage, want: str | None, ctx: Context) -> list[Finding]:
+    """Why a Pod the DRA pool would serve is not sent there: its scheduler does not allocate DRA devices."""
+    policy = ctx.policy
+    if want == "dra" or serves_dra(u, policy) or policy.spec.nodePools.dra is None:
+        return []
+    if plan(replace(u, scheduler=DEFAULT_SCHEDULER), ctx.stage, policy).pool != "dra":
+        return []
+    kept = f"kept on the {want} pool" if want else "not steered"
+    return [Finding(
+        ids.STEER_NODE_POOL,
+        _clip(f'{ref.where()}schedulerName "{u.scheduler}" is not known to allocate DRA devices: {kept}, '
+              "not sent to the dra pool"),
+        f'add "{u.scheduler}" to spec.draSchedulers once it allocates DRA claims',
+        (field_path(ref.at("spec", "schedulerName")),),
+        advisory=True,
+    )]
+
+
+
 @pod_rule(ids.STEER_NODE_POOL, phases=("mutate",), mutating=True)
 def steer_node_pool(obj: dict[str, Any], ctx: Context) -> Outcome:
     """GPU Pods go to a pool that serves them: the stage's (legacy ``devicePlugin``, else ``dra``), else the other.
@@ -412,8 +455,13 @@ def steer_node_pool(obj: dict[str, Any], ctx: Context) -> Outcome:
     if AFFINITY not in template_writes(obj, ctx):
         return Outcome(findings)  # e.g. a started Job: its template is immutable
     for ref in examined_templates(obj, ctx):
-        want = plan(usage(ref.spec(obj), policy), ctx.stage, policy).pool
+        u = usage(ref.spec(obj), policy)
+        want = plan(u, ctx.stage, policy).pool
+        findings += _other_scheduler(ref, u, want, ctx)
         pool = getattr(pools, want) if want else None
+        if pool is not None and ref.spec(obj).get("nodeName"):
+            findings.append(_bound(ref, str(ref.spec(obj)["nodeName"]), want, pool.nodeSelector))
+            continue
         if pool is None:
             continue
         assert want is not None

@@ -25,7 +25,7 @@ import copy
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from webhook.objects import WORKLOAD_KINDS, PodTemplateRef, get_path, pod_templates
+from webhook.objects import POLICY_KINDS, WORKLOAD_KINDS, PodTemplateRef, get_path, pod_templates, workload_kind
 from webhook.rules.base import Context, RuleFn, rule
 
 POD_OPERATIONS = ("CREATE",)
@@ -88,11 +88,39 @@ def _strip(template: dict[str, Any], keys: Iterable[str]) -> dict[str, Any]:
     return out
 
 
+def examined_owner(obj: Mapping[str, Any], kind: str) -> str | None:
+    """``Kind/name`` of the object's controlling owner when that is a workload kind the webhook examines, else None.
+
+    Such an object (a Deployment's ReplicaSet, a CronJob's Job, a JobSet's Jobs) is decided at its top-level
+    owner and at its Pods, never itself (issue 24 item 2): its controller compares the template it wrote with
+    the owner's, and a rewritten one makes it create another. kubernetes/kubernetes v1.36
+    pkg/controller/deployment/sync.go ``getNewReplicaSet`` and util/deployment_util.go ``FindNewReplicaSet`` match
+    a ReplicaSet to the Deployment by ``EqualIgnoreHash`` of the templates; a mismatch under the same name bumps
+    ``status.collisionCount`` and makes a new ReplicaSet, endlessly (kubernetes/kubernetes#57167). Pods are never
+    skipped: a Pod is where the scheduler decides.
+    """
+    if kind == "Pod":
+        return None
+    refs = get_path(obj, ("metadata", "ownerReferences"))
+    for ref in refs if isinstance(refs, list) else ():
+        if not isinstance(ref, dict) or ref.get("controller") is not True:
+            continue
+        owner_kind, api_version = str(ref.get("kind", "")), str(ref.get("apiVersion", ""))
+        group = api_version.rpartition("/")[0]
+        if owner_kind != "Pod" and (workload_kind(group, owner_kind) is not None
+                                    or (group, owner_kind) in POLICY_KINDS.get()):
+            return f"{owner_kind}/{ref.get('name', '')}"
+    return None
+
+
 def examined_templates(obj: Mapping[str, Any], ctx: Context) -> list[PodTemplateRef]:
     """The pod templates the rules judge: every one on CREATE; on UPDATE only those the request changed.
 
-    A template that differs from the old object only in the webhook's own annotations is unchanged.
+    A template that differs from the old object only in the webhook's own annotations is unchanged. None of an
+    object a workload the webhook examines controls (``examined_owner``): that owner was judged already.
     """
+    if examined_owner(obj, ctx.kind) is not None:
+        return []
     refs = pod_templates(obj, ctx.kind, ctx.group)
     if ctx.operation != "UPDATE" or not refs:
         return refs
@@ -116,7 +144,11 @@ def template_writes(obj: Mapping[str, Any], ctx: Context) -> frozenset[str]:
       affinity. Read in kubernetes-sigs/jobset main ``pkg/webhooks/jobset_webhook.go``
       (``jobSetWebhook.ValidateUpdate``).
     - every other kind: no template immutability (a Deployment rolls out the changed template).
+
+    Nothing for an object a workload the webhook examines controls (``examined_owner``): annotate, never fight.
     """
+    if examined_owner(obj, ctx.kind) is not None:
+        return frozenset()
     if ctx.operation != "UPDATE":
         return _ALL_WRITES
     old = ctx.old_object or {}

@@ -21,7 +21,7 @@ import yaml
 from webhook.objects import WORKLOAD_KINDS, workload_kind
 from webhook.policy.compiled import CompiledPolicy, CompileError, compile_policy
 from webhook.policy.model import MigrationPolicy
-from webhook.rules.base import REGISTRY, Context, Finding
+from webhook.rules.base import Context, Finding
 from webhook.rules.gates import (
     GATES,
     GATES_BY_NAME,
@@ -36,6 +36,7 @@ from webhook.rules.gates import (
     remediation,
 )
 from webhook.rules.ids import GATED_FEATURE
+from webhook.rules.ruleset import standard_rules
 from webhook.view import OfflineView, StaticView
 
 DATA = Path(__file__).parent / "data" / "gates"
@@ -137,7 +138,7 @@ def test_issue_gates_present() -> None:
 
 
 def test_registered_for_both_phases_and_all_kinds() -> None:
-    (registered,) = [r for r in REGISTRY if r.id == GATED_FEATURE]
+    (registered,) = standard_rules().named(GATED_FEATURE)
     assert registered.phases == {"mutate", "validate"}
     assert registered.operations == {"CREATE", "UPDATE"}
     assert registered.kinds == set(RULE_KINDS)

@@ -20,6 +20,7 @@ from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 from webhook import admission, engine, metrics, review
 from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.model import Action
+from webhook.rules.ruleset import RuleSet
 from webhook.view import ClusterView, OfflineView
 
 log = logging.getLogger(__name__)
@@ -85,13 +86,15 @@ def create_app(
     cert: CertState | None = None,
     clock: Callable[[], dt.datetime] | None = None,
     recorder: Callable[[bytes, str], None] | None = None,
+    rules: RuleSet | None = None,
 ) -> Flask:
-    """Build the app around a policy source, a cluster view and (when serving TLS) the certificate state."""
+    """Build the app around a policy source, a cluster view and (when serving TLS) the certificate state;
+    ``rules`` is what the engine runs (default: the standard set)."""
     app = Flask("dra-webhook")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
     view = view or OfflineView()
     now = clock or (lambda: dt.datetime.now(dt.UTC))
-    known_kinds = engine.handled_kinds()
+    known_kinds = engine.handled_kinds(rules)
 
     def admit(phase: str) -> Response:
         # A wrong Content-Type is refused before the body is read, as before the fast path existed.
@@ -120,7 +123,7 @@ def create_app(
         if recorder is not None:
             recorder(body, endpoint)
         policy = policies.current
-        answer = admission.handle(req, phase, policy, view, now(), policy_error=policies.error)
+        answer = admission.handle(req, phase, policy, view, now(), policy_error=policies.error, rules=rules)
         if policy is not None:
             _observe(req, answer, policy, phase)
         kind = req.kind if req.kind in known_kinds else "other"  # bounded label values, whatever is posted

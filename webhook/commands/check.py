@@ -27,6 +27,7 @@ from webhook.inputs import NAMESPACED_DEFAULT, InputError, Item, meta_of, parse_
 from webhook.view import ClusterView, OfflineView, StaticView
 
 if TYPE_CHECKING:
+    from webhook.admission import Admitted
     from webhook.policy.compiled import CompiledPolicy
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
@@ -149,8 +150,7 @@ def _check_items(items: list[Item], policy: CompiledPolicy, now: dt.datetime) ->
         elif not examined(item.request.group, item.request.kind, policy.workload_kinds):
             results.append(_unexamined(item))
         else:
-            mutate, validate = admit(item.request, policy, view, now)
-            results.append(_result(item, mutate, validate))
+            results.append(_result(item, admit(item.request, policy, view, now)))
     return results
 
 
@@ -238,34 +238,27 @@ def _describe(item: Item) -> str:
     return f"{req.kind} {req.namespace + '/' if req.namespace else ''}{name}"
 
 
-def _result(item: Item, mutate: Any, validate: Any) -> dict[str, Any]:
-    """``mutate`` and ``validate`` are the webhook's answers (``validate`` None: the mutation was denied)."""
-    answers = [("mutate", mutate), *([("validate", validate)] if validate is not None else [])]
-    # Rules that run in both phases (gated-feature) report the same finding twice: list it once.
-    findings: dict[tuple[str, str, tuple[str, ...]], dict[str, Any]] = {}
-    for phase, answer in answers:
-        for v in answer.verdicts:
-            f = v.finding
-            findings.setdefault((f.rule, f.message, f.paths), {
-                "phase": phase, "rule": f.rule, "action": v.action.value, "message": f.message,
-                "remediation": f.remediation, "paths": list(f.paths),
-                **({"exception": v.excepted} if v.excepted else {}),
-                **({"status": "rule-error"} if v.failed else {})})
-    allowed = all(a.allowed for _, a in answers)
+def _result(item: Item, admitted: Admitted) -> dict[str, Any]:
+    """One object's entry: what the webhook's answers (mutate, then validate) decided together."""
+    findings = [{"phase": phase, "rule": v.rule, "action": v.action.value, "message": v.finding.message,
+                 "remediation": v.finding.remediation, "paths": list(v.finding.paths),
+                 **({"exception": v.excepted} if v.excepted else {}),
+                 **({"status": "rule-error"} if v.failed else {})}
+                for phase, v in admitted.findings()]
     return {
         "source": item.source,
         "object": _describe(item),
-        "allowed": allowed,
+        "allowed": admitted.allowed,
         "examined": True,
-        "stage": next((a.stage for _, a in answers if a.stage), ""),  # cluster-scoped objects have none
-        "cohort": next((a.cohort for _, a in answers if a.cohort), ""),
-        "message": "; ".join(a.message for _, a in answers if a.message),
-        "findings": list(findings.values()),
-        "warnings": list(dict.fromkeys(w for _, a in answers for w in a.warnings)),  # all, unlike the API server
-        "patch": mutate.patch if allowed else [],  # the API server applies no patch to a denied object
-        "auditAnnotations": {k: v for _, a in answers for k, v in a.audit.items()},
+        "stage": admitted.stage,
+        "cohort": admitted.cohort,
+        "message": admitted.message,
+        "findings": findings,
+        "warnings": admitted.warnings,  # all, unlike the API server
+        "patch": admitted.patch if admitted.allowed else [],  # the API server applies no patch to a denied object
+        "auditAnnotations": admitted.audit,
         # The AdmissionReview responses the webhook sends, byte for byte what `serve` answers.
-        "responses": {phase: a.review() for phase, a in answers},
+        "responses": {phase: a.review() for phase, a in admitted.phases},
     }
 
 

@@ -93,7 +93,7 @@ def examined_templates(obj: Mapping[str, Any], ctx: Context) -> list[PodTemplate
 
     A template that differs from the old object only in the webhook's own annotations is unchanged.
     """
-    refs = pod_templates(obj, ctx.kind, ctx.group)
+    refs = pod_templates(obj, ctx.kind, ctx.group, ctx.policy.template_finders)
     if ctx.operation != "UPDATE" or not refs:
         return refs
     ignore = [ctx.policy.key(k) for k in WEBHOOK_ANNOTATIONS]

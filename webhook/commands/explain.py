@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from webhook.commands import Subparsers
+from webhook.commands import EXIT_OK, CliError, Subparsers, load_policy
 from webhook.defaults import default_policy
 from webhook.rules.ids import RULE_IDS
 
@@ -267,24 +267,14 @@ def listing(policy: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from webhook.policy.loader import PolicyError, load
-
     if args.markdown:
         sys.stdout.write(markdown_table())
-        return 0
+        return EXIT_OK
     if args.rule is not None and args.rule not in RULE_IDS:
         close = difflib.get_close_matches(args.rule, RULE_IDS, n=1, cutoff=0.5)
         hint = f"did you mean {close[0]!r}? " if close else ""
-        print(f"error: unknown rule {args.rule!r}; {hint}known rules: {', '.join(RULE_IDS)}", file=sys.stderr)
-        return 2
+        raise CliError(f"error: unknown rule {args.rule!r}; {hint}known rules: {', '.join(RULE_IDS)}")
     src = args.policy or default_policy()
-    try:
-        policy = load(src)
-    except PolicyError as exc:
-        print(f"policy error:\n{exc}", file=sys.stderr)
-        return 2
-    if args.rule is None:
-        sys.stdout.write(listing(policy))
-        return 0
-    sys.stdout.write(explain_text(args.rule, policy, str(src)))
-    return 0
+    policy = load_policy(src)
+    sys.stdout.write(listing(policy) if args.rule is None else explain_text(args.rule, policy, str(src)))
+    return EXIT_OK

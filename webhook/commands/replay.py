@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from webhook.commands import Subparsers
+from webhook.commands import EXIT_NO, EXIT_OK, CliError, Subparsers, load_policy
 from webhook.defaults import default_policy
 
 if TYPE_CHECKING:
@@ -309,39 +309,32 @@ def _json(result: Replay, base: Any, new: Any) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     from webhook.inputs import InputError, parse_at
-    from webhook.policy.loader import PolicyError, load
 
     base_src = args.baseline or default_policy()
-    policies = []
-    for what, src in (("baseline", base_src), ("new", args.policy)):
-        try:
-            policies.append(load(src))
-        except PolicyError as exc:
-            print(f"{what} policy error:\n{exc}", file=sys.stderr)
-            return 2
-    base, new = policies
+    base = load_policy(base_src, "baseline policy")
+    new = load_policy(args.policy, "new policy")
     try:
         now = parse_at(args.at) or dt.datetime.now(dt.UTC)
     except InputError as exc:
-        print(f"input error: {exc}", file=sys.stderr)
-        return 2
-    for f in args.files:
-        if not Path(f).is_file():
-            print(f"input error: {f}: no such file", file=sys.stderr)
-            return 2
-    try:
-        result = replay(list(args.files), base, new, now)
-    except OSError as exc:
-        print(f"input error: {exc}", file=sys.stderr)
-        return 2
-    if result.requests == 0:
-        print("input error: no AdmissionReview records in " + ", ".join(args.files), file=sys.stderr)
-        for where in result.skipped[:EXAMPLES]:
-            print(f"  {where}", file=sys.stderr)
-        return 2
+        raise CliError(f"input error: {exc}") from None
+    result = _replay_files(list(args.files), base, new, now)
     if args.output == "json":
         sys.stdout.write(orjson.dumps(_json(result, base, new), option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
         _print_text(result, base, new, str(base_src), str(args.policy), now)
-    return 1 if result.of("newly denied") else 0
+    return EXIT_NO if result.of("newly denied") else EXIT_OK
 
+
+def _replay_files(files: list[str], base: CompiledPolicy, new: CompiledPolicy, now: dt.datetime) -> Replay:
+    """``replay`` over readable recordings holding at least one record, or CliError saying which are not."""
+    for f in files:
+        if not Path(f).is_file():
+            raise CliError(f"input error: {f}: no such file")
+    try:
+        result = replay(files, base, new, now)
+    except OSError as exc:
+        raise CliError(f"input error: {exc}") from None
+    if result.requests == 0:
+        raise CliError("\n".join([f"input error: no AdmissionReview records in {', '.join(files)}",
+                                  *(f"  {where}" for where in result.skipped[:EXAMPLES])]))
+    return result

@@ -32,11 +32,11 @@ class RuleSet:
                                                                       repr=False)
 
     @classmethod
-    def of_modules(cls, names: Iterable[str] = MODULES, package: str = "webhook.rules") -> RuleSet:
-        """Every rule the modules declare (``base.rule``), module by module, in definition order."""
+    def of_modules(cls, names: Iterable[str]) -> RuleSet:
+        """Every rule the modules (dotted names) declare (``base.rule``), module by module, in definition order."""
         rules: list[Rule] = []
         for name in names:
-            module = importlib.import_module(f"{package}.{name}")
+            module = importlib.import_module(name)
             for value in vars(module).values():
                 if getattr(value, "__module__", None) == module.__name__:
                     rules.extend(declared_rules(value))
@@ -81,4 +81,4 @@ class RuleSet:
 @cache
 def standard_rules() -> RuleSet:
     """The rule set of ``MODULES``, built on first use (not at import) and shared after."""
-    return RuleSet.of_modules()
+    return RuleSet.of_modules(f"webhook.rules.{name}" for name in MODULES)

@@ -521,6 +521,8 @@ def test_1_36_only_gates_are_gone_in_1_37() -> None:
 
 def test_cli_policy_column(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("webhook.policy.loader")
+    from webhook.cli import main as cli_main
+    from webhook.commands import CliError
     from webhook.commands import gates as cmd
 
     path = tmp_path / "policy.yaml"
@@ -539,6 +541,8 @@ def test_cli_policy_column(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
 
 def test_cli_bad_policy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("webhook.policy.loader")
+    from webhook.cli import main as cli_main
+    from webhook.commands import CliError
     from webhook.commands import gates as cmd
 
     path = tmp_path / "policy.yaml"
@@ -546,7 +550,10 @@ def test_cli_bad_policy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
         "apiVersion: dra-migration.io/v1alpha1\nkind: MigrationPolicy\nmetadata: {name: p}\n"
         "spec:\n  featureGates: {NoSuchGate: true}\n"
     )
-    assert cmd.run(_cli(["gates", "--policy", str(path)])) == 2
+    with pytest.raises(CliError) as raised:  # cli.main prints it and exits with its code
+        cmd.run(_cli(["gates", "--policy", str(path)]))
+    assert raised.value.code == 2 and "NoSuchGate" in raised.value.message
+    assert cli_main(["gates", "--policy", str(path)]) == 2
     assert "NoSuchGate" in capsys.readouterr().err
 
 

@@ -521,8 +521,6 @@ def test_1_36_only_gates_are_gone_in_1_37() -> None:
 
 def test_cli_policy_column(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("webhook.policy.loader")
-    from webhook.cli import main as cli_main
-    from webhook.commands import CliError
     from webhook.commands import gates as cmd
 
     path = tmp_path / "policy.yaml"

@@ -23,8 +23,9 @@ from webhook.claim_objects import iter_requests, nonstandard_numa_in_cel
 from webhook.policy.compiled import CompiledPolicy, compile_policy
 from webhook.policy.model import MigrationPolicy
 from webhook.review import parse_request
-from webhook.rules import REGISTRY, claims, ids, tolerations
+from webhook.rules import claims, ids, tolerations
 from webhook.rules.base import Context, Outcome, RuleFn
+from webhook.rules.ruleset import standard_rules
 from webhook.view import ClusterView, OfflineView, StaticView
 
 DATA = Path(__file__).parent / "data" / "claims"
@@ -322,7 +323,7 @@ def test_copied_scheduler_annotation_without_pod_owner_is_judged() -> None:
 
 
 def test_claim_rules_do_not_register_for_update() -> None:
-    claim_rules = [r for r in REGISTRY if r.kinds & {"ResourceClaim", "ResourceClaimTemplate"}]
+    claim_rules = [r for r in standard_rules().rules if r.kinds & {"ResourceClaim", "ResourceClaimTemplate"}]
     assert {r.id for r in claim_rules} >= {
         ids.DEVICE_CLASS_NOT_ALLOWED,
         ids.DEVICE_COUNT_EXCEEDS,
@@ -338,7 +339,7 @@ def test_claim_rules_do_not_register_for_update() -> None:
         for kind in ("ResourceClaim", "ResourceClaimTemplate"):
             assert not r.applies(kind, "validate", "UPDATE"), r.id
             assert not r.applies(kind, "mutate", "UPDATE"), r.id
-    numa = [r for r in REGISTRY if r.id == ids.NONSTANDARD_NUMA_ATTRIBUTE]
+    numa = standard_rules().named(ids.NONSTANDARD_NUMA_ATTRIBUTE)
     assert any(r.applies("DeviceClass", "validate", "UPDATE") for r in numa)
 
 
@@ -392,7 +393,8 @@ def test_engine_denies_bad_claim_in_migrated_stage_with_field_paths() -> None:
     sub.update(deviceClassName="vendor-gpu.example.com", allocationMode="All")
     del sub["count"]
     sub["tolerations"] = [{"operator": "Exists"}]
-    mutate, validate = admit_chain(parse_request(review(obj)["request"]), POLICY, None, MIGRATED)
+    admitted = admit_chain(parse_request(review(obj)["request"]), POLICY, None, MIGRATED)
+    mutate, validate = admitted.mutate, admitted.validate
     assert mutate.allowed and validate is not None
     assert not validate.allowed
     assert sorted(validate.denied_rules) == [

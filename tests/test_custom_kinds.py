@@ -19,11 +19,12 @@ import pytest
 import yaml
 
 from tests.test_pod_rules import DATA, pool_of, run
-from webhook import custom_kinds, engine
+from webhook import custom_kinds
 from webhook.commands import check as check_cmd
 from webhook.commands import lint as lint_cmd
 from webhook.objects import pod_templates
 from webhook.policy.loader import PolicyError, load
+from webhook.rules.ruleset import standard_rules
 
 ROOT = Path(__file__).resolve().parent.parent
 STAGE = "dra-migration.io/stage"
@@ -68,8 +69,7 @@ def role(obj: dict[str, Any], i: int) -> dict[str, Any]:
 
 def run_as(obj: dict[str, Any], ns: str, policy: Any, operation: str = "CREATE",
            old: dict[str, Any] | None = None) -> Any:
-    with custom_kinds.active(policy.template_finders):  # test_pod_rules.schema_check walks the templates too
-        return run(obj, ns, operation, old, policy=policy)
+    return run(obj, ns, operation, old, policy=policy)
 
 
 # ---------------------------------------------------------------------------------------------- paths
@@ -158,13 +158,11 @@ def test_paths_are_compiled_once_and_find_every_template(policy: Any) -> None:
         assert kind.find(bad) == []
 
 
-def test_pod_templates_see_the_named_kinds_only_while_the_policy_is_active(policy: Any) -> None:
+def test_pod_templates_see_the_named_kinds_only_when_given_the_policys_finders(policy: Any) -> None:
     obj = training_run("team-a")
     assert pod_templates(obj, "TrainingRun") == []
-    with custom_kinds.active(policy.template_finders):
-        assert len(pod_templates(obj, "TrainingRun")) == 3
-        assert pod_templates(obj, "TrainingRun", "other.example.com") == []  # group AND kind
-    assert pod_templates(obj, "TrainingRun") == []
+    assert len(pod_templates(obj, "TrainingRun", named=policy.template_finders)) == 3
+    assert pod_templates(obj, "TrainingRun", "other.example.com", policy.template_finders) == []  # group AND kind
 
 
 # ------------------------------------------------------------------------------------------ admission
@@ -226,11 +224,11 @@ def test_update_that_changes_one_template_resteers_only_that_one(policy: Any) ->
 def test_named_kinds_get_every_rule_a_built_in_workload_gets() -> None:
     for phase in ("mutate", "validate"):
         for op in ("CREATE", "UPDATE"):
-            got = {r.id for r in engine.workload_rules(phase, op)}
+            got = {r.id for r in standard_rules().for_workloads(phase, op)}
             for kind in ("Deployment", "JobSet", "RayCluster", "DaemonSet"):
-                per_kind = {r.id for r in engine.rules_for(kind, phase, op)} - {"shared-claim-limit"}
+                per_kind = {r.id for r in standard_rules().select(kind, phase, op)} - {"shared-claim-limit"}
                 assert got == per_kind, (phase, op, kind)
-    assert "steer-node-pool" in {r.id for r in engine.workload_rules("mutate", "UPDATE")}
+    assert "steer-node-pool" in {r.id for r in standard_rules().for_workloads("mutate", "UPDATE")}
 
 
 # ---------------------------------------------------------------------------------------------- check

@@ -21,7 +21,7 @@ import yaml
 from webhook.objects import WORKLOAD_KINDS, workload_kind
 from webhook.policy.compiled import CompiledPolicy, CompileError, compile_policy
 from webhook.policy.model import MigrationPolicy
-from webhook.rules.base import REGISTRY, Context, Finding
+from webhook.rules.base import Context, Finding
 from webhook.rules.gates import (
     GATES,
     GATES_BY_NAME,
@@ -36,6 +36,7 @@ from webhook.rules.gates import (
     remediation,
 )
 from webhook.rules.ids import GATED_FEATURE
+from webhook.rules.ruleset import standard_rules
 from webhook.view import OfflineView, StaticView
 
 DATA = Path(__file__).parent / "data" / "gates"
@@ -138,7 +139,7 @@ def test_issue_gates_present() -> None:
 
 
 def test_registered_for_both_phases_and_all_kinds() -> None:
-    (registered,) = [r for r in REGISTRY if r.id == GATED_FEATURE]
+    (registered,) = standard_rules().named(GATED_FEATURE)
     assert registered.phases == {"mutate", "validate"}
     assert registered.operations == {"CREATE", "UPDATE"}
     assert registered.kinds == set(RULE_KINDS)
@@ -539,6 +540,8 @@ def test_cli_policy_column(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
 
 def test_cli_bad_policy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("webhook.policy.loader")
+    from webhook.cli import main as cli_main
+    from webhook.commands import CliError
     from webhook.commands import gates as cmd
 
     path = tmp_path / "policy.yaml"
@@ -546,7 +549,10 @@ def test_cli_bad_policy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
         "apiVersion: dra-migration.io/v1alpha1\nkind: MigrationPolicy\nmetadata: {name: p}\n"
         "spec:\n  featureGates: {NoSuchGate: true}\n"
     )
-    assert cmd.run(_cli(["gates", "--policy", str(path)])) == 2
+    with pytest.raises(CliError) as raised:  # cli.main prints it and exits with its code
+        cmd.run(_cli(["gates", "--policy", str(path)]))
+    assert raised.value.code == 2 and "NoSuchGate" in raised.value.message
+    assert cli_main(["gates", "--policy", str(path)]) == 2
     assert "NoSuchGate" in capsys.readouterr().err
 
 

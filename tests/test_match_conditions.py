@@ -4,7 +4,7 @@ The ``uses-devices`` condition on the two ``workloads.*`` webhooks skips plain P
 whose pod templates ask for no device (issue 17). Skipping is only safe while no rule can act on a
 skipped object, so these tests keep the condition and the rules in step:
 
-- the derivation test runs every rule of ``REGISTRY`` (gate checks included) over plain objects of
+- the derivation test runs every rule of the standard rule set (gate checks included) over plain objects of
   every pod-carrying kind with a tracing dict, and requires every field a rule reads to be either a
   trigger the condition looks at or listed in ``INERT`` with the reason it cannot make a rule act;
 - the corpus test runs every object of the test corpora (tests/data/**, policies/tests/**) through
@@ -41,8 +41,8 @@ from webhook import engine
 from webhook.policy.compiled import CompiledPolicy, compile_policy
 from webhook.policy.model import MigrationPolicy
 from webhook.review import AdmissionRequest
-from webhook.rules.base import REGISTRY
 from webhook.rules.gates import GATES
+from webhook.rules.ruleset import standard_rules
 from webhook.view import OfflineView
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -517,11 +517,11 @@ def _inert(path: tuple[str, ...]) -> bool:
 
 @pytest.mark.parametrize("kind", list(TEMPLATE_AT))
 def test_every_field_a_rule_or_gate_reads_on_a_plain_object_is_a_trigger_or_inert(kind: str) -> None:
-    """Derived from the tables: every rule of REGISTRY for the kind (the gate rule runs every GATES row
+    """Derived from the tables: every rule of the standard set for the kind (the gate rule runs every GATES row
     of the kind) runs on a traced plain object, in both phases, CREATE and UPDATE, in every stage.
     A new rule or gate check that reads a field the condition does not look at fails here until the
     condition covers it or INERT says why it cannot make the rule act."""
-    rules = [r for r in REGISTRY if kind in r.kinds]
+    rules = [r for r in standard_rules().rules if kind in r.kinds]
     assert rules, f"no rule handles {kind}"
     gate_kinds = {k.rpartition("/")[2] for g in GATES for k, _ in g.checks}
     unexplained: dict[tuple[str, ...], set[str]] = {}

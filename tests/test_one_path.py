@@ -15,11 +15,11 @@ import orjson
 import pytest
 
 from tests.helpers import ROOT, Client, gpu_pod, patch_of, review
+from webhook.admission import admit
 from webhook.cli import main as cli
 from webhook.commands.replay import judge
 from webhook.policy.loader import load
 from webhook.review import parse
-from webhook.suites import evaluate as suite_evaluate
 
 POLICY = ROOT / "tests" / "data" / "live-policy.yaml"  # what the live server serves; stages fixed since 2000
 
@@ -78,7 +78,7 @@ def test_check_replay_test_and_server_answer_byte_for_byte_the_same(name, client
         "server": served,
         "check": _check(doc, tmp_path, capsys),
         "replay": [a.body() for a in judge(request, policy, True, now).answers],
-        "test": [a.body() for a in suite_evaluate(request, policy, None, now).answers],
+        "test": [a.body() for a in admit(request, policy, None, now).answers],  # what webhook.suites runs
     }
     assert len(served) in (1, 2)
     assert any(shows in json.loads(b)["response"] for b in served), served

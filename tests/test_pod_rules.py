@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ import yaml
 from tests import fakeapi
 from tests.helpers import K8S_VERSION, review
 from webhook.admission import admit
-from webhook.objects import get_path, pod_templates
+from webhook.objects import NO_NAMED_KINDS, TemplateFinder, get_path, pod_templates
 from webhook.policy.compiled import CompiledPolicy, compile_policy
 from webhook.policy.loader import load
 from webhook.policy.model import MigrationPolicy
@@ -108,12 +109,13 @@ def manifest(name: str, namespace: str, merge: dict[str, Any] | None = None,
     return obj
 
 
-def schema_check(obj: dict[str, Any]) -> None:
-    """kubernetes-validate 1.37 strict; CRD workloads have their pod templates checked as v1 PodTemplates."""
+def schema_check(obj: dict[str, Any], named: Mapping[tuple[str, str], TemplateFinder] = NO_NAMED_KINDS) -> None:
+    """kubernetes-validate 1.37 strict; CRD workloads (built in, or ``named`` by the policy) have their pod
+    templates checked as v1 PodTemplates."""
     if obj["kind"] in NATIVE_KINDS and "." not in obj.get("apiVersion", ""):  # batch.volcano.sh Job is a CRD
         kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
         return
-    for ref in pod_templates(obj, obj["kind"]):
+    for ref in pod_templates(obj, obj["kind"], named=named):
         wrapped = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "t"},
                    "template": get_path(obj, ref.path)}
         kubernetes_validate.validate(wrapped, K8S_VERSION, strict=True)
@@ -139,38 +141,36 @@ def run(obj: dict[str, Any], namespace: str, operation: str = "CREATE", old: dic
     """Mutate, apply the patch to a wire copy, schema-check, validate; then check idempotence."""
     wire = json.loads(json.dumps(obj))
     req = parse_request(review(wire, operation=operation, namespace=namespace, old=old)["request"])
-    mutate, validate = admit(req, policy, view or OfflineView(), now)
-    answers = [mutate, *([validate] if validate is not None else [])]
-    failed = [v.rule for a in answers for v in a.verdicts if v.failed]
+    admitted = admit(req, policy, view or OfflineView(), now)
+    failed = [v.rule for v in admitted.verdicts if v.failed]
     assert not failed, f"rules raised: {failed}"
-    patched = jsonpatch.apply_patch(json.loads(json.dumps(obj)), mutate.patch) if mutate.patch else wire
-    schema_check(patched)
-    if mutate.allowed:
+    patched = jsonpatch.apply_patch(json.loads(json.dumps(obj)), admitted.patch) if admitted.patch else wire
+    schema_check(patched, policy.template_finders)
+    if admitted.mutate.allowed:
         again = parse_request(review(patched, operation=operation, namespace=namespace, old=old)["request"])
-        second, _ = admit(again, policy, view or OfflineView(), now)
+        second = admit(again, policy, view or OfflineView(), now)
         assert second.patch == [], f"second mutating pass is not a no-op: {second.patch}"
-    verdicts = [v for a in answers for v in a.verdicts]
     findings: dict[str, str] = {}
-    for w in [w for a in answers for w in a.warnings]:
+    for w in admitted.warnings:
         assert len(w) <= 256, f"warning would be truncated: {w}"
-    for v in verdicts:
+    for v in admitted.verdicts:
         assert findings.setdefault(v.rule, v.action.value) == v.action.value, f"mixed actions for {v.rule}"
         assert "\n" not in v.finding.message and len(v.finding.message) <= MESSAGE_MAX, v.finding.message
-    audit = {k: v for a in answers for k, v in a.audit.items()}
+    audit = admitted.audit
     for key in ("policy", "stage"):  # what every answer with findings carries; the tests look at the rest
         audit.pop(key, None)
     return Result(
-        allowed=all(a.allowed for a in answers),
+        allowed=admitted.allowed,
         findings=findings,
-        warnings=[w for a in answers for w in a.warnings],
-        message="; ".join(a.message for a in answers if a.message),
-        patch=mutate.patch,
+        warnings=admitted.warnings,
+        message=admitted.message,
+        patch=admitted.patch,
         patched=patched,
         audit=audit,
-        stage=next((a.stage for a in answers if a.stage), ""),
-        cohort=next((a.cohort for a in answers if a.cohort), ""),
-        verdicts=verdicts,
-        causes=[c for a in answers for c in a.causes],
+        stage=admitted.stage,
+        cohort=admitted.cohort,
+        verdicts=admitted.verdicts,
+        causes=[c for a in admitted.answers for c in a.causes],
     )
 
 

@@ -7,10 +7,8 @@ action in the stage; exceptions switch it off like any finding of that rule; the
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,31 +16,25 @@ import pytest
 import yaml
 
 from tests.helpers import ROOT, gpu_pod, review
-from webhook import engine, metrics
+from webhook import metrics
 from webhook.admission import AdmissionResponse, handle
 from webhook.app import StaticPolicy, create_app
 from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.loader import load
 from webhook.review import parse_request
 from webhook.rules import ids
-from webhook.rules.base import REGISTRY
+from webhook.rules.ruleset import standard_rules
 
 RULE = ids.MAX_DEVICES_PER_POD  # validating, on Pods; any rule would do
 NOW = dt.datetime(2027, 1, 1, tzinfo=dt.UTC)
 
 
-@pytest.fixture()
-def broken_rule(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """RULE raises (as a rule bug would) for the duration of the test."""
+def boom(obj: dict[str, Any], ctx: Any) -> Any:
+    raise ValueError("secret-looking value 123")
 
-    def boom(obj: dict[str, Any], ctx: Any) -> Any:
-        raise ValueError("secret-looking value 123")
 
-    patched = [dataclasses.replace(r, fn=boom) if r.id == RULE else r for r in REGISTRY]
-    monkeypatch.setattr("webhook.rules.base.REGISTRY", patched)
-    monkeypatch.setattr(engine, "REGISTRY", patched)
-    monkeypatch.setattr(engine, "_INDEX", {})
-    yield
+BROKEN = standard_rules().replaced(RULE, boom)
+"""The standard rules with RULE raising (as a rule bug would)."""
 
 
 def _policy(tmp_path: Path, exceptions: list[dict[str, Any]] | None = None, **enforcement: Any) -> CompiledPolicy:
@@ -57,10 +49,10 @@ def _policy(tmp_path: Path, exceptions: list[dict[str, Any]] | None = None, **en
 
 def _validate(policy: CompiledPolicy, namespace: str) -> AdmissionResponse:
     request = parse_request(review(gpu_pod(namespace=namespace), namespace=namespace)["request"])
-    return handle(request, "validate", policy, None, NOW)
+    return handle(request, "validate", policy, None, NOW, rules=BROKEN)
 
 
-def test_default_is_warn_with_its_own_status(broken_rule: None, tmp_path: Path) -> None:
+def test_default_is_warn_with_its_own_status(tmp_path: Path) -> None:
     answer = _validate(_policy(tmp_path), "mig-a")  # migrated: the rule's findings would be denied
     assert answer.allowed
     [v] = [v for v in answer.verdicts if v.rule == RULE]
@@ -71,7 +63,7 @@ def test_default_is_warn_with_its_own_status(broken_rule: None, tmp_path: Path) 
     assert "secret-looking" not in str(answer.review())  # the exception text may quote request values
 
 
-def test_deny_fails_closed_but_never_stronger_than_the_rule(broken_rule: None, tmp_path: Path) -> None:
+def test_deny_fails_closed_but_never_stronger_than_the_rule(tmp_path: Path) -> None:
     policy = _policy(tmp_path, ruleErrors="Deny")
     denied = _validate(policy, "mig-a")
     assert not denied.allowed
@@ -82,7 +74,7 @@ def test_deny_fails_closed_but_never_stronger_than_the_rule(broken_rule: None, t
     assert audited.allowed and f"rule-error-{RULE}" in audited.review()["response"]["auditAnnotations"]
 
 
-def test_exceptions_apply_to_rule_errors(broken_rule: None, tmp_path: Path) -> None:
+def test_exceptions_apply_to_rule_errors(tmp_path: Path) -> None:
     excepted = [{"namespaces": ["mig-a"], "rules": [RULE], "reason": "TICKET-1"}]
     answer = _validate(_policy(tmp_path, excepted, ruleErrors="Deny"), "mig-a")  # denied before this change
     assert answer.allowed and answer.warnings == []
@@ -99,9 +91,9 @@ def test_policy_rejects_off_for_rule_errors(tmp_path: Path) -> None:
 
 
 def test_server_counts_rule_errors_by_rule_and_logs_the_uid(
-    broken_rule: None, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    app = create_app(StaticPolicy(_policy(tmp_path)), clock=lambda: NOW)
+    app = create_app(StaticPolicy(_policy(tmp_path)), clock=lambda: NOW, rules=BROKEN)
     client = app.test_client()
     before = metrics.RULE_ERRORS.labels(RULE)._value.get()
     doc = review(gpu_pod(namespace="mig-a"), namespace="mig-a")

@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 
 from tests.helpers import K8S_VERSION
 from tests.test_pod_rules import NOW, POLICY, manifest, pool_of, run
-from webhook.engine import rules_for
 from webhook.objects import POD_KINDS, WORKLOAD_KINDS, group_of, pod_templates
 from webhook.rules import ids
-from webhook.rules.base import REGISTRY, Context
+from webhook.rules.base import Context
 from webhook.rules.pods import steer_node_pool
+from webhook.rules.ruleset import standard_rules
 from webhook.rules.tracking import track_rollout
 from webhook.rules.workloads import template_unchanged
 from webhook.view import OfflineView
@@ -29,15 +29,15 @@ STAGE_NAMESPACE = {"legacy": "batch", "pilot": "pilot-a", "migrated": "mig-a"}
 
 def test_every_pod_rule_covers_pods_on_create_and_workloads_on_create_and_update():
     for rule_id in POD_RULES:
-        regs = [r for r in REGISTRY if r.id == rule_id]
+        regs = standard_rules().named(rule_id)
         covered = {(k, op) for r in regs for k in r.kinds & POD_KINDS for op in r.operations}
         assert covered == {("Pod", "CREATE")} | {(k, op) for k in WORKLOAD_KINDS for op in ("CREATE", "UPDATE")}
         phase = "mutate" if rule_id in (ids.STEER_NODE_POOL, ids.TRACK_ROLLOUT) else "validate"
         assert all(r.phases == {phase} and r.mutating is (phase == "mutate") for r in regs)
-        assert rule_id not in [r.id for r in rules_for("Pod", phase, "UPDATE")]
-        assert rule_id in [r.id for r in rules_for("JobSet", phase, "UPDATE")]
+        assert rule_id not in [r.id for r in standard_rules().select("Pod", phase, "UPDATE")]
+        assert rule_id in [r.id for r in standard_rules().select("JobSet", phase, "UPDATE")]
     # steer-node-pool runs before track-rollout, so the annotations describe the steered object.
-    order = [r.id for r in rules_for("Deployment", "mutate", "CREATE")]
+    order = [r.id for r in standard_rules().select("Deployment", "mutate", "CREATE")]
     assert order.index(ids.STEER_NODE_POOL) < order.index(ids.TRACK_ROLLOUT)
 
 

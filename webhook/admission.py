@@ -2,7 +2,9 @@
 
 ``handle`` plays the role of controller-runtime's ``Handle`` beside ``ServeHTTP``: it knows nothing of HTTP,
 metrics or the wall clock. The flask view only reads the body, calls it and writes the JSON; ``check``,
-``replay`` and ``test`` call the same function, so they show byte for byte the answer the server gives.
+``replay``, ``test`` and ``explain`` call ``admit`` (the API server's order: mutate, then validate the
+patched object), which calls the same function, so they show byte for byte the answer the server gives,
+and all read one value, ``Admitted``, for what the two answers together decided.
 The engine decides (rules, actions, patch); this module turns that decision into the answer: the denial
 message and causes, warnings, auditAnnotations and the patch, and the answer when there is no decision
 (no policy loaded, the evaluation itself failed).
@@ -19,11 +21,12 @@ from typing import Any
 import orjson
 
 from webhook import engine
-from webhook.engine import Decision, Verdict
+from webhook.engine import STRENGTH, Decision, Verdict
 from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.model import Action
 from webhook.review import API_VERSION, KIND, AdmissionRequest, RequestError, clean_audit, limit_warnings
 from webhook.rules.ids import RULE_ERROR
+from webhook.rules.ruleset import RuleSet
 from webhook.view import ClusterView, OfflineView
 
 log = logging.getLogger(__name__)
@@ -98,7 +101,7 @@ class AdmissionResponse:
 
 def handle(
     request: AdmissionRequest, phase: str, policy: CompiledPolicy | None, view: ClusterView | None,
-    now: dt.datetime, *, policy_error: str | None = None,
+    now: dt.datetime, *, policy_error: str | None = None, rules: RuleSet | None = None,
 ) -> AdmissionResponse:
     """Answer one admission request in ``phase`` ("mutate" or "validate"). Never raises.
 
@@ -111,7 +114,7 @@ def handle(
         log.error("uid=%s %s: %s", request.uid, phase, why)
         return _no_decision(request.uid, phase, why if phase != "mutate" else f"dra-migration-webhook: {why}")
     try:
-        decision = engine.evaluate(request, policy, view or OfflineView(), phase, now)
+        decision = engine.evaluate(request, policy, view or OfflineView(), phase, now, rules)
     except Exception:
         log.exception("uid=%s: evaluation failed for %s %s/%s", request.uid, request.kind, request.namespace,
                       request.name)
@@ -125,20 +128,111 @@ def malformed(exc: RequestError) -> AdmissionResponse:
     return AdmissionResponse(exc.uid, False, code=400, message=f"malformed admission request: {exc.message}")
 
 
-def admit(
-    request: AdmissionRequest, policy: CompiledPolicy, view: ClusterView | None, now: dt.datetime
-) -> tuple[AdmissionResponse, AdmissionResponse | None]:
-    """What the API server does: the mutating answer, then the validating answer on the patched object.
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """What the API server makes of one request: the mutating answer, then the validating answer on the
+    patched object (None when the mutation was denied: the API server stops there).
 
-    The validating answer is None when the mutation was denied (the API server stops there).
+    The one reading of "mutate, then validate" that ``check``, ``test``, ``replay`` and ``explain`` share.
     """
-    mutate = handle(request, "mutate", policy, view, now)
+
+    request: AdmissionRequest
+    mutate: AdmissionResponse
+    validate: AdmissionResponse | None
+
+    @property
+    def answers(self) -> list[AdmissionResponse]:
+        """The webhook's answers in the order the API server asks."""
+        return [self.mutate, *([self.validate] if self.validate is not None else [])]
+
+    @property
+    def phases(self) -> list[tuple[str, AdmissionResponse]]:
+        return [("mutate", self.mutate), *([("validate", self.validate)] if self.validate is not None else [])]
+
+    @property
+    def allowed(self) -> bool:
+        return all(a.allowed for a in self.answers)
+
+    @property
+    def verdicts(self) -> list[Verdict]:
+        """Both phases' verdicts, in order (a rule that runs in both reports twice)."""
+        return [v for a in self.answers for v in a.verdicts]
+
+    @property
+    def message(self) -> str:
+        return "; ".join(a.message for a in self.answers if a.message)
+
+    @property
+    def warnings(self) -> list[str]:
+        """All warnings of both phases, each once (unlike the API server, which keeps a limited number)."""
+        return list(dict.fromkeys(w for a in self.answers for w in a.warnings))
+
+    @property
+    def patch(self) -> list[dict[str, Any]]:
+        """The mutating answer's patch (the API server applies none to an object it then denies)."""
+        return self.mutate.patch
+
+    @property
+    def mutated(self) -> dict[str, Any] | None:
+        """The object after mutation, when the mutating answer patched it."""
+        return self.mutate.mutated
+
+    @property
+    def final(self) -> dict[str, Any]:
+        """The object the validating phase judged: the mutated one, else the one submitted."""
+        return self.mutate.mutated if self.mutate.mutated is not None else (self.request.object or {})
+
+    @property
+    def stage(self) -> str:
+        return next((a.stage for a in self.answers if a.stage), "")  # cluster-scoped objects have none
+
+    @property
+    def cohort(self) -> str:
+        return next((a.cohort for a in self.answers if a.cohort), "")
+
+    @property
+    def audit(self) -> dict[str, str]:
+        return {k: v for a in self.answers for k, v in a.audit.items()}
+
+    def findings(self) -> list[tuple[str, Verdict]]:
+        """(phase, verdict) per distinct finding: rules that run in both phases (gated-feature) report the
+        same finding twice, listed once under the first phase."""
+        seen: dict[tuple[str, str, tuple[str, ...]], tuple[str, Verdict]] = {}
+        for phase, answer in self.phases:
+            for v in answer.verdicts:
+                seen.setdefault((v.rule, v.finding.message, v.finding.paths), (phase, v))
+        return list(seen.values())
+
+    def strongest(self) -> dict[str, Action]:
+        """rule -> the strongest action any of its verdicts got."""
+        out: dict[str, Action] = {}
+        for v in self.verdicts:
+            if v.rule not in out or STRENGTH[v.action] > STRENGTH[out[v.rule]]:
+                out[v.rule] = v.action
+        return out
+
+
+def admit(
+    request: AdmissionRequest, policy: CompiledPolicy, view: ClusterView | None, now: dt.datetime,
+    rules: RuleSet | None = None,
+) -> Admitted:
+    """What the API server does: the mutating answer, then the validating answer on the patched object."""
+    mutate = handle(request, "mutate", policy, view, now, rules=rules)
     if not mutate.allowed:
-        return mutate, None
+        return Admitted(request, mutate, None)
     patched = request
     if mutate.mutated is not None:
         patched = replace(request, object=mutate.mutated)
-    return mutate, handle(patched, "validate", policy, view, now)
+    return Admitted(request, mutate, handle(patched, "validate", policy, view, now, rules=rules))
+
+
+def validate_only(
+    request: AdmissionRequest, policy: CompiledPolicy, view: ClusterView | None, now: dt.datetime,
+    rules: RuleSet | None = None,
+) -> Admitted:
+    """The validating answer alone, for an object whose mutation is not known (taken as "no change")."""
+    return Admitted(request, AdmissionResponse(request.uid, True),
+                    handle(request, "validate", policy, view, now, rules=rules))
 
 
 def answer(uid: str, phase: str, decision: Decision, policy: CompiledPolicy) -> AdmissionResponse:

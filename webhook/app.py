@@ -21,6 +21,7 @@ from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 from webhook import admission, engine, fast_path, metrics, review
 from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.model import Action
+from webhook.rules.ruleset import RuleSet
 from webhook.view import ClusterView, OfflineView
 
 log = logging.getLogger(__name__)
@@ -84,13 +85,15 @@ def create_app(
     cert: CertState | None = None,
     clock: Callable[[], dt.datetime] | None = None,
     recorder: Callable[[bytes, str], None] | None = None,
+    rules: RuleSet | None = None,
 ) -> Flask:
-    """Build the app around a policy source, a cluster view and (when serving TLS) the certificate state."""
+    """Build the app around a policy source, a cluster view and (when serving TLS) the certificate state;
+    ``rules`` is what the engine runs (default: the standard set)."""
     app = Flask("dra-webhook")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
     view = view or OfflineView()
     now = clock or (lambda: dt.datetime.now(dt.UTC))
-    answer = Answerer(policies, view, now, recorder, engine.handled_kinds())
+    answer = Answerer(policies, view, now, recorder, engine.handled_kinds(rules), rules)
     _add_admission_routes(app, answer)
     _add_probes(app, policies, view, cert, now)
     _add_error_handlers(app)
@@ -107,6 +110,7 @@ class Answerer:
     now: Callable[[], dt.datetime]
     recorder: Callable[[bytes, str], None] | None
     known_kinds: frozenset[str]
+    rules: RuleSet | None = None
 
     def __call__(self, phase: str, mimetype: str, body: bytes) -> tuple[int, bytes]:
         started = time.perf_counter()
@@ -128,7 +132,8 @@ class Answerer:
         if self.recorder is not None:
             self.recorder(body, endpoint)
         policy = self.policies.current
-        answer = admission.handle(req, phase, policy, self.view, self.now(), policy_error=self.policies.error)
+        answer = admission.handle(req, phase, policy, self.view, self.now(), policy_error=self.policies.error,
+                                rules=self.rules)
         if policy is not None:
             _observe(req, answer, policy, phase)
         kind = req.kind if req.kind in self.known_kinds else "other"  # bounded label values, whatever is posted

@@ -7,6 +7,8 @@ import importlib
 import logging
 import sys
 
+from webhook.commands import EXIT_INTERRUPTED, EXIT_OK, CliError, exit_codes_text
+
 COMMANDS = (
     "serve",
     "check",
@@ -35,7 +37,8 @@ Daily use:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="dra-webhook", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="dra-webhook", description=DESCRIPTION, epilog=exit_codes_text(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -56,7 +59,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         return int(args._run(args) or 0)
+    except CliError as exc:
+        print(exc.message, file=sys.stderr)
+        return exc.code
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
-        return 0
+        return EXIT_OK

@@ -18,23 +18,22 @@ A pod template is the object with ``metadata`` and ``spec`` (a ``PodTemplateSpec
 at ``spec`` or ``metadata``, never goes into a pod spec (``containers``...), never starts at the object's
 ``metadata`` or ``status``, and never lies inside another template of the same kind.
 
-The rules find templates through ``objects.pod_templates``, which has no policy argument: the engine makes
-the policy's kinds visible for the one evaluation (``active``, a context variable, so concurrent requests
-under different policies never see each other's kinds).
+The rules find templates through ``objects.pod_templates``, handing it the policy's finders
+(``CompiledPolicy.template_finders``, made once at load by ``finders``): a value passed down, so
+concurrent requests under different policies never see each other's kinds.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from webhook.objects import KINDS, POLICY_KINDS, Path, PodTemplateRef, TemplateFinder
+from webhook.objects import KINDS, Path, PodTemplateRef, TemplateFinder
 
 # apiextensions-apiserver pkg/apis/apiextensions/validation/validation.go (kubernetes v1.36):
 # ValidateCustomResourceDefinitionSpec (group: DNS-1123 subdomain "with at least one dot") and
@@ -246,18 +245,8 @@ def compile_kinds(specs: list[WorkloadKindSpec]) -> dict[tuple[str, str], Custom
 
 
 def finders(kinds: Mapping[tuple[str, str], CustomKind]) -> dict[tuple[str, str], TemplateFinder]:
-    """What ``active`` takes: (group, kind) -> the kind's template finder (made once, at policy load)."""
+    """(group, kind) -> the kind's template finder, what ``objects.pod_templates`` takes (made once, at load)."""
     return {key: kind.find for key, kind in kinds.items()}
-
-
-@contextmanager
-def active(kinds: Mapping[tuple[str, str], TemplateFinder]) -> Iterator[None]:
-    """Make ``objects.pod_templates`` find the templates of ``kinds`` (``finders``) for the code run inside."""
-    token = POLICY_KINDS.set(kinds)
-    try:
-        yield
-    finally:
-        POLICY_KINDS.reset(token)
 
 
 # ---- the webhook configuration rule a named kind needs -------------------------------------------------

@@ -15,19 +15,16 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook import custom_kinds
-from webhook.objects import WORKLOAD_KINDS
 from webhook.patch import make_patch
 from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.model import Action
 from webhook.review import AdmissionRequest, parse_request
-from webhook.rules import load_all
-from webhook.rules.base import REGISTRY, Context, Finding, Rule
-from webhook.rules.ids import RULE_ERROR, TRACK_ROLLOUT
+from webhook.rules.base import Context, Finding, Rule
+from webhook.rules.ids import RULE_ERROR
+from webhook.rules.ruleset import RuleSet, standard_rules
 from webhook.view import ClusterView, OfflineView
 
 log = logging.getLogger(__name__)
-load_all()
 
 #: Kinds never denied, whatever the policy says (issue 13 item 4): a denial is honoured under any failure
 #: policy, and refusing a ResourceSlice stops a DRA driver publishing its devices. Deny becomes Warn.
@@ -66,63 +63,35 @@ class Decision:
     mutated: dict[str, Any] | None = None  # the final object when a patch was made
 
 
-_INDEX: dict[tuple[str, str, str], tuple[Rule, ...]] = {}
-
-
-def rules_for(kind: str, phase: str, operation: str) -> tuple[Rule, ...]:
-    """Rules for a (kind, phase, operation), mutating ones last and track-rollout at the very end."""
-    key = (kind, phase, operation)
-    found = _INDEX.get(key)
-    if found is None:
-        selected = [r for r in REGISTRY if r.applies(kind, phase, operation)]
-        selected.sort(key=lambda r: (r.mutating, r.id == TRACK_ROLLOUT))
-        found = _INDEX[key] = tuple(selected)
-    return found
-
-
-_WORKLOAD_INDEX: dict[tuple[str, str], tuple[Rule, ...]] = {}
-
-
-def workload_rules(phase: str, operation: str) -> tuple[Rule, ...]:
-    """The rules every built-in workload kind gets: what a kind the policy names (``workloadKinds``) gets.
-
-    Per-kind rules (``shared-claim-limit`` counts Pods the way each controller runs them) are left out.
-    """
-    key = (phase, operation)
-    found = _WORKLOAD_INDEX.get(key)
-    if found is None:
-        common = set.intersection(*(set(rules_for(k, phase, operation)) for k in sorted(WORKLOAD_KINDS)))
-        found = _WORKLOAD_INDEX[key] = tuple(r for r in rules_for("Deployment", phase, operation) if r in common)
-    return found
-
-
-def handled_kinds() -> frozenset[str]:
-    """Every kind some rule looks at (for webhook configurations and `check`)."""
-    return frozenset(k for r in REGISTRY for k in r.kinds)
-
-
 def evaluate(
     request: AdmissionRequest | dict[str, Any],
     policy: CompiledPolicy,
     view: ClusterView | None = None,
     phase: str = "validate",
     now: dt.datetime | None = None,
+    rules: RuleSet | None = None,
 ) -> Decision:
-    """Evaluate one admission request under a policy. Never raises for a rule's failure."""
+    """Evaluate one admission request under a policy with ``rules`` (default: the standard set).
+
+    Never raises for a rule's failure.
+    """
     req = request if isinstance(request, AdmissionRequest) else parse_request(request)
-    if not policy.template_finders:
-        return _evaluate(req, policy, view, phase, now)
-    with custom_kinds.active(policy.template_finders):  # the policy's workloadKinds, for objects.pod_templates
-        return _evaluate(req, policy, view, phase, now)
+    return _evaluate(req, policy, view, phase, now, rules or standard_rules())
+
+
+def handled_kinds(rules: RuleSet | None = None) -> frozenset[str]:
+    """Every kind some rule looks at (for webhook configurations and `check`)."""
+    return (rules or standard_rules()).kinds()
 
 
 def _evaluate(
-    req: AdmissionRequest, policy: CompiledPolicy, view: ClusterView | None, phase: str, now: dt.datetime | None
+    req: AdmissionRequest, policy: CompiledPolicy, view: ClusterView | None, phase: str, now: dt.datetime | None,
+    rules: RuleSet,
 ) -> Decision:
     obj = req.object
     if obj is None or req.operation in ("DELETE", "CONNECT") or req.sub_resource:
         return Decision(allowed=True)
-    selected = _select(req, policy, phase)
+    selected = _select(req, policy, phase, rules)
     if not selected:
         return Decision(allowed=True)
     now = now or dt.datetime.now(dt.UTC)
@@ -184,11 +153,11 @@ def _decide(
     return decision
 
 
-def _select(req: AdmissionRequest, policy: CompiledPolicy, phase: str) -> tuple[Rule, ...]:
+def _select(req: AdmissionRequest, policy: CompiledPolicy, phase: str, rules: RuleSet) -> tuple[Rule, ...]:
     """The rules for this request: by kind, or the common workload rules for a kind the policy names."""
     if (req.group, req.kind) in policy.workload_kinds:
-        return workload_rules(phase, req.operation)
-    return rules_for(req.kind, phase, req.operation)
+        return rules.for_workloads(phase, req.operation)
+    return rules.select(req.kind, phase, req.operation)
 
 
 def _context(
@@ -242,7 +211,8 @@ def _verdict(finding: Finding, base: Action, policy: CompiledPolicy, namespace: 
     return Verdict(finding, action)
 
 
-_STRENGTH = {Action.Off: 0, Action.Audit: 1, Action.Warn: 2, Action.Deny: 3}
+STRENGTH = {Action.Off: 0, Action.Audit: 1, Action.Warn: 2, Action.Deny: 3}
+"""How strong an action is: what "never stronger than" and "the strongest action" compare."""
 
 
 def _failure(rule_id: str, error: str, base: Action, policy: CompiledPolicy, namespace: str, now: dt.datetime,
@@ -257,7 +227,7 @@ def _failure(rule_id: str, error: str, base: Action, policy: CompiledPolicy, nam
     exc = policy.exception_for(rule_id, namespace, now)
     if exc is not None:
         return Verdict(finding, Action.Off, excepted=exc.reason, failed=True)
-    action = min(policy.rule_error_action, base, key=_STRENGTH.__getitem__)
+    action = min(policy.rule_error_action, base, key=STRENGTH.__getitem__)
     return Verdict(finding, action, failed=True)
 
 

@@ -41,15 +41,30 @@ class Item:
     note: str = ""  # e.g. the manifest's own namespace won over -n
 
 
-def parse_at(value: str | None) -> dt.datetime | None:
-    """``--at``: a UTC date (midnight) or ISO time; naive times are UTC; None when not given."""
-    if not value:
-        return None
+def parse_time(value: str) -> dt.datetime:
+    """A UTC date (``YYYY-MM-DD``, midnight) or ISO time; naive times are UTC. ValueError saying why not."""
     try:
         parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
-        raise InputError(f"--at {value!r} is not a date (YYYY-MM-DD) or ISO time") from None
+        raise ValueError(f"{value!r} is not a date (YYYY-MM-DD) or ISO time") from None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+
+
+def parse_at(value: str | None) -> dt.datetime | None:
+    """``--at`` (``parse_time``); None when not given."""
+    if not value:
+        return None
+    try:
+        return parse_time(value)
+    except ValueError as exc:
+        raise InputError(f"--at {exc}") from None
+
+
+def subject_of(req: review.AdmissionRequest) -> str:
+    """``Pod ml-a/train-0``: the object a request is about, for reports."""
+    meta = (req.object or req.old_object or {}).get("metadata") or {}
+    name = meta.get("name") or req.name or meta.get("generateName") or "<unnamed>"
+    return f"{req.kind} {req.namespace + '/' if req.namespace else ''}{name}"
 
 
 def meta_of(obj: dict[str, Any]) -> dict[str, Any]:

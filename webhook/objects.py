@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Mapping
-from contextvars import ContextVar
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from types import MappingProxyType
@@ -217,10 +216,8 @@ checks the group)."""
 POD_KINDS: frozenset[str] = WORKLOAD_KINDS | {"Pod"}
 
 
-POLICY_KINDS: ContextVar[Mapping[tuple[str, str], TemplateFinder]] = ContextVar(
-    "policy_workload_kinds", default=MappingProxyType({}))
-"""Template finders of the kinds the policy in force names (``spec.workloadKinds``), by (group, kind); set by
-the engine for one evaluation (``custom_kinds.active``)."""
+NO_NAMED_KINDS: Mapping[tuple[str, str], TemplateFinder] = MappingProxyType({})
+"""No policy-named workload kinds (``pod_templates`` finds the built-in kinds' templates only)."""
 
 
 def group_of(obj: Mapping[str, Any], kind: str) -> str:
@@ -236,15 +233,18 @@ def workload_kind(group: str, kind: str) -> WorkloadKind | None:
     return _BY_GROUP_KIND.get((group, kind))
 
 
-def pod_templates(obj: Mapping[str, Any], kind: str, group: str | None = None) -> list[PodTemplateRef]:
+def pod_templates(
+    obj: Mapping[str, Any], kind: str, group: str | None = None,
+    named: Mapping[tuple[str, str], TemplateFinder] = NO_NAMED_KINDS,
+) -> list[PodTemplateRef]:
     """Every pod template in ``obj`` that has a spec (an empty list for kinds without known templates).
 
     Dispatch is on (group, kind): pass the request's group; without it the object's ``apiVersion`` decides.
-    Built-in kinds first, then the kinds the policy in force names (``POLICY_KINDS``).
+    Built-in kinds first, then ``named``: the kinds the policy names (``CompiledPolicy.template_finders``).
     """
     key = (group_of(obj, kind) if group is None else group, kind)
     wk = _BY_GROUP_KIND.get(key)
-    find = wk.find if wk is not None else POLICY_KINDS.get().get(key)
+    find = wk.find if wk is not None else named.get(key)
     if find is None:
         return []
     return [r for r in find(obj) if isinstance(get_path(obj, (*r.path, "spec")), dict)]

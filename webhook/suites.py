@@ -41,7 +41,6 @@ Format (``kind: MigrationPolicyTest``; paths are relative to the suite file)::
 from __future__ import annotations
 
 import copy
-import dataclasses
 import datetime as dt
 import difflib
 from collections.abc import Callable, Iterable, Mapping
@@ -53,9 +52,11 @@ import jsonpointer
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from webhook.admission import Admitted, admit, handle
+from webhook.inputs import parse_time, subject_of
 from webhook.policy.model import Action
 from webhook.rules.ids import RULE_IDS
-from webhook.view import StaticView
+from webhook.suite_view import Cluster, SuiteView
 
 if TYPE_CHECKING:
     from pydantic_core import ErrorDetails  # pydantic's own dependency: its ValidationError.errors() items
@@ -63,7 +64,6 @@ if TYPE_CHECKING:
 API_VERSION = "dra-migration.io/v1alpha1"
 KIND = "MigrationPolicyTest"
 SUFFIXES = (".yaml", ".yml")
-_STRENGTH = {Action.Off: 0, Action.Audit: 1, Action.Warn: 2, Action.Deny: 3}
 _ABSENT = object()
 
 
@@ -88,15 +88,6 @@ def _pointer(ptr: str) -> str:
     except jsonpointer.JsonPointerException as exc:
         raise ValueError(f"{ptr!r} is not a JSON pointer ({exc}); write e.g. /metadata/annotations/a~1b") from None
     return ptr
-
-
-def parse_time(value: str) -> dt.datetime:
-    """``YYYY-MM-DD`` (midnight UTC) or an ISO time; naive times are UTC."""
-    try:
-        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise ValueError(f"{value!r} is not a date (YYYY-MM-DD) or ISO time") from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
 
 
 class Expect(_Strict):
@@ -149,17 +140,6 @@ class Expect(_Strict):
 Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
 
 
-class Cluster(_Strict):
-    namespaces: dict[str, dict[str, str]] | None = None
-    deviceClasses: list[dict[str, Any]] | None = None
-    pods: list[dict[str, Any]] = Field(default_factory=list)
-    podGroups: list[dict[str, Any]] = Field(default_factory=list)
-    resourceClaims: list[dict[str, Any]] = Field(default_factory=list)
-    resourceClaimTemplates: list[dict[str, Any]] = Field(default_factory=list)
-    resourceSlices: list[dict[str, Any]] | None = None  # absent: the devices are unknown (unsatisfiable-claim)
-
-
-
 def _valid_at(v: str | None) -> str | None:
     if v is not None:
         parse_time(v)  # raises ValueError with a message the suite error shows
@@ -195,27 +175,6 @@ class SuiteModel(_Strict):
     operation: Operation = "CREATE"
     cluster: Cluster | None = None
     cases: list[Case] = Field(min_length=1)
-
-
-# ------------------------------------------------------------------------------------------------- view
-
-
-class SuiteView(StaticView):
-    """The cluster a suite describes (namespaces' labels, DeviceClasses, Pods, PodGroups, claims, templates)."""
-
-    def __init__(self, cluster: Cluster) -> None:
-        super().__init__(
-            namespaces=cluster.namespaces,
-            device_classes=cluster.deviceClasses,
-            pods=cluster.pods,
-            podgroups=cluster.podGroups,
-            resource_claims=cluster.resourceClaims,
-            resource_claim_templates=cluster.resourceClaimTemplates,
-            resource_slices=cluster.resourceSlices,
-        )
-
-    def status(self) -> dict[str, Any]:
-        return {"mode": "suite"}
 
 
 # ---------------------------------------------------------------------------------------------- results
@@ -380,58 +339,6 @@ def parse_suite(path: Path) -> tuple[Suite | None, list[Broken]]:
 # -------------------------------------------------------------------------------------------------- run
 
 
-@dataclass
-class _Actual:
-    allowed: bool
-    rules: dict[str, Action]
-    warnings: list[str]
-    message: str
-    patched: dict[str, Any]
-    patch: list[dict[str, Any]]
-    answers: list[Any] = field(default_factory=list)  # the webhook's AdmissionResponses (mutate, validate)
-
-
-def _strongest(verdicts: Iterable[Any]) -> dict[str, Action]:
-    out: dict[str, Action] = {}
-    for v in verdicts:
-        if v.rule not in out or _STRENGTH[v.action] > _STRENGTH[out[v.rule]]:
-            out[v.rule] = v.action
-    return out
-
-
-def without_rule(policy: Any, rule: str) -> Any:
-    """The same compiled policy (same identity) with ``rule`` switched Off: for "what did this rule do"."""
-    return dataclasses.replace(policy, rule_actions={**policy.rule_actions, rule: Action.Off})
-
-
-def evaluate(request: Any, policy: Any, view: Any, now: dt.datetime) -> _Actual:
-    from webhook.admission import admit
-
-    mutate, validate = admit(request, policy, view, now)
-    answers = [mutate, *([validate] if validate is not None else [])]
-    return _Actual(
-        allowed=all(a.allowed for a in answers),
-        rules=_strongest(v for a in answers for v in a.verdicts),
-        warnings=[w for a in answers for w in a.warnings],
-        message="; ".join(a.message for a in answers if a.message),
-        patched=mutate.mutated if mutate.mutated is not None else (request.object or {}),
-        patch=mutate.patch,
-        answers=answers,
-    )
-
-
-def _mutated(request: Any, policy: Any, view: Any, now: dt.datetime) -> dict[str, Any] | None:
-    from webhook.admission import handle
-
-    return handle(request, "mutate", policy, view, now).mutated
-
-
-def _mutate_patch(request: Any, policy: Any, view: Any, now: dt.datetime) -> list[dict[str, Any]]:
-    from webhook.admission import handle
-
-    return handle(request, "mutate", policy, view, now).patch
-
-
 def _resolve(obj: Any, ptr: str) -> Any:
     return jsonpointer.resolve_pointer(obj, ptr, _ABSENT)
 
@@ -449,7 +356,7 @@ def _show(value: Any) -> Any:
 class _Seen:
     """What a case produced: the engine's result, which rules changed the patch, the second mutate pass."""
 
-    actual: _Actual
+    actual: Admitted
     mutated_by: Mapping[str, bool]
     second_patch: list[dict[str, Any]] | None
 
@@ -466,7 +373,7 @@ def _check_allowed(expect: Expect, seen: _Seen) -> Mismatch:
 def _check_rules(expect: Expect, seen: _Seen) -> Mismatch:
     if expect.rules is None:
         return None
-    have = seen.actual.rules
+    have = seen.actual.strongest()
     actions_ok = all(a is None or have.get(r) == a for r, a in expect.rules.items())
     if set(expect.rules) == set(have) and actions_ok:
         return None
@@ -492,13 +399,13 @@ def _check_message(expect: Expect, seen: _Seen) -> Mismatch:
 
 
 def _check_patched(expect: Expect, seen: _Seen) -> Mismatch:
-    patched = seen.actual.patched
+    patched = seen.actual.final
     bad = {p: v for p, v in expect.patched.items() if _resolve(patched, p) != v}
     return (bad, {p: _show(_resolve(patched, p)) for p in bad}) if bad else None
 
 
 def _check_absent(expect: Expect, seen: _Seen) -> Mismatch:
-    patched = seen.actual.patched
+    patched = seen.actual.final
     present = [p for p in expect.absent if _resolve(patched, p) is not _ABSENT]
     return (present, {p: _resolve(patched, p) for p in present}) if present else None
 
@@ -538,7 +445,7 @@ _CHECKS: tuple[tuple[str, Callable[[Expect, _Seen], Mismatch]], ...] = (
 
 
 def compare(
-    expect: Expect, actual: _Actual, mutated_by: Mapping[str, bool], second_patch: list[dict[str, Any]] | None = None
+    expect: Expect, actual: Admitted, mutated_by: Mapping[str, bool], second_patch: list[dict[str, Any]] | None = None
 ) -> tuple[list[str], list[str]]:
     """(failed keys, unified diff lines of expected vs actual for those keys)."""
     seen = _Seen(actual, mutated_by, second_patch)
@@ -552,12 +459,6 @@ def compare(
         return [], []
     diff = list(difflib.unified_diff(_dump(exp), _dump(got), "expected", "actual", lineterm="", n=3))
     return list(exp), diff
-
-
-def subject_of(req: Any) -> str:
-    meta = (req.object or req.old_object or {}).get("metadata") or {}
-    name = meta.get("name") or req.name or meta.get("generateName") or "<unnamed>"
-    return f"{req.kind} {req.namespace + '/' if req.namespace else ''}{name}"
 
 
 class _Runner:
@@ -623,17 +524,16 @@ class _Runner:
     def _one(self, suite: Suite, line: int, case: Case, item: Any, policy: Any, view: Any,
              now: dt.datetime) -> Result:
         req = item.request
-        actual = evaluate(req, policy, view, now)
+        actual = admit(req, policy, view, now)
         mutated_by = {}
         for rule in case.expect.mutatedBy:
-            alone = _mutated(req, without_rule(policy, rule), view, now)
-            full = actual.patched if actual.patch else None
-            mutated_by[rule] = (alone or None) != full
+            alone = handle(req, "mutate", policy.without_rule(rule), view, now).mutated
+            mutated_by[rule] = (alone or None) != actual.mutated
         second = None
         if case.expect.idempotent is not None and actual.patch:
             again = copy.copy(req)
-            again.object = actual.patched
-            second = _mutate_patch(again, policy, view, now)
+            again.object = actual.final
+            second = handle(again, "mutate", policy, view, now).patch
         failed, diff = compare(case.expect, actual, mutated_by, second)
         covers = frozenset(
             {r for r, a in (case.expect.rules or {}).items() if a is not Action.Off}

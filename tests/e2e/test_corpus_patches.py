@@ -48,7 +48,10 @@ Mutated = tuple[str, dict[str, Any]]
 
 def _from_suites() -> Iterator[Mutated]:
     """policies/tests/*.yaml, as `dra-webhook test` runs them (webhook.suites)."""
-    from webhook.suites import SuiteView, _case_items, _Runner, evaluate, find_suites, parse_suite, parse_time
+    from webhook.admission import admit
+    from webhook.inputs import parse_time
+    from webhook.suite_view import SuiteView
+    from webhook.suites import _case_items, _Runner, find_suites, parse_suite
 
     files, broken = find_suites([ROOT / "policies"])
     assert files and not broken, broken
@@ -67,22 +70,22 @@ def _from_suites() -> Iterator[Mutated]:
             for item in _case_items(suite, i, case, case.namespace or m.namespace, case.operation or m.operation):
                 if case.oldObject is not None:
                     item.request.old_object = case.oldObject
-                actual = evaluate(item.request, policy, view, now)
+                actual = admit(item.request, policy, view, now)
                 if actual.patch:
-                    yield f"{file.relative_to(ROOT)}: {case.name}", actual.patched
+                    yield f"{file.relative_to(ROOT)}: {case.name}", actual.final
 
 
 def _from_files(data: Path, at: str, cases: list[tuple[str, str | None]]) -> Iterator[Mutated]:
     """Manifests read as `dra-webhook check` reads them, judged under ``data/policy.yaml`` at ``at``."""
-    from webhook.inputs import read_items
-    from webhook.suites import evaluate, parse_time
+    from webhook.admission import admit
+    from webhook.inputs import parse_time, read_items
 
     policy = load(data / "policy.yaml")
     for name, namespace in cases:
         for item in read_items(str(data / name), namespace, "CREATE"):
-            actual = evaluate(item.request, policy, None, parse_time(at))
+            actual = admit(item.request, policy, None, parse_time(at))
             if actual.patch:
-                yield f"{(data / name).relative_to(ROOT)} ({item.source})", actual.patched
+                yield f"{(data / name).relative_to(ROOT)} ({item.source})", actual.final
 
 
 def _from_upstream() -> Iterator[Mutated]:

@@ -1,12 +1,59 @@
 """Subcommands of `dra-webhook`.
 
 One module per verb, each with `add_parser(subparsers: Subparsers) -> None` and `run(args) -> int`.
+A command that cannot do its job raises ``CliError`` (message and exit code); ``cli.main`` prints the
+message on stderr and exits with the code, so every command fails the same way. Exit codes are one table,
+``EXIT_CODES``, which ``dra-webhook --help`` prints.
 """
 
 from __future__ import annotations
 
 import argparse  # noqa: F401 - named in the alias below
-from typing import TypeAlias
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeAlias
+
+if TYPE_CHECKING:
+    from webhook.policy.compiled import CompiledPolicy
 
 #: What ``ArgumentParser.add_subparsers()`` returns (generic for type checkers only, hence a string).
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+EXIT_OK = 0
+EXIT_NO = 1
+EXIT_INPUT = 2
+EXIT_ASKED = 3
+EXIT_INTERRUPTED = 130
+EXIT_CODES = {
+    EXIT_OK: "success: allowed, passed, nothing newly denied",
+    EXIT_NO: "the answer is no (denied, a case failed, newly denied, policy errors in lint), or the cluster "
+             "or the disk failed the command",
+    EXIT_INPUT: "input, policy or usage error: a file, a policy or an argument is wrong (file:line says where)",
+    EXIT_ASKED: "what an option asked to fail on (check --fail-on-unexamined, preflight: a training job "
+                "evicted with no window)",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
+}
+"""Every exit code a command returns, with what it means."""
+
+
+class CliError(Exception):
+    """A command that cannot do its job: ``message`` for stderr, ``code`` from ``EXIT_CODES``."""
+
+    def __init__(self, message: str, code: int = EXIT_INPUT) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+def load_policy(path: Path, what: str = "policy") -> CompiledPolicy:
+    """The compiled policy at ``path`` (file or directory), or CliError listing each problem as file:line."""
+    from webhook.policy.loader import PolicyError, load
+
+    try:
+        return load(path)
+    except PolicyError as exc:
+        raise CliError(f"{what} error:\n{exc}") from None
+
+
+def exit_codes_text() -> str:
+    """The table of ``EXIT_CODES`` for ``--help``."""
+    return "exit codes:\n" + "\n".join(f"  {code:<3} {meaning}" for code, meaning in EXIT_CODES.items())

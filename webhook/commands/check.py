@@ -21,16 +21,17 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from webhook import review
-from webhook.commands import Subparsers
+from webhook.commands import EXIT_ASKED, EXIT_INPUT, EXIT_NO, EXIT_OK, CliError, Subparsers, load_policy
 from webhook.defaults import default_policy
 from webhook.inputs import NAMESPACED_DEFAULT, InputError, Item, meta_of, parse_at, read_items
 from webhook.view import ClusterView, OfflineView, StaticView
 
 if TYPE_CHECKING:
+    from webhook.admission import Admitted
     from webhook.policy.compiled import CompiledPolicy
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
-EXIT_UNEXAMINED = 3
+EXIT_UNEXAMINED = EXIT_ASKED
 VIEW_ONLY = {
     ("", "Namespace"): "used as the cluster view (namespace labels) for the other objects",
     ("autoscaling", "HorizontalPodAutoscaler"): "used as the cluster view (the replicas its scale target can "
@@ -87,22 +88,18 @@ def _version() -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from webhook.policy.loader import PolicyError, load
-
+    policy = load_policy(args.policy or default_policy())
+    paths = [*args.files, *args.filename]
+    if not paths:
+        raise CliError("input error: no input: give FILE arguments or -f FILE ('-' for stdin)")
     try:
-        policy = load(args.policy or default_policy())
-    except PolicyError as exc:
-        print(f"policy error:\n{exc}", file=sys.stderr)
-        return 2
-    try:
-        now = _inputs_time(args)
+        now = parse_at(args.at) or dt.datetime.now(dt.UTC)
     except InputError as exc:
-        print(f"input error: {exc}", file=sys.stderr)
-        return 2
+        raise CliError(f"input error: {exc}") from None
     errors: list[str] = []
-    items = _read_inputs(args, errors)
+    items = _read_inputs(_expand_paths(paths, args.recursive, errors), args.namespace, args.operation, errors)
     if not items:
-        return 2
+        return EXIT_INPUT
     results = _check_items(items, policy, now)
     if args.output == "json":
         sys.stdout.write(orjson.dumps({"policy": policy.identity, "results": results},
@@ -114,18 +111,11 @@ def run(args: argparse.Namespace) -> int:
     return _exit_code(results, errors, args.fail_on_unexamined)
 
 
-def _inputs_time(args: argparse.Namespace) -> dt.datetime:
-    """The evaluation time (``--at``, else now); InputError for no input at all or a bad ``--at``."""
-    if not [*args.files, *args.filename]:
-        raise InputError("no input: give FILE arguments or -f FILE ('-' for stdin)")
-    return parse_at(args.at) or dt.datetime.now(dt.UTC)
-
-
-def _read_inputs(args: argparse.Namespace, errors: list[str]) -> list[Item]:
+def _read_inputs(paths: list[str], namespace: str | None, operation: str, errors: list[str]) -> list[Item]:
     """Every object in the given files; input errors (appended to ``errors``) and notes go to stderr."""
     items: list[Item] = []
-    for path in _expand_paths([*args.files, *args.filename], args.recursive, errors):
-        items.extend(read_items(path, args.namespace, args.operation, errors))
+    for path in paths:
+        items.extend(read_items(path, namespace, operation, errors))
     for err in errors:
         print(f"input error: {err}", file=sys.stderr)
     if not items and not errors:
@@ -149,19 +139,18 @@ def _check_items(items: list[Item], policy: CompiledPolicy, now: dt.datetime) ->
         elif not examined(item.request.group, item.request.kind, policy.workload_kinds):
             results.append(_unexamined(item))
         else:
-            mutate, validate = admit(item.request, policy, view, now)
-            results.append(_result(item, mutate, validate))
+            results.append(_result(item, admit(item.request, policy, view, now)))
     return results
 
 
 def _exit_code(results: list[dict[str, Any]], errors: list[str], fail_on_unexamined: bool) -> int:
     if errors:
-        return 2
+        return EXIT_INPUT
     if any(not r["allowed"] for r in results):
-        return 1
+        return EXIT_NO
     if fail_on_unexamined and any(not r["examined"] for r in results):
         return EXIT_UNEXAMINED
-    return 0
+    return EXIT_OK
 
 
 def _expand_paths(paths: list[str], recursive: bool, errors: list[str]) -> list[str]:
@@ -238,34 +227,27 @@ def _describe(item: Item) -> str:
     return f"{req.kind} {req.namespace + '/' if req.namespace else ''}{name}"
 
 
-def _result(item: Item, mutate: Any, validate: Any) -> dict[str, Any]:
-    """``mutate`` and ``validate`` are the webhook's answers (``validate`` None: the mutation was denied)."""
-    answers = [("mutate", mutate), *([("validate", validate)] if validate is not None else [])]
-    # Rules that run in both phases (gated-feature) report the same finding twice: list it once.
-    findings: dict[tuple[str, str, tuple[str, ...]], dict[str, Any]] = {}
-    for phase, answer in answers:
-        for v in answer.verdicts:
-            f = v.finding
-            findings.setdefault((f.rule, f.message, f.paths), {
-                "phase": phase, "rule": f.rule, "action": v.action.value, "message": f.message,
-                "remediation": f.remediation, "paths": list(f.paths),
-                **({"exception": v.excepted} if v.excepted else {}),
-                **({"status": "rule-error"} if v.failed else {})})
-    allowed = all(a.allowed for _, a in answers)
+def _result(item: Item, admitted: Admitted) -> dict[str, Any]:
+    """One object's entry: what the webhook's answers (mutate, then validate) decided together."""
+    findings = [{"phase": phase, "rule": v.rule, "action": v.action.value, "message": v.finding.message,
+                 "remediation": v.finding.remediation, "paths": list(v.finding.paths),
+                 **({"exception": v.excepted} if v.excepted else {}),
+                 **({"status": "rule-error"} if v.failed else {})}
+                for phase, v in admitted.findings()]
     return {
         "source": item.source,
         "object": _describe(item),
-        "allowed": allowed,
+        "allowed": admitted.allowed,
         "examined": True,
-        "stage": next((a.stage for _, a in answers if a.stage), ""),  # cluster-scoped objects have none
-        "cohort": next((a.cohort for _, a in answers if a.cohort), ""),
-        "message": "; ".join(a.message for _, a in answers if a.message),
-        "findings": list(findings.values()),
-        "warnings": list(dict.fromkeys(w for _, a in answers for w in a.warnings)),  # all, unlike the API server
-        "patch": mutate.patch if allowed else [],  # the API server applies no patch to a denied object
-        "auditAnnotations": {k: v for _, a in answers for k, v in a.audit.items()},
+        "stage": admitted.stage,
+        "cohort": admitted.cohort,
+        "message": admitted.message,
+        "findings": findings,
+        "warnings": admitted.warnings,  # all, unlike the API server
+        "patch": admitted.patch if admitted.allowed else [],  # the API server applies no patch to a denied object
+        "auditAnnotations": admitted.audit,
         # The AdmissionReview responses the webhook sends, byte for byte what `serve` answers.
-        "responses": {phase: a.review() for phase, a in answers},
+        "responses": {phase: a.review() for phase, a in admitted.phases},
     }
 
 

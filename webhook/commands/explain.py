@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from webhook.commands import Subparsers
+from webhook.commands import EXIT_OK, CliError, Subparsers, load_policy
 from webhook.defaults import default_policy
 from webhook.rules.ids import RULE_IDS
 
@@ -69,11 +69,9 @@ def _rst_to_md(text: str) -> str:
 
 
 def rule_info(rule: str) -> RuleInfo:
-    from webhook.rules import load_all
-    from webhook.rules.base import REGISTRY
+    from webhook.rules.ruleset import standard_rules
 
-    load_all()
-    entries = [r for r in REGISTRY if r.id == rule]
+    entries = standard_rules().named(rule)
     if not entries:
         raise KeyError(rule)
     doc = ""
@@ -127,9 +125,9 @@ def fire(rule: str, policy: Any) -> Fired:
     import jsonpatch
 
     from webhook.admission import admit, handle
-    from webhook.inputs import item_from
+    from webhook.inputs import item_from, parse_time
     from webhook.rules.examples import example_for
-    from webhook.suites import Cluster, SuiteView, parse_time, without_rule
+    from webhook.suite_view import Cluster, SuiteView
 
     ex = example_for(rule)
     item = item_from(ex.object, f"example {rule}", ex.namespace or None, ex.operation)
@@ -137,18 +135,16 @@ def fire(rule: str, policy: Any) -> Fired:
         item.request.namespace = ""
     view = SuiteView(Cluster.model_validate(ex.cluster)) if ex.cluster is not None else None
     now = parse_time(ex.at)
-    mutate, validate = admit(item.request, policy, view, now)
-    answers = [mutate, *([validate] if validate is not None else [])]
-    mine = [v for a in answers for v in a.verdicts if v.rule == rule]
+    admitted = admit(item.request, policy, view, now)
+    mine = [v for v in admitted.verdicts if v.rule == rule]
     findings = [(v.action.value, v.finding.message, v.finding.remediation) for v in mine]
     findings = list(dict.fromkeys(findings))  # gated-feature reports in both phases
     patch: list[dict[str, Any]] = []
     if rule_info(rule).mutating:
-        without = handle(item.request, "mutate", without_rule(policy, rule), view, now).mutated or ex.object
-        full = mutate.mutated or ex.object
-        patch = jsonpatch.make_patch(without, full).patch
+        without = handle(item.request, "mutate", policy.without_rule(rule), view, now).mutated or ex.object
+        patch = jsonpatch.make_patch(without, admitted.mutated or ex.object).patch
     advisory = bool(mine) and all(v.finding.advisory for v in mine)
-    return Fired(findings, patch, all(a.allowed for a in answers), advisory)
+    return Fired(findings, patch, admitted.allowed, advisory)
 
 
 # ------------------------------------------------------------------------------------------------ text
@@ -181,11 +177,11 @@ def _actions(rule: str, policy: Any, mutating: bool, advisory: bool) -> list[str
 
 def _named_kinds(rule: str, policy: Any) -> list[str]:
     """A line naming the policy's workloadKinds when the rule also runs on their pod templates."""
-    from webhook.engine import workload_rules
+    from webhook.rules.ruleset import standard_rules
 
     kinds = ", ".join(k.api_group_kind for k in policy.workload_kinds.values())
     runs = any(r.id == rule for phase in ("mutate", "validate") for op in ("CREATE", "UPDATE")
-               for r in workload_rules(phase, op))
+               for r in standard_rules().for_workloads(phase, op))
     return [f"  + pod templates of the policy's workloadKinds: {kinds} (CREATE, UPDATE)"] if kinds and runs else []
 
 
@@ -271,24 +267,14 @@ def listing(policy: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from webhook.policy.loader import PolicyError, load
-
     if args.markdown:
         sys.stdout.write(markdown_table())
-        return 0
+        return EXIT_OK
     if args.rule is not None and args.rule not in RULE_IDS:
         close = difflib.get_close_matches(args.rule, RULE_IDS, n=1, cutoff=0.5)
         hint = f"did you mean {close[0]!r}? " if close else ""
-        print(f"error: unknown rule {args.rule!r}; {hint}known rules: {', '.join(RULE_IDS)}", file=sys.stderr)
-        return 2
+        raise CliError(f"error: unknown rule {args.rule!r}; {hint}known rules: {', '.join(RULE_IDS)}")
     src = args.policy or default_policy()
-    try:
-        policy = load(src)
-    except PolicyError as exc:
-        print(f"policy error:\n{exc}", file=sys.stderr)
-        return 2
-    if args.rule is None:
-        sys.stdout.write(listing(policy))
-        return 0
-    sys.stdout.write(explain_text(args.rule, policy, str(src)))
-    return 0
+    policy = load_policy(src)
+    sys.stdout.write(listing(policy) if args.rule is None else explain_text(args.rule, policy, str(src)))
+    return EXIT_OK

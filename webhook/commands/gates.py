@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
-from webhook.commands import Subparsers
+from webhook.commands import Subparsers, load_policy
 from webhook.gate_catalogue import GATES, VERSIONS, Gate
 
 
@@ -114,18 +115,7 @@ def _format(header: tuple[str, ...], body: list[tuple[str, ...]]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    policy = None
-    if getattr(args, "policy", None):
-        try:
-            from webhook.policy.loader import PolicyError, load
-        except ImportError as exc:  # the loader is a separate module; say so rather than crash
-            print(f"error: cannot load policies: {exc}", file=sys.stderr)
-            return 2
-        try:
-            policy = load(args.policy)
-        except (PolicyError, OSError, ValueError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+    policy = load_policy(Path(args.policy)) if getattr(args, "policy", None) else None
     version = args.version or (policy.spec.kubernetesVersion if policy is not None else "1.37")
     if policy is not None and policy.spec.kubernetesVersion != version:
         print(

@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from webhook.commands import Subparsers
-from webhook.commands.report import load_policy
+from webhook.commands import Subparsers, load_policy
+from webhook.defaults import default_policy
 from webhook.preflight import (
     EFFECTS,
     EXIT_INPUT,
@@ -94,9 +94,7 @@ def _rule_selection(args: argparse.Namespace) -> tuple[DeviceSelector | None, Ta
 def run(args: argparse.Namespace) -> int:
     from webhook import kube_api as cluster  # the kubernetes client: only for commands that talk to a cluster
 
-    policy = load_policy(args.policy)
-    if policy is None:
-        return EXIT_INPUT
+    policy = load_policy(Path(args.policy) if args.policy else default_policy())
     try:
         selector, taint, notes = _selection(args, policy)
         if not getattr(args, "verbose", False):

@@ -24,12 +24,17 @@ import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from webhook.commands import Subparsers
+from webhook.commands import EXIT_NO, EXIT_OK, CliError, Subparsers, load_policy
 from webhook.defaults import default_policy
+
+if TYPE_CHECKING:
+    from webhook.admission import AdmissionResponse, Admitted
+    from webhook.policy.compiled import CompiledPolicy
+    from webhook.review import AdmissionRequest
 
 CATEGORIES = ("newly denied", "newly allowed", "new warnings", "different patches")
 EXAMPLES = 5
@@ -64,13 +69,32 @@ def add_parser(sub: Subparsers) -> None:
 
 @dataclass
 class Judgement:
-    """What one policy did to one object."""
+    """What one policy did to one object: the webhook's answers, and the patched object (identity-neutral)."""
 
-    allowed: bool
-    denied_by: dict[str, str]  # rule -> first message
-    warned: dict[tuple[str, str], str]  # (rule, message) -> rule
-    patched: dict[str, Any] | None  # the object after mutation (identity-neutral), None: no patch
-    answers: list[Any] = field(default_factory=list)  # the webhook's AdmissionResponses, in order
+    admitted: Admitted
+    patched: dict[str, Any] | None  # None: no patch
+
+    @property
+    def allowed(self) -> bool:
+        return self.admitted.allowed
+
+    @property
+    def answers(self) -> list[AdmissionResponse]:
+        return self.admitted.answers
+
+    @property
+    def denied_by(self) -> dict[str, str]:
+        """rule -> the message of its first denial."""
+        out: dict[str, str] = {}
+        for v in self.admitted.verdicts:
+            if v.action.value == "Deny":
+                out.setdefault(v.rule, v.finding.message)
+        return out
+
+    @property
+    def warned(self) -> dict[tuple[str, str], str]:
+        """(rule, message) -> rule, of each warning finding."""
+        return {(v.rule, v.finding.message): v.rule for v in self.admitted.verdicts if v.action.value == "Warn"}
 
 
 @dataclass
@@ -91,32 +115,23 @@ def _neutral(node: Any, identity: str) -> Any:
     return "<policy>" if node == identity else node
 
 
-def judge(req: Any, policy: Any, chain: bool, now: dt.datetime) -> Judgement:
-    from webhook.admission import admit, handle
+def judge(req: AdmissionRequest, policy: CompiledPolicy, chain: bool, now: dt.datetime) -> Judgement:
+    """Mutate then validate (``chain``: a /mutate record), or validate alone (a lone /validate record)."""
+    from webhook.admission import admit, validate_only
 
-    answers = list(admit(req, policy, None, now)) if chain else [handle(req, "validate", policy, None, now)]
-    given = [a for a in answers if a is not None]
-    denied: dict[str, str] = {}
-    warned: dict[tuple[str, str], str] = {}
-    for v in (v for a in given for v in a.verdicts):
-        if v.action.value == "Deny":
-            denied.setdefault(v.rule, v.finding.message)
-        elif v.action.value == "Warn":
-            warned[(v.rule, v.finding.message)] = v.rule
-    mutated = given[0].mutated if chain else None
-    patched = _neutral(mutated, policy.identity) if mutated is not None else None
-    return Judgement(all(a.allowed for a in given), denied, warned, patched, given)
+    admitted = (admit if chain else validate_only)(req, policy, None, now)
+    mutated = admitted.mutated
+    return Judgement(admitted, _neutral(mutated, policy.identity) if mutated is not None else None)
 
 
 def _patch_rules(req: Any, base: Any, new: Any, now: dt.datetime, diff: Any) -> list[str]:
     """Mutating rules whose switching off (under both policies) changes the difference."""
-    from webhook.engine import rules_for
-    from webhook.suites import without_rule
+    from webhook.rules.ruleset import standard_rules
 
     involved = []
-    for rule in dict.fromkeys(r.id for r in rules_for(req.kind, "mutate", req.operation) if r.mutating):
-        b = judge(req, without_rule(base, rule), True, now).patched or req.object
-        n = judge(req, without_rule(new, rule), True, now).patched or req.object
+    for rule in dict.fromkeys(r.id for r in standard_rules().select(req.kind, "mutate", req.operation) if r.mutating):
+        b = judge(req, base.without_rule(rule), True, now).patched or req.object
+        n = judge(req, new.without_rule(rule), True, now).patched or req.object
         if _diff_paths(_neutral(b, base.identity), _neutral(n, new.identity)) != diff:
             involved.append(rule)
     return involved or ["(unattributed)"]
@@ -191,8 +206,8 @@ def _key(req: Any) -> tuple[str, ...]:
 
 def replay(files: list[str], base_policy: Any, new_policy: Any, now: dt.datetime) -> Replay:
     from webhook import review
+    from webhook.inputs import subject_of
     from webhook.recording import read_records
-    from webhook.suites import subject_of
 
     out = Replay()
     pending: Counter[tuple[str, ...]] = Counter()
@@ -294,39 +309,32 @@ def _json(result: Replay, base: Any, new: Any) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     from webhook.inputs import InputError, parse_at
-    from webhook.policy.loader import PolicyError, load
 
     base_src = args.baseline or default_policy()
-    policies = []
-    for what, src in (("baseline", base_src), ("new", args.policy)):
-        try:
-            policies.append(load(src))
-        except PolicyError as exc:
-            print(f"{what} policy error:\n{exc}", file=sys.stderr)
-            return 2
-    base, new = policies
+    base = load_policy(base_src, "baseline policy")
+    new = load_policy(args.policy, "new policy")
     try:
         now = parse_at(args.at) or dt.datetime.now(dt.UTC)
     except InputError as exc:
-        print(f"input error: {exc}", file=sys.stderr)
-        return 2
-    for f in args.files:
-        if not Path(f).is_file():
-            print(f"input error: {f}: no such file", file=sys.stderr)
-            return 2
-    try:
-        result = replay(list(args.files), base, new, now)
-    except OSError as exc:
-        print(f"input error: {exc}", file=sys.stderr)
-        return 2
-    if result.requests == 0:
-        print("input error: no AdmissionReview records in " + ", ".join(args.files), file=sys.stderr)
-        for where in result.skipped[:EXAMPLES]:
-            print(f"  {where}", file=sys.stderr)
-        return 2
+        raise CliError(f"input error: {exc}") from None
+    result = _replay_files(list(args.files), base, new, now)
     if args.output == "json":
         sys.stdout.write(orjson.dumps(_json(result, base, new), option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
         _print_text(result, base, new, str(base_src), str(args.policy), now)
-    return 1 if result.of("newly denied") else 0
+    return EXIT_NO if result.of("newly denied") else EXIT_OK
 
+
+def _replay_files(files: list[str], base: CompiledPolicy, new: CompiledPolicy, now: dt.datetime) -> Replay:
+    """``replay`` over readable recordings holding at least one record, or CliError saying which are not."""
+    for f in files:
+        if not Path(f).is_file():
+            raise CliError(f"input error: {f}: no such file")
+    try:
+        result = replay(files, base, new, now)
+    except OSError as exc:
+        raise CliError(f"input error: {exc}") from None
+    if result.requests == 0:
+        raise CliError("\n".join([f"input error: no AdmissionReview records in {', '.join(files)}",
+                                  *(f"  {where}" for where in result.skipped[:EXAMPLES])]))
+    return result

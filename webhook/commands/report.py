@@ -16,12 +16,13 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from webhook import policyreport
-from webhook.commands import Subparsers
+from webhook.commands import Subparsers, load_policy
 from webhook.defaults import default_policy
 from webhook.report import Report, build_report, render_text
 
@@ -80,24 +81,10 @@ def _date(text: str) -> dt.date:
         raise argparse.ArgumentTypeError(f"{text!r} is not a date (YYYY-MM-DD)") from None
 
 
-def load_policy(path: str | None) -> CompiledPolicy | None:
-    """The policy at ``path`` (default: the bundled one), or None after printing why it does not load."""
-    from webhook.policy.loader import PolicyError, load
-
-    target = path or str(default_policy())
-    try:
-        return load(target)
-    except PolicyError as exc:
-        print(f"error: policy {target} does not load:\n{exc}", file=sys.stderr)
-        return None
-
-
 def run(args: argparse.Namespace) -> int:
     from webhook import kube_api as cluster  # the kubernetes client: only for commands that talk to a cluster
 
-    policy = load_policy(args.policy)
-    if policy is None:
-        return 2
+    policy = load_policy(Path(args.policy) if args.policy else default_policy())
     try:
         if not getattr(args, "verbose", False):
             cluster.quiet_client_logs()

@@ -12,7 +12,7 @@ import fnmatch
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -147,7 +147,7 @@ class CompiledPolicy:
     training_keys: tuple[str, ...] = ()
     device_tolerations: tuple[dict[str, Any], ...] = ()
     workload_kinds: Mapping[tuple[str, str], custom_kinds.CustomKind] = field(default_factory=dict)  # by (group, kind)
-    template_finders: Mapping[tuple[str, str], TemplateFinder] = field(default_factory=dict)  # for custom_kinds.active
+    template_finders: Mapping[tuple[str, str], TemplateFinder] = field(default_factory=dict)  # pod_templates(named=)
 
     @property
     def spec(self) -> PolicySpec:
@@ -223,6 +223,10 @@ class CompiledPolicy:
     def action_for(self, rule: str, stage: str) -> Action:
         """The enforcement action before exceptions: rule override, else the stage default."""
         return self.rule_actions.get(rule) or self.stage_actions[stage]
+
+    def without_rule(self, rule: str) -> CompiledPolicy:
+        """The same policy (same identity) with ``rule`` switched Off: for "what did this rule do"."""
+        return replace(self, rule_actions={**self.rule_actions, rule: Action.Off})
 
     def exception_for(self, rule: str, namespace: str, now: dt.datetime) -> CompiledException | None:
         day = now.astimezone(dt.UTC).date()

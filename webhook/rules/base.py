@@ -92,6 +92,10 @@ class Rule:
         return kind in self.kinds and phase in self.phases and operation in self.operations
 
 
+RULES_ATTR = "__dra_rules__"
+"""Where ``rule`` leaves a function's registrations (a tuple of Rule, in decoration order) for ``RuleSet``."""
+
+
 def rule(
     rule_id: str,
     kinds: Iterable[str],
@@ -99,15 +103,20 @@ def rule(
     operations: Iterable[str] = ("CREATE", "UPDATE"),
     mutating: bool = False,
 ) -> Callable[[RuleFn], RuleFn]:
-    """Decorator that registers a rule function in the global registry."""
+    """Decorator that declares a rule function; ``ruleset.RuleSet.of_modules`` collects the declarations.
 
-    def register(fn: RuleFn) -> RuleFn:
-        REGISTRY.append(
-            Rule(rule_id, frozenset(kinds), frozenset(phases), fn, frozenset(operations), mutating)
-        )
+    It writes no global: a rule set is a value built from the modules (``ruleset.standard_rules``).
+    """
+
+    def declare(fn: RuleFn) -> RuleFn:
+        declared = Rule(rule_id, frozenset(kinds), frozenset(phases), fn, frozenset(operations), mutating)
+        setattr(fn, RULES_ATTR, (*declared_rules(fn), declared))
         return fn
 
-    return register
+    return declare
 
 
-REGISTRY: list[Rule] = []
+def declared_rules(fn: object) -> tuple[Rule, ...]:
+    """The rules ``rule`` declared on ``fn`` (none for any other object)."""
+    found = getattr(fn, RULES_ATTR, ())
+    return found if isinstance(found, tuple) else ()

@@ -97,7 +97,7 @@ def track_rollout(obj: dict[str, Any], ctx: Context) -> Outcome:
     changed = False
     paths: list[str] = []
     frozen = ANNOTATIONS not in template_writes(obj, ctx)  # e.g. a started Job's template is immutable
-    for ref in pod_templates(obj, ctx.kind, ctx.group):
+    for ref in pod_templates(obj, ctx.kind, ctx.group, ctx.policy.template_finders):
         path = plan(usage(ref.spec(obj), ctx.policy), ctx.stage, ctx.policy).path
         if path is None:
             continue

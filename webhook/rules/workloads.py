@@ -25,7 +25,15 @@ import copy
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from webhook.objects import POLICY_KINDS, WORKLOAD_KINDS, PodTemplateRef, get_path, pod_templates, workload_kind
+from webhook.objects import (
+    NO_NAMED_KINDS,
+    WORKLOAD_KINDS,
+    PodTemplateRef,
+    TemplateFinder,
+    get_path,
+    pod_templates,
+    workload_kind,
+)
 from webhook.rules.base import Context, RuleFn, rule
 
 POD_OPERATIONS = ("CREATE",)
@@ -88,7 +96,8 @@ def _strip(template: dict[str, Any], keys: Iterable[str]) -> dict[str, Any]:
     return out
 
 
-def examined_owner(obj: Mapping[str, Any], kind: str) -> str | None:
+def examined_owner(obj: Mapping[str, Any], kind: str,
+                   named: Mapping[tuple[str, str], TemplateFinder] = NO_NAMED_KINDS) -> str | None:
     """``Kind/name`` of the object's controlling owner when that is a workload kind the webhook examines, else None.
 
     Such an object (a Deployment's ReplicaSet, a CronJob's Job, a JobSet's Jobs) is decided at its top-level
@@ -108,7 +117,7 @@ def examined_owner(obj: Mapping[str, Any], kind: str) -> str | None:
         owner_kind, api_version = str(ref.get("kind", "")), str(ref.get("apiVersion", ""))
         group = api_version.rpartition("/")[0]
         if owner_kind != "Pod" and (workload_kind(group, owner_kind) is not None
-                                    or (group, owner_kind) in POLICY_KINDS.get()):
+                                    or (group, owner_kind) in named):
             return f"{owner_kind}/{ref.get('name', '')}"
     return None
 
@@ -119,9 +128,9 @@ def examined_templates(obj: Mapping[str, Any], ctx: Context) -> list[PodTemplate
     A template that differs from the old object only in the webhook's own annotations is unchanged. None of an
     object a workload the webhook examines controls (``examined_owner``): that owner was judged already.
     """
-    if examined_owner(obj, ctx.kind) is not None:
+    if examined_owner(obj, ctx.kind, ctx.policy.template_finders) is not None:
         return []
-    refs = pod_templates(obj, ctx.kind, ctx.group)
+    refs = pod_templates(obj, ctx.kind, ctx.group, ctx.policy.template_finders)
     if ctx.operation != "UPDATE" or not refs:
         return refs
     ignore = [ctx.policy.key(k) for k in WEBHOOK_ANNOTATIONS]
@@ -147,7 +156,7 @@ def template_writes(obj: Mapping[str, Any], ctx: Context) -> frozenset[str]:
 
     Nothing for an object a workload the webhook examines controls (``examined_owner``): annotate, never fight.
     """
-    if examined_owner(obj, ctx.kind) is not None:
+    if examined_owner(obj, ctx.kind, ctx.policy.template_finders) is not None:
         return frozenset()
     if ctx.operation != "UPDATE":
         return _ALL_WRITES

@@ -5,7 +5,7 @@ resolve gate defaults without reaching into the ``gated-feature`` rule (``webhoo
 
 The API server silently drops a field whose feature gate is off (or rejects it, e.g.
 ``partitionTypeAttribute``) *before* validating webhooks run, and answers 201 without a warning
-(dra-1.37.md §11). One table, ``GATES``, one row per gate: stage/default per Kubernetes version, and per
+(docs/dra-1.37.md §11). One table, ``GATES``, one row per gate: stage/default per Kubernetes version, and per
 kind ("group/Kind", core kinds bare) a check ``(obj) -> [JSON path, ...]`` of the guarded fields the
 object uses. Checks are written against the 1.37 wire shapes (resource.k8s.io/v1
 ``exactly``/``firstAvailable``, scheduling.k8s.io v1beta1/v1alpha3). A field counts as used when it is
@@ -304,7 +304,7 @@ def _slice_list_attrs(obj: dict[str, Any]) -> list[str]:
     ]
 
 
-# 1.36 spelling kept so a 1.36 policy flags it too; 1.37 renamed it (dra-1.37.md §2.4).
+# 1.36 spelling kept so a 1.36 policy flags it too; 1.37 renamed it (docs/dra-1.37.md §2.4).
 _slice_node_allocatable = _device_fields("nodeAllocatableResources", "nodeAllocatableResourceMappings")
 _slice_binding = _device_fields("bindsToNode", "bindingConditions", "bindingFailureConditions")
 

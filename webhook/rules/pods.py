@@ -96,7 +96,7 @@ def usage(podspec: Mapping[str, Any], policy: CompiledPolicy) -> Usage:
 
 
 def _stage_path(u: Usage, stage: str) -> str | None:
-    """design.md §5 ``path`` from the stage alone: the fallback of ``plan`` when no pool can serve the Pod."""
+    """docs/design.md §5 ``path`` from the stage alone: the fallback of ``plan`` when no pool can serve the Pod."""
     if u.gpu and u.claims:
         return "mixed"
     if u.legacy and u.dra_only:
@@ -468,7 +468,7 @@ def training_job_extended_resource(obj: dict[str, Any], ctx: Context) -> Outcome
     """A long training job on the extended-resource path cannot tolerate device taints (advisory).
 
     The scheduler's claim for an extended resource carries no tolerations and a DeviceClass cannot add
-    any (dra-1.37.md §7); and the device-taint eviction controller only follows ``pod.spec.resourceClaims``
+    any (docs/dra-1.37.md §7); and the device-taint eviction controller only follows ``pod.spec.resourceClaims``
     (kubernetes pkg/controller/devicetainteviction/device_taint_eviction.go, podEvictionTime; issue
     kubernetes/kubernetes#141290), so a NoExecute maintenance taint does not move the job at all: it keeps
     running on a device under maintenance. The remediation is a ready ResourceClaimTemplate with the

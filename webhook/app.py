@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import orjson
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
+from werkzeug.http import HTTP_STATUS_CODES
 
 from webhook import admission, engine, metrics, review
 from webhook.policy.compiled import CompiledPolicy
@@ -24,8 +25,6 @@ from webhook.view import ClusterView, OfflineView
 
 log = logging.getLogger(__name__)
 
-_STATUS = {200: "200 OK", 400: "400 Bad Request", 413: "413 Request Entity Too Large",
-           415: "415 Unsupported Media Type", 500: "500 Internal Server Error"}
 MAX_BODY = 7 * 1024 * 1024  # two 3 MiB objects plus the envelope (docs/webhook-conventions.md §1.1)
 
 
@@ -229,7 +228,7 @@ def create_app(
         except Exception:
             log.exception("unexpected error on POST %s", environ.get("PATH_INFO"))
             status, data = 500, orjson.dumps({"error": "internal error; see the webhook's logs", "status": 500})
-        start_response(_STATUS.get(status, f"{status} Error"),
+        start_response(f"{status} {HTTP_STATUS_CODES.get(status, 'Error').upper()}",  # as werkzeug's Response
                        [("Content-Type", "application/json"), ("Content-Length", str(len(data)))])
         return [data]
 

@@ -1,7 +1,8 @@
 """The seam between rules and the cluster.
 
 Rules ask a ``ClusterView`` for namespace labels, DeviceClasses, owner Pods and the claims a Pod names.
-Offline (``check``, ``test``, ``--offline``) nothing is known and every answer is ``None``;
+Offline (``check``, ``test``, ``--offline``) nothing is known: every lookup answers ``None`` and
+``degraded_reason`` answers ``""`` (offline is not a degradation, so no audit annotation says so);
 ``webhook.cluster`` provides the live implementation backed by watches, with a strict time budget per
 lookup. ``None`` always means "unknown": callers fall back to the offline behaviour and record why in
 ``Context.degraded``.

@@ -17,6 +17,7 @@ import orjson
 import yaml
 
 from webhook import review
+from webhook.dates import parse_time
 from webhook.jsonish import as_dict
 
 NAMESPACED_DEFAULT = "default"
@@ -46,10 +47,9 @@ def parse_at(value: str | None) -> dt.datetime | None:
     if not value:
         return None
     try:
-        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise InputError(f"--at {value!r} is not a date (YYYY-MM-DD) or ISO time") from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+        return parse_time(value)
+    except ValueError as exc:
+        raise InputError(f"--at {exc}") from None
 
 
 def meta_of(obj: dict[str, Any]) -> dict[str, Any]:

@@ -53,6 +53,7 @@ import jsonpointer
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from webhook.dates import parse_time  # the one date parser; name kept for callers
 from webhook.policy.model import Action
 from webhook.rules.ids import RULE_IDS
 from webhook.view import StaticView
@@ -88,15 +89,6 @@ def _pointer(ptr: str) -> str:
     except jsonpointer.JsonPointerException as exc:
         raise ValueError(f"{ptr!r} is not a JSON pointer ({exc}); write e.g. /metadata/annotations/a~1b") from None
     return ptr
-
-
-def parse_time(value: str) -> dt.datetime:
-    """``YYYY-MM-DD`` (midnight UTC) or an ISO time; naive times are UTC."""
-    try:
-        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise ValueError(f"{value!r} is not a date (YYYY-MM-DD) or ISO time") from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
 
 
 class Expect(_Strict):

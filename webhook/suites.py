@@ -53,7 +53,7 @@ import jsonpointer
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from webhook.dates import parse_time  # the one date parser; name kept for callers
+from webhook.dates import parse_time as parse_time  # the one date parser, re-exported for callers
 from webhook.policy.model import Action
 from webhook.rules.ids import RULE_IDS
 from webhook.view import StaticView

@@ -383,7 +383,7 @@ def _route(path: str) -> tuple[Kind, str | None, str | None] | None:
     return None
 
 
-# -- object builders (shapes of dra-1.37.md §2, §6, §9) -------------------------------------------------
+# -- object builders (shapes of docs/dra-1.37.md §2, §6, §9) -------------------------------------------------
 
 
 def hpa(ns: str, name: str, target: str, max_replicas: int, kind: str = "Deployment",
@@ -545,7 +545,7 @@ def podgroup(ns: str, name: str, min_count: int = 2) -> dict[str, Any]:
     }
 
 
-# -- a policy for the tests (design.md §2 shape) -------------------------------------------------------------
+# -- a policy for the tests (docs/design.md §2 shape) -------------------------------------------------------------
 
 POLICY_DOC: dict[str, Any] = {
     "apiVersion": "dra-migration.io/v1alpha1",

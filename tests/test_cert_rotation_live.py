@@ -12,12 +12,11 @@ import json
 import socket
 import ssl
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 from cryptography import x509
 
+from tests.e2e.waits import eventually as _eventually
 from tests.helpers import gpu_pod, review, start_server
 from tests.test_tls_reload import KubeletVolume
 from webhook import certs
@@ -27,13 +26,6 @@ def _presented_serial(ctx: ssl.SSLContext, port: int) -> int:
     with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
         with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
             return x509.load_der_x509_certificate(tls.getpeercert(binary_form=True)).serial_number
-
-
-def _eventually(check: Callable[[], bool], what: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
-        time.sleep(0.02)
 
 
 def test_rotation_under_load_loses_no_request(tmp_path: Path):

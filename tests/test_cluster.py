@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.waits import eventually
 from tests.fakeapi import (
     FakeAPI,
     device_class,
@@ -33,15 +34,6 @@ from webhook.view import ABSENT, Autoscaler, ClusterView, Lookup
 
 DEADLINE = 10.0
 LOOKUP_BUDGET = 5.0
-
-
-def eventually(check: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture()

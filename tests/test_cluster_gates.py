@@ -1,6 +1,6 @@
 """featureGates auto (issue 18 item 1): the cluster's own gate states, read from the API server's /metrics.
 
-The metrics text below is copied from GET /metrics of the v1.36.2 control plane in /work/shared/k8s
+The metrics text below is copied from GET /metrics of the v1.36.2 control plane in ../shared/k8s
 (started with --feature-gates AllAlpha=true,AllBeta=true), plus two lines turned off to test ``0``.
 """
 

@@ -61,7 +61,7 @@ COMMON_LABELS = {
 }
 SELECTOR = {k: COMMON_LABELS[k] for k in ("app.kubernetes.io/name", "app.kubernetes.io/instance")}
 
-# (group, version, resource) the engine handles: design.md §3 plus the gate-check kinds.
+# (group, version, resource) the engine handles: docs/design.md §3 plus the gate-check kinds.
 # Every kind whose pod templates the webhook examines (webhook/objects.py KINDS), plus the gate-check kinds.
 WORKLOAD_KINDS = {
     *((k.group, v, k.resource) for k in OBJECT_KINDS for v in k.versions),

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import time
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.e2e.waits import eventually as _eventually
 from tests.fakeapi import (
     FakeAPI,
     device_class,
@@ -162,17 +162,6 @@ def _scrape(server) -> dict[str, list]:
         client.close()
     assert status == 200
     return _families(body)
-
-
-def _eventually(check, what: str, timeout: float = 20):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 @pytest.mark.parametrize("workers", [3])

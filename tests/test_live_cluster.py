@@ -7,11 +7,11 @@ between cohorts without a restart) and looks up owner Pods for template-generate
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
 from tests import fakeapi
+from tests.e2e.waits import eventually as _eventually
 from tests.helpers import ROOT, apply_and_validate, gpu_pod, review, start_server
 
 LOOKUP_BUDGET = 5.0  # seconds; explicit so the tests never depend on the production default under load
@@ -38,15 +38,6 @@ def cluster_server(tmp_path):
             yield server, api
         finally:
             server.stop()
-
-
-def _eventually(check, what: str, timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_namespace_label_change_moves_cohort_through_live_watch(cluster_server):

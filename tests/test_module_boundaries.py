@@ -74,16 +74,18 @@ def _webhook_imports(name: str) -> set[str]:
     return {m for m in imported if m == "webhook" or m.startswith("webhook.")}
 
 
-_LEAVES = ("webhook.jsonish", "webhook.objects", "webhook.gate_deps", "webhook.gate_fields")
+_LEAVES = ("webhook.jsonish", "webhook.objects", "webhook.gate_deps", "webhook.gate_fields", "webhook.quantity")
 
 
 def test_gate_catalogue_is_a_leaf():
     """The catalogue may use the raw-JSON helpers and the pod-template finders (whose only import of ours is
-    jsonish) and nothing else of ours: the policy package and every rule can import it."""
+    jsonish and quantity) and nothing else of ours: the policy package and every rule can import it."""
     assert not _webhook_imports("jsonish")
     assert not _webhook_imports("gate_deps")
-    assert all(m.startswith("webhook.jsonish") for m in _webhook_imports("objects"))
-    assert all(m.startswith(("webhook.jsonish", "webhook.objects")) for m in _webhook_imports("gate_fields"))
+    assert not _webhook_imports("quantity")
+    assert all(m.startswith(("webhook.jsonish", "webhook.quantity")) for m in _webhook_imports("objects"))
+    assert all(m.startswith(("webhook.jsonish", "webhook.objects", "webhook.quantity"))
+               for m in _webhook_imports("gate_fields"))
     assert not {m for m in _webhook_imports("gate_catalogue") if not m.startswith(_LEAVES)}
 
 

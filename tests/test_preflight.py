@@ -59,7 +59,7 @@ def tol(key: str = "example.com/maintenance", operator: str = "Exists", seconds:
     return t
 
 
-# -- toleration semantics (dra-1.37.md §3) ------------------------------------------------------------------
+# -- toleration semantics (docs/dra-1.37.md §3) ------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(

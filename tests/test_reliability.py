@@ -27,6 +27,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from tests.e2e.waits import eventually as wait_until
 from tests.helpers import GROUPS, ROOT, Server, gpu_pod, review, start_server
 from webhook.policy.loader import load
 
@@ -178,16 +179,6 @@ def metric(server: Server, name: str, labels: str = "") -> float:
         client.close()
     pattern = re.compile(rf"^{re.escape(name)}\{{[^}}]*{re.escape(labels)}[^}}]*\}} ([0-9.e+]+)$", re.M)
     return sum(float(v) for v in pattern.findall(data.decode()))
-
-
-def wait_until(predicate: Callable[[], Any], what: str, timeout: float = 20) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def workers_of(server: Server) -> set[int]:

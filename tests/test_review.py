@@ -1,4 +1,4 @@
-"""webhook.review: the response stays within what the API server accepts (webhook-conventions.md §1.2)."""
+"""webhook.review: the response stays within what the API server accepts (docs/webhook-conventions.md §1.2)."""
 
 from __future__ import annotations
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from tests.e2e.waits import eventually as _wait
 from tests.fakeapi import FakeAPI
 from webhook import cel_devices as cd
 from webhook.live_view import LiveView
@@ -306,15 +307,6 @@ def live(tmp_path: Path) -> Iterator[Callable[..., tuple[FakeAPI, LiveView]]]:
     for api, view in started:
         view.stop()
         api.stop()
-
-
-def _wait(check: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + 10.0
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_live_view_follows_slices_of_every_driver(live: Callable[..., tuple[FakeAPI, LiveView]]) -> None:

@@ -1,4 +1,4 @@
-"""track-rollout: the design.md §5 annotations on Pods, workloads, templates and claims."""
+"""track-rollout: the docs/design.md §5 annotations on Pods, workloads, templates and claims."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Every answer is JSON. A body that is not an AdmissionReview gets a 4xx with a JSON error; anything that
 parses as a review gets HTTP 200 with a well-formed AdmissionReview, even when something inside failed,
-because a non-2xx lets ``failurePolicy: Ignore`` wave the request through (webhook-conventions.md §1.3).
+because a non-2xx lets ``failurePolicy: Ignore`` wave the request through (docs/webhook-conventions.md §1.3).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from webhook.view import ClusterView, OfflineView
 
 log = logging.getLogger(__name__)
 
-MAX_BODY = 7 * 1024 * 1024  # two 3 MiB objects plus the envelope (webhook-conventions.md §1.1)
+MAX_BODY = 7 * 1024 * 1024  # two 3 MiB objects plus the envelope (docs/webhook-conventions.md §1.1)
 
 
 class PolicySource(Protocol):

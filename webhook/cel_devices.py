@@ -30,28 +30,11 @@ from typing import Any
 from cel_expr_python import cel  # type: ignore[import-untyped]
 from cel_expr_python.ext import ext_bindings, ext_strings  # type: ignore[import-untyped]
 
+from webhook.quantity import from_json, parse_quantity  # resource.ParseQuantity, as the CEL library uses it
+
 Q_KEY, V_KEY = "@quantity", "@semver"
 
-# -- Quantity (k8s.io/apimachinery/pkg/api/resource, ParseQuantity) --------------------------------------
-
-_QUANTITY = re.compile(r"^([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+))(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?$")
-_BINARY = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
-_DECIMAL = {"n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
-
-
-def parse_quantity(text: str) -> Decimal:
-    """The exact value of a Kubernetes quantity string ("80Gi", "1500m", "1e3"); ValueError if malformed."""
-    m = _QUANTITY.match(text.strip()) if isinstance(text, str) else None
-    if m is None:
-        raise ValueError(f"quantities must match the regular expression, got {text!r}")
-    number, suffix = Decimal(m.group(1)), m.group(2) or ""
-    if suffix in _BINARY:
-        return number * Decimal(2 ** _BINARY[suffix])
-    if suffix in _DECIMAL:
-        return number.scaleb(_DECIMAL[suffix])
-    if suffix:
-        return number.scaleb(int(suffix[1:]))
-    return number
+# -- Quantity (webhook/quantity.py parses; CEL sees a one-key map) ----------------------------------------
 
 
 def quantity_value(value: Decimal) -> dict[str, str]:
@@ -279,7 +262,7 @@ def slice_devices(obj: Mapping[str, Any]) -> tuple[Device, ...]:
             capacity: dict[str, dict[str, Any]] = {}
             for name, value in (dev.get("capacity") or {}).items():
                 domain, ident = _qualified(name, driver)
-                capacity.setdefault(domain, {})[ident] = quantity_value(parse_quantity(str((value or {}).get("value"))))
+                capacity.setdefault(domain, {})[ident] = quantity_value(from_json((value or {}).get("value")))
             data: dict[str, Any] | None = {
                 "driver": driver, "attributes": attributes, "capacity": capacity,
                 "allowMultipleAllocations": bool(dev.get("allowMultipleAllocations")),

@@ -131,7 +131,7 @@ def is_scheduler_claim(
     obj: Mapping[str, Any], user: Mapping[str, Any] | None = None,
     schedulers: Collection[str] = (SCHEDULER_USER,),
 ) -> bool:
-    """kube-scheduler's special claim for a Pod on the extended-resource path (dra-1.37.md §7).
+    """kube-scheduler's special claim for a Pod on the extended-resource path (docs/dra-1.37.md §7).
 
     Recognised by the annotation ``resource.kubernetes.io/extended-resource-claim: "true"`` together
     with a controlling Pod owner and no ``pod-claim-name`` annotation: exactly what the scheduler
@@ -155,7 +155,7 @@ def template_owner(obj: Mapping[str, Any]) -> dict[str, Any] | None:
     """For a claim the resourceclaim controller generated from a template: its controlling owner.
 
     The controller marks such claims with ``resource.kubernetes.io/pod-claim-name`` and a controller
-    ownerReference to the Pod (or PodGroup) it was made for (dra-1.37.md §6).
+    ownerReference to the Pod (or PodGroup) it was made for (docs/dra-1.37.md §6).
     """
     if POD_CLAIM_NAME_ANNOTATION not in metadata_annotations(obj):
         return None

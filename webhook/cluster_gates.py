@@ -3,7 +3,7 @@
 The API server publishes its own gate states on ``/metrics`` as
 ``kubernetes_feature_enabled{name="X",stage="ALPHA"} 1`` (component-base/metrics/prometheus/feature,
 registered for every gate of the server's registry; verified on the v1.36.2 control plane in
-/work/shared/k8s: 247 gates, GA ones with ``stage=""``). ``webhook.kube_api`` fetches the text in the
+../shared/k8s: 247 gates, GA ones with ``stage=""``). ``webhook.kube_api`` fetches the text in the
 background; this module parses it and merges it with the policy, with no client import, so the rule and
 the ``gates`` command share one definition of "in force":
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 import orjson
+from werkzeug.http import HTTP_STATUS_CODES
 
 log = logging.getLogger(__name__)
 
@@ -28,8 +29,6 @@ class WSGIApp(Protocol):
 
 
 PHASES = {"/mutate": "mutate", "/validate": "validate"}
-_STATUS = {200: "200 OK", 400: "400 Bad Request", 413: "413 Request Entity Too Large",
-           415: "415 Unsupported Media Type", 500: "500 Internal Server Error"}
 
 
 def wrap(flask_wsgi: WSGIApp, answer: Answer, max_body: int) -> WSGIApp:
@@ -47,7 +46,7 @@ def wrap(flask_wsgi: WSGIApp, answer: Answer, max_body: int) -> WSGIApp:
         except Exception:
             log.exception("unexpected error on POST %s", environ.get("PATH_INFO"))
             status, data = 500, orjson.dumps({"error": "internal error; see the webhook's logs", "status": 500})
-        start_response(_STATUS.get(status, f"{status} Error"),
+        start_response(f"{status} {HTTP_STATUS_CODES.get(status, 'Error').upper()}",  # as werkzeug's Response
                        [("Content-Type", "application/json"), ("Content-Length", str(len(data)))])
         return [data]
 

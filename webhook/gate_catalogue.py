@@ -5,7 +5,7 @@ resolve gate defaults without reaching into the ``gated-feature`` rule (``webhoo
 
 The API server silently drops a field whose feature gate is off (or rejects it, e.g.
 ``partitionTypeAttribute``) *before* validating webhooks run, and answers 201 without a warning
-(dra-1.37.md §11). One table, ``GATES``, one row per gate: stage/default per Kubernetes version, and per
+(docs/dra-1.37.md §11). One table, ``GATES``, one row per gate: stage/default per Kubernetes version, and per
 kind ("group/Kind", core kinds bare) a check ``(obj) -> [JSON path, ...]`` of the guarded fields the
 object uses; the checks live in ``webhook.gate_fields``.
 """

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from webhook.jsonish import as_dict as _d
 from webhook.jsonish import as_list as _l
 from webhook.objects import field_path, pod_templates
+from webhook.quantity import from_json
 
 Check = Callable[[dict[str, Any]], list[str]]
 
@@ -170,32 +170,12 @@ def slice_consumable(obj: dict[str, Any]) -> list[str]:
     return paths + [f"{p}.requestPolicy" for p, cap in _capacities(obj) if _used(cap.get("requestPolicy"))]
 
 
-_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:(Ki|Mi|Gi|Ti|Pi|Ei)|([numkMGTPE]?)|[eE]([+-]?\d+))$")
-_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-_DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
-
-
 def is_fractional(quantity: Any) -> bool:
     """True for a Quantity whose value is not an integer (``500m``, ``0.5``; not ``1.5Gi``, ``1000m``)."""
-    if isinstance(quantity, bool):
-        return False
-    if isinstance(quantity, int):
-        return False
-    if isinstance(quantity, float):
-        return not quantity.is_integer()
-    m = _QUANTITY.match(str(quantity).strip())
-    if not m:
-        return False  # not a quantity at all: the API server rejects it, nothing gated to report
     try:
-        value = Decimal(m.group(1))
-    except InvalidOperation:
-        return False
-    if m.group(2):
-        value *= _BINARY[m.group(2)]
-    elif m.group(4) is not None:
-        value = value.scaleb(int(m.group(4)))
-    else:
-        value = value.scaleb(_DECIMAL[m.group(3)])
+        value = from_json(quantity)
+    except ValueError:
+        return False  # not a quantity at all: the API server rejects it, nothing gated to report
     return value != value.to_integral_value()
 
 
@@ -229,7 +209,7 @@ def slice_list_attrs(obj: dict[str, Any]) -> list[str]:
     ]
 
 
-# 1.36 spelling kept so a 1.36 policy flags it too; 1.37 renamed it (dra-1.37.md §2.4).
+# 1.36 spelling kept so a 1.36 policy flags it too; 1.37 renamed it (docs/dra-1.37.md §2.4).
 slice_node_allocatable = device_fields("nodeAllocatableResources", "nodeAllocatableResourceMappings")
 slice_binding = device_fields("bindsToNode", "bindingConditions", "bindingFailureConditions")
 

@@ -17,6 +17,7 @@ import orjson
 import yaml
 
 from webhook import review
+from webhook.dates import parse_time as parse_time  # the one date parser, re-exported
 from webhook.jsonish import as_dict
 
 NAMESPACED_DEFAULT = "default"
@@ -39,15 +40,6 @@ class Item:
     source: str  # file[#document][[list index]]
     request: review.AdmissionRequest
     note: str = ""  # e.g. the manifest's own namespace won over -n
-
-
-def parse_time(value: str) -> dt.datetime:
-    """A UTC date (``YYYY-MM-DD``, midnight) or ISO time; naive times are UTC. ValueError saying why not."""
-    try:
-        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise ValueError(f"{value!r} is not a date (YYYY-MM-DD) or ISO time") from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
 
 
 def parse_at(value: str | None) -> dt.datetime | None:

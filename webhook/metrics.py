@@ -1,4 +1,4 @@
-"""Prometheus metrics (design.md §6 names).
+"""Prometheus metrics (docs/design.md §6 names).
 
 Under gunicorn every worker is a process, so prometheus-client runs in multiprocess mode: the server
 sets ``PROMETHEUS_MULTIPROC_DIR`` before this module is imported, and /metrics aggregates the files.

@@ -15,12 +15,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
 from types import MappingProxyType
 from typing import Any
 
 from webhook.jsonish import as_dict as _dict
 from webhook.jsonish import as_list as _list
+from webhook.quantity import MAX_ALLOWED
+from webhook.quantity import from_json as parse_quantity  # the one quantity parser; name kept for callers
 
 Path = tuple[str | int, ...]
 
@@ -312,58 +313,9 @@ def iter_containers(podspec: Mapping[str, Any]) -> Iterator[ContainerRef]:
                 yield ContainerRef(fld, i, c)
 
 
-_SUFFIXES: dict[str, Decimal] = {
-    "": Decimal(1),
-    "n": Decimal("1e-9"),
-    "u": Decimal("1e-6"),
-    "m": Decimal("1e-3"),
-    "k": Decimal(10) ** 3,
-    "M": Decimal(10) ** 6,
-    "G": Decimal(10) ** 9,
-    "T": Decimal(10) ** 12,
-    "P": Decimal(10) ** 15,
-    "E": Decimal(10) ** 18,
-    "Ki": Decimal(2) ** 10,
-    "Mi": Decimal(2) ** 20,
-    "Gi": Decimal(2) ** 30,
-    "Ti": Decimal(2) ** 40,
-    "Pi": Decimal(2) ** 50,
-    "Ei": Decimal(2) ** 60,
-}
-
-
-def parse_quantity(value: Any) -> Decimal:
-    """A Kubernetes quantity (``2``, ``"2"``, ``"1k"``, ``"500m"``, ``"1e3"``) as a Decimal.
-
-    Raises ValueError naming the value when it is not a quantity.
-    """
-    if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not a quantity")
-    if isinstance(value, int):
-        return Decimal(value)
-    if isinstance(value, float):
-        return Decimal(str(value))
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"{value!r} is not a quantity")
-    text = value.strip()
-    for suffix in ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "n", "u", "m", "k", "M", "G", "T", "P", "E"):
-        if text.endswith(suffix):  # "1E" is exa; "1E3" is an exponent and ends in a digit
-            number, mult = text[: -len(suffix)], _SUFFIXES[suffix]
-            break
-    else:
-        number, mult = text, _SUFFIXES[""]
-    try:
-        amount = Decimal(number)
-    except InvalidOperation:
-        raise ValueError(f"{value!r} is not a quantity") from None
-    if not amount.is_finite():
-        raise ValueError(f"{value!r} is not a quantity")
-    return amount * mult
-
-
 def device_count(value: Any) -> int:
     """An extended-resource quantity as a device count (rounded up; the API only admits integers)."""
-    return int(math.ceil(parse_quantity(value)))
+    return int(math.ceil(max(-MAX_ALLOWED, min(parse_quantity(value), MAX_ALLOWED))))  # 1e999999 stays cheap
 
 
 def is_extended_resource(name: str) -> bool:

@@ -87,7 +87,7 @@ def serves_dra(u: Usage, policy: CompiledPolicy) -> bool:
 
 
 def _stage_path(u: Usage, stage: str) -> str | None:
-    """design.md §5 ``path`` from the stage alone: the fallback of ``plan`` when no pool can serve the Pod."""
+    """docs/design.md §5 ``path`` from the stage alone: the fallback of ``plan`` when no pool can serve the Pod."""
     if u.gpu and u.claims:
         return "mixed"
     if u.legacy and u.dra_only:

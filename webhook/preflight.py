@@ -1,6 +1,6 @@
 """What a maintenance taint would do: the pure half of ``dra-webhook preflight``.
 
-Given a device selector with DeviceTaintRule semantics (dra-1.37.md §2.3: driver, pool and device ANDed;
+Given a device selector with DeviceTaintRule semantics (docs/dra-1.37.md §2.3: driver, pool and device ANDed;
 an empty selector selects every device, an omitted one none) and a taint, find the allocated claims on
 those devices (``status.allocation.devices.results[]``), the Pods using them (``status.reservedFor``,
 owner references, PodGroup members) and, for each Pod, whether a NoExecute taint evicts it at once,

@@ -2,7 +2,7 @@
 
 Objects in (raw Namespace, Pod, ResourceClaim and DeviceClass JSON, gathered by ``webhook.kube_api``),
 a ``Report`` out. Per cohort and namespace: the stage today and the next scheduled change. Per Pod: the
-path the webhook intended (our ``<prefix>/path`` annotation, design.md §5) against the path it actually
+path the webhook intended (our ``<prefix>/path`` annotation, docs/design.md §5) against the path it actually
 took, read from the status the scheduler and the resourceclaim controller write:
 
 - ``status.extendedResourceClaimStatus`` set: DRA served an extended resource (``dra-extended-resource``);

@@ -2,7 +2,7 @@
 
 The response itself is ``admission.AdmissionResponse.review()``.
 
-Two kinds of bad input, answered differently (webhook-conventions.md §1.3):
+Two kinds of bad input, answered differently (docs/webhook-conventions.md §1.3):
 - a body that is not an AdmissionReview v1 at all (no uid to echo) -> ``EnvelopeError``, HTTP 400 JSON;
 - a review whose request is malformed (a uid exists) -> ``RequestError``, HTTP 200 with an
   AdmissionResponse ``allowed: false``, code 400, so the API server shows the message to the user
@@ -22,7 +22,7 @@ API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
 OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
 
-# Limits the API server applies to warnings (webhook-conventions.md §1.2).
+# Limits the API server applies to warnings (docs/webhook-conventions.md §1.2).
 WARNING_MAX = 256
 WARNINGS_TOTAL_MAX = 4096
 _AUDIT_KEY_BAD = re.compile(r"[^A-Za-z0-9._-]")

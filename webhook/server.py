@@ -1,6 +1,6 @@
 """gunicorn started from Python: gthread-based workers, long keep-alive, TLS with hot-reloaded certificates.
 
-Why these settings (webhook-conventions.md §4): the API server keeps HTTP/1.1 connections alive for
+Why these settings (docs/webhook-conventions.md §4): the API server keeps HTTP/1.1 connections alive for
 90 s, so ``sync`` workers (no keep-alive) would pay a TLS handshake per call and a short keepalive invites
 reuse races; gthread calls the ``ssl_context`` hook per accepted connection, which lets the cached,
 pair-validated context from ``webhook.tls`` follow certificate rotation with no restart. The worker is

@@ -8,12 +8,12 @@ which editors and CI annotate. Warnings never fail the run: each can be intended
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import sys
 from pathlib import Path
 from typing import Any
 
 from webhook.commands import Subparsers
+from webhook.dates import date_arg as _date
 from webhook.policy.loader import Problem, lint_report
 
 EPILOG = """\
@@ -72,13 +72,6 @@ def add_parser(sub: Subparsers) -> None:
         help="print the kustomize patches that send the policy's workloadKinds to the webhook (for an overlay "
         "of deploy/)",
     )
-
-
-def _date(text: str) -> dt.date:
-    try:
-        return dt.date.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a date (YYYY-MM-DD)") from None
 
 
 def warning_line(problem: Problem) -> str:

@@ -23,6 +23,7 @@ import yaml
 
 from webhook import policyreport
 from webhook.commands import Subparsers, load_policy
+from webhook.dates import date_arg as _date
 from webhook.defaults import default_policy
 from webhook.report import Report, build_report, render_text
 
@@ -72,13 +73,6 @@ def _positive(text: str) -> float:
     if value <= 0:
         raise argparse.ArgumentTypeError("must be more than 0 seconds")
     return value
-
-
-def _date(text: str) -> dt.date:
-    try:
-        return dt.date.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a date (YYYY-MM-DD)") from None
 
 
 def run(args: argparse.Namespace) -> int:

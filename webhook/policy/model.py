@@ -1,4 +1,4 @@
-"""Pydantic model of a MigrationPolicy (design.md §2).
+"""Pydantic model of a MigrationPolicy (docs/design.md §2).
 
 Strict on purpose: a misspelt key in a policy file is an error with a file and line, never a silently
 ignored setting. Field names are the YAML keys (camelCase) so error paths read like the file.

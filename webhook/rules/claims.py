@@ -1,4 +1,4 @@
-"""Validation rules for ResourceClaims and ResourceClaimTemplates (design.md §3), and the NUMA check on
+"""Validation rules for ResourceClaims and ResourceClaimTemplates (docs/design.md §3), and the NUMA check on
 DeviceClasses.
 
 Only CREATE is evaluated for claims and templates: their specs are immutable, so every UPDATE is a

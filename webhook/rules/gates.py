@@ -1,8 +1,8 @@
-"""The ``gated-feature`` rule (design.md §4, dra-1.37.md §4).
+"""The ``gated-feature`` rule (docs/design.md §4, docs/dra-1.37.md §4).
 
 The API server silently drops a field whose feature gate is off (or rejects it, e.g.
 ``partitionTypeAttribute``) *before* validating webhooks run, and answers 201 without a warning
-(dra-1.37.md §11). A workload that depends on a beta/alpha field therefore breaks quietly on every
+(docs/dra-1.37.md §11). A workload that depends on a beta/alpha field therefore breaks quietly on every
 cluster that does not have the gate. The policy's ``kubernetesVersion`` + ``featureGates`` say what the
 fleet has on; this rule names each guarded field an object uses while its gate is off there.
 
@@ -102,7 +102,7 @@ RULE_KINDS: tuple[str, ...] = tuple(sorted({kind for _, kind in _BY_KIND}))
 
 # What the API server does with a guarded field while its gate is off, where it is not a silent drop.
 _OFF_EFFECT: Mapping[str, str] = {
-    # k8s.io/api resource/v1: +k8s:ifDisabled(DRAPartitionableDevicesType)=+k8s:forbidden (dra-1.37.md §4).
+    # k8s.io/api resource/v1: +k8s:ifDisabled(DRAPartitionableDevicesType)=+k8s:forbidden (docs/dra-1.37.md §4).
     "DRAPartitionableDevicesType": "rejects the object (422)",
     "DRAFractionalCapacityRange": "keeps the values but works the range out in whole units (a value below 1 "
     "counts as 1), so claims get other amounts than the driver meant",
@@ -304,7 +304,7 @@ def _near_miss_pairs(pod: dict[str, Any], podgroup: dict[str, Any]) -> list[tupl
 def near_miss(pod: dict[str, Any], podgroup: dict[str, Any]) -> list[str]:
     """Paths of Pod claim entries named like a PodGroup claim but not equal to it field for field.
 
-    Sharing needs all fields equal (dra-1.37.md §2.6); a near miss silently gets a per-Pod claim.
+    Sharing needs all fields equal (docs/dra-1.37.md §2.6); a near miss silently gets a per-Pod claim.
     """
     return [f"spec.resourceClaims[{i}]" for i, _, _ in _near_miss_pairs(pod, podgroup)]
 

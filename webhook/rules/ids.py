@@ -1,4 +1,4 @@
-"""Stable rule ids (design.md §3). Policies, metrics and annotations refer to these names."""
+"""Stable rule ids (docs/design.md §3). Policies, metrics and annotations refer to these names."""
 
 LEGACY_RESOURCE_NAME = "legacy-resource-name"
 UNMAPPED_EXTENDED_RESOURCE = "unmapped-extended-resource"

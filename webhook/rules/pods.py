@@ -351,7 +351,7 @@ def training_job_extended_resource(obj: dict[str, Any], ctx: Context) -> Outcome
     not on DRA at all, and a legacy-stage job asking for a name only DRA serves is.
 
     The scheduler's claim for an extended resource carries no tolerations and a DeviceClass cannot add
-    any (dra-1.37.md §7); and the device-taint eviction controller only follows ``pod.spec.resourceClaims``
+    any (docs/dra-1.37.md §7); and the device-taint eviction controller only follows ``pod.spec.resourceClaims``
     (kubernetes pkg/controller/devicetainteviction/device_taint_eviction.go, podEvictionTime; issue
     kubernetes/kubernetes#141290), so a NoExecute maintenance taint does not move the job at all: it keeps
     running on a device under maintenance. The remediation is a ready ResourceClaimTemplate with the

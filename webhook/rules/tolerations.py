@@ -1,4 +1,4 @@
-"""Device tolerations on ResourceClaims and ResourceClaimTemplates (design.md §3, dra-1.37.md §3).
+"""Device tolerations on ResourceClaims and ResourceClaimTemplates (docs/design.md §3, docs/dra-1.37.md §3).
 
 Device maintenance puts a ``NoExecute`` taint on devices; the eviction controller then deletes every
 Pod whose claim does not tolerate it. ``inject-device-tolerations`` gives long training jobs a bounded
@@ -104,7 +104,7 @@ def toleration_too_broad(obj: dict[str, Any], ctx: Context) -> Outcome:
 
 
 def is_training_job_claim(obj: dict[str, Any], ctx: Context) -> tuple[bool, str | None]:
-    """Whether this is a claim or template of a long training job (design.md §3), and, when the answer
+    """Whether this is a claim or template of a long training job (docs/design.md §3), and, when the answer
     was a guess for lack of cluster data, the note saying so.
 
     Its own labels decide first (for a template, the ``spec.metadata.labels`` it stamps on generated

@@ -1,4 +1,4 @@
-"""``track-rollout``: record on each device-using object how it gets its devices (design.md §5).
+"""``track-rollout``: record on each device-using object how it gets its devices (docs/design.md §5).
 
 Annotations ``<prefix>/path``, ``/stage``, ``/cohort`` (``none`` outside every cohort) and ``/policy``
 go on Pods, on workload controllers and on their pod templates, and on ResourceClaims and

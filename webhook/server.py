@@ -94,13 +94,17 @@ def _start_gauges(opts: ServeOptions, store: Any) -> None:
     directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     if not directory or opts.gauge_interval <= 0:
         return
-    from webhook import cluster, gauges
+    from webhook import cluster, gauges, kube_lists
 
     api = cluster.connect(opts.kubeconfig)
-    exporter = gauges.Exporter(
-        directory, store, lambda: gauges.ClusterObjects(*cluster.list_migration_objects(api)),
-        interval=opts.gauge_interval,
-    )
+
+    def read() -> gauges.ClusterObjects:
+        """Streams of paged lists, read once by the refresh: one page of objects in memory at a time."""
+        return gauges.ClusterObjects(
+            kube_lists.stream(api, "namespaces"), kube_lists.stream(api, "pods"),
+            kube_lists.stream(api, "resourceclaims"), kube_lists.device_classes(api))
+
+    exporter = gauges.Exporter(directory, store, read, interval=opts.gauge_interval)
     exporter.start()
     _PROCESS["gauges"] = exporter
 

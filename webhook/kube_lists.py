@@ -57,10 +57,13 @@ class ListExpired(RuntimeError):
 
 
 def _list_call(api: client.ApiClient, resource: str, namespace: str | None) -> Callable[..., Any]:
-    api_class, all_name, namespaced_name = _LISTS[resource]
-    if namespace and namespaced_name is None:
-        raise ValueError(f"{resource} are not namespaced")
-    return getattr(api_class(api), namespaced_name if namespace else all_name)  # type: ignore[no-any-return]
+    api_class, name, namespaced_name = _LISTS[resource]
+    if namespace:
+        if namespaced_name is None:
+            raise ValueError(f"{resource} are not namespaced")
+        name = namespaced_name
+    call: Callable[..., Any] = getattr(api_class(api), name)
+    return call
 
 
 def _page(call: Callable[..., Any], args: tuple[str, ...], token: str | None,

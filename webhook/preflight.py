@@ -291,14 +291,18 @@ def claim_use(claim: Mapping[str, Any], selector: DeviceSelector | None, taint: 
     # Only the allocation's copies count (claimEvictionTime); absent means no toleration.
     worst = min((eviction(r.get("tolerations") or [], taint) for r in selected), key=lambda e: e.order)
     meta = claim.get("metadata") or {}
-    owner = next((ref.get("name", "") for ref in meta.get("ownerReferences") or []
-                  if ref.get("kind") == "Pod" and ref.get("apiVersion") == "v1" and ref.get("controller")), "")
     return ClaimUse(
         meta.get("namespace", ""), meta.get("name", ""),
         tuple(f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}" for r in selected), worst,
         tuple((ref.get("apiGroup") or "", ref.get("resource") or "", ref.get("name") or "")
               for ref in status.get("reservedFor") or []),
-        owner)
+        _owner_pod(meta))
+
+
+def _owner_pod(meta: Mapping[str, Any]) -> str:
+    """The name of the Pod controlling the claim (a claim made from a Pod's template), or ""."""
+    return next((ref.get("name", "") for ref in meta.get("ownerReferences") or []
+                 if ref.get("kind") == "Pod" and ref.get("apiVersion") == "v1" and ref.get("controller")), "")
 
 
 def pod_use(pod: Mapping[str, Any], policy: CompiledPolicy | None) -> PodUse:

@@ -129,7 +129,7 @@ def _read_and_analyse(api: Any, selector: DeviceSelector | None, taint: Taint, p
 
 
 def run(args: argparse.Namespace) -> int:
-    from webhook import cluster  # the kubernetes client: only for commands that talk to a cluster
+    from webhook import cluster, kube_lists  # the kubernetes client: only for commands that talk to a cluster
 
     policy = load_policy(args.policy)
     if policy is None:
@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_INPUT
     progress = Progress.for_command(args.quiet, args.output == "json")
-    with api:
+    with api, kube_lists.startup_heap_frozen():
         result = _read_and_analyse(api, selector, taint, policy, progress)
     if isinstance(result, int):
         return result

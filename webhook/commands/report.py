@@ -101,7 +101,7 @@ def load_policy(path: str | None) -> CompiledPolicy | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from webhook import cluster  # the kubernetes client: only for commands that talk to a cluster
+    from webhook import cluster, kube_lists  # the kubernetes client: only for commands that talk to a cluster
 
     policy = load_policy(args.policy)
     if policy is None:
@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
     except cluster.ClusterError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    with api:
+    with api, kube_lists.startup_heap_frozen():
         if not args.watch:
             return once(api, policy, args)
         return watch(lambda: once(api, policy, args), args.interval)

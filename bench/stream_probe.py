@@ -7,7 +7,7 @@ ResourceClaim, the rest requesting ``example.com/gpu``), then runs each command 
 reads its peak RSS from ``wait4``. ``before`` runs the code of another checkout (``--before DIR``, e.g. the
 main branch), ``after`` this one, ``floor`` a paged list keeping (namespace, name) per Pod.
 
-Usage: ``python bench/stream_probe.py --pods 5000 [--pods 25000] [--before /work/main]``
+Usage: ``python bench/stream_probe.py --pods 5000 [--pods 25000] [--before /work/main] [--repeat 2]``
 """
 
 from __future__ import annotations
@@ -105,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pods", type=int, action="append", required=True, help="Pod counts, ascending")
     ap.add_argument("--before", type=Path, default=None, help="checkout with the code to compare against")
+    ap.add_argument("--repeat", type=int, default=1, help="runs per command: the least wall time, the most RSS")
     args = ap.parse_args(argv)
 
     from kubernetes import client
@@ -141,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
                 if cwd is not None:
                     rows += [(f"report {name}", cwd, report), (f"preflight {name}", cwd, pre)]
             for label, cwd, cmd in rows:
-                wall, rss = run_one(cwd, cmd)
+                runs = [run_one(cwd, cmd) for _ in range(args.repeat)]
+                wall, rss = min(w for w, _ in runs), max(r for _, r in runs)
                 command, _, code = label.partition(" ")
                 print(f"| {n:,} | {command} | {code or '-'} | {wall:.1f} | {rss:.0f} |", flush=True)
         return 0

@@ -36,7 +36,9 @@ from kubernetes.client.exceptions import ApiException
 
 log = logging.getLogger(__name__)
 
-PAGE_SIZE = 500
+# A page of 250 realistic Pods (about 12 KB each with managedFields) is 3 MB of JSON and 16 MB parsed;
+# 500 doubles that for no gain a person notices (measured in-process; kubectl pages by 500).
+PAGE_SIZE = 250
 T = TypeVar("T")
 R = TypeVar("R")
 

@@ -3,7 +3,8 @@
 It speaks what ``webhook.kube_api`` uses: list endpoints (``kind: XList``, ``metadata.resourceVersion``,
 ``limit``/``continue``), GET by name, and ``?watch=true`` streams of ``{"type", "object"}`` JSON lines
 in a chunked response. Tests drive it: ``put``/``delete`` objects (watchers get ADDED/MODIFIED/DELETED),
-``expire()`` to force a 410 Gone (as an ERROR event or an HTTP 410), ``hang(...)``/``fail(...)`` to make
+``expire()`` to force a 410 Gone (as an ERROR event or an HTTP 410), ``expire_next_continue()`` for a
+list's continue token, ``hang(...)``/``fail(...)`` to make
 chosen resources slow or failing. Every object goes through kubernetes-validate 1.37 strict, so the
 fixtures are objects a 1.37 API server could really return. The client is never patched.
 """
@@ -98,6 +99,7 @@ class FakeAPI:
         self._rv = 100
         self._compacted = 0  # watches from a resourceVersion below this get 410 Gone
         self._expire_as_http = False
+        self._expire_next_continue = False
         self._store: dict[str, dict[tuple[str, str], dict[str, Any]]] = {r: {} for r in KINDS}
         self._history: list[tuple[int, Kind, str, dict[str, Any]]] = []
         self._watches: list[_Watch] = []
@@ -204,6 +206,10 @@ class FakeAPI:
                     w.events.put({"type": "ERROR", "object": gone})
                 w.events.put(_CLOSE)
 
+    def expire_next_continue(self) -> None:
+        """The next list request with a continue token gets 410 Expired, as after etcd compacted past it."""
+        self._expire_next_continue = True
+
     def hang(self, *resources: str) -> None:
         """Requests for these resources wait (until ``heal()`` or ``stop()``) before being answered."""
         self._release.clear()
@@ -301,11 +307,16 @@ class _Handler(BaseHTTPRequestHandler):
                 if namespace is None or ns == namespace
             ]
             rv = str(self.api._rv)
+        if query.get("continue") and self.api._expire_next_continue:
+            self.api._expire_next_continue = False
+            message = "The provided continue parameter is too old to display a consistent list result."
+            return self._json(410, status(410, "Expired", message))
         start = int(query.get("continue") or 0)
         limit = int(query.get("limit") or 0)
         meta: dict[str, Any] = {"resourceVersion": rv}
         if limit and start + limit < len(items):
             meta["continue"] = str(start + limit)
+            meta["remainingItemCount"] = len(items) - start - limit
             items = items[start : start + limit]
         else:
             items = items[start:]

@@ -20,7 +20,9 @@ from tests.fakeapi import (
     validate,
     write_policy,
 )
+from webhook import preflight
 from webhook.cli import main
+from webhook.policy.compiled import CompiledPolicy
 from webhook.preflight import (
     AFTER,
     AT_ONCE,
@@ -28,15 +30,27 @@ from webhook.preflight import (
     DeviceSelector,
     Eviction,
     InputError,
+    Preflight,
     Taint,
-    analyse,
+    claim_use,
     eviction,
     load_rule,
+    pod_projection,
     render_text,
     tolerates,
 )
 
 MAINT = Taint("example.com/maintenance", "firmware", "NoExecute")
+
+
+def analyse(selector: DeviceSelector | None, taint: Taint, claims: list[dict], pods: list[dict],
+            policy: CompiledPolicy | None = None) -> Preflight:
+    """The analysis over whole objects, through the projections the command keeps of them: the claims on
+    the selected devices, and only the Pods those claims name (every answer below is what it was before
+    projections; nothing dropped changes it)."""
+    uses = [u for u in (claim_use(c, selector, taint) for c in claims) if u is not None]
+    keep = pod_projection(uses, policy)
+    return preflight.analyse(selector, taint, uses, [u for u in map(keep, pods) if u is not None], policy)
 TRAINING = {"workload.example.com/kind": "training"}
 DRIVER = "gpu.example.com"
 

@@ -41,7 +41,6 @@ log = logging.getLogger(__name__)
 SNAPSHOT = "migration.json"
 LOCK = "migration.lock"
 NONE = "none"  # cohort label of namespaces in no cohort, intended label of Pods nobody annotated
-_TERMINAL = ("Succeeded", "Failed")
 
 # name -> (help, label names). The exposition order; the deploy/monitoring test checks rules against these.
 FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -92,42 +91,29 @@ Sample = tuple[str, dict[str, str], float]
 
 @dataclass(frozen=True, slots=True)
 class ClusterObjects:
-    namespaces: list[dict[str, Any]]
-    pods: list[dict[str, Any]]
-    claims: list[dict[str, Any]]
-    device_classes: list[dict[str, Any]] | None
+    """What one refresh reads; each iterable is read once, so they may be streams of paged lists."""
+
+    namespaces: Iterable[dict[str, Any]]
+    pods: Iterable[dict[str, Any]]
+    claims: Iterable[dict[str, Any]]
+    device_classes: Iterable[dict[str, Any]] | None
 
 
 def _midnight(day: dt.date) -> float:
     return dt.datetime.combine(day, dt.time(0), tzinfo=dt.UTC).timestamp()
 
 
-def _taint_unevictable(pod: dict[str, Any]) -> bool:
-    """Bound, not finished, and its devices come through status.extendedResourceClaimStatus.
-
-    kubernetes pkg/controller/devicetainteviction/device_taint_eviction.go, ``Controller.podEvictionTime``
-    (read at commit 008b3652959c, master after v1.36): only ``pod.Spec.ResourceClaims`` are checked for
-    NoExecute taints, so the claim the scheduler made for an extended resource never evicts its Pod.
-    """
-    spec, status = pod.get("spec") or {}, pod.get("status") or {}
-    if not spec.get("nodeName") or status.get("phase") in _TERMINAL:
-        return False
-    return bool((status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName"))
-
-
 def samples(policy: CompiledPolicy, now: dt.datetime, objs: ClusterObjects) -> list[Sample]:
-    """Every gauge sample for this read of the cluster (pure)."""
+    """Every gauge sample for this read of the cluster (pure; one pass over each list)."""
     report = build_report(policy, now, objs.namespaces, objs.pods, objs.claims, objs.device_classes)
-    return _from_report(policy, report, now, objs.pods)
+    return _from_report(policy, report, now)
 
 
 def _cohort(name: str | None) -> str:
     return NONE if not name or name == NO_COHORT else name
 
 
-def _from_report(
-    policy: CompiledPolicy, report: Report, now: dt.datetime, pods: Iterable[dict[str, Any]]
-) -> list[Sample]:
+def _from_report(policy: CompiledPolicy, report: Report, now: dt.datetime) -> list[Sample]:
     by_ns = {n.name: n for n in report.namespaces}
     paths: Counter[tuple[str, str, str, str]] = Counter()
     for p in report.pods:
@@ -135,14 +121,11 @@ def _from_report(
         paths[(_cohort(ns.cohort), ns.stage, p.intended or NONE, p.actual)] += 1
     drift: Counter[tuple[str, str]] = Counter()
     injected: Counter[str] = Counter()
+    unevictable: Counter[str] = Counter()
     for ns in report.namespaces:
         drift[(_cohort(ns.cohort), ns.stage)] += ns.drift
         injected[_cohort(ns.cohort)] += ns.injected_claims
-    unevictable: Counter[str] = Counter()
-    for pod in pods:
-        if _taint_unevictable(pod):
-            row = by_ns.get((pod.get("metadata") or {}).get("namespace", ""))
-            unevictable[_cohort(row.cohort if row else None)] += 1
+        unevictable[_cohort(ns.cohort)] += ns.taint_unevictable
 
     out: list[Sample] = []
     for (cohort, stage, intended, actual), n in sorted(paths.items()):

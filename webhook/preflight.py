@@ -18,11 +18,15 @@ The decision mirrors kubernetes/kubernetes pkg/controller/devicetainteviction/de
 - tolerations come only from ``status.allocation.devices.results[].tolerations`` (absent = none), and only
   those with effect ``NoExecute`` protect; one matching without ``tolerationSeconds`` = never evicted,
   otherwise evicted at taint time + min(max(tolerationSeconds, 0)).
+
+Claims and Pods come in as projections (``claim_use``, ``pod_use``: what the decision reads), and the Pods
+are indexed once by name and PodGroup, so the analysis is linear in claims and Pods; ``pod_projection``
+lets a listing keep only the Pods the selected claims can name.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -248,52 +252,142 @@ class Preflight:
         }
 
 
-def _consumers(claim: Mapping[str, Any], pods_by_ns: Mapping[str, list[dict[str, Any]]]) -> list[str]:
-    """Names of the Pods using a claim: reservedFor Pods, members of a reserving PodGroup, the owner Pod."""
+# -- projections: what preflight keeps of each claim and Pod ---------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimUse:
+    """An allocated claim with devices the selector picks: all preflight keeps of it (``claim_use``)."""
+
+    namespace: str
+    name: str
+    devices: tuple[str, ...]  # driver/pool/device of the selected results
+    eviction: Eviction  # the worst over the selected results
+    reserved: tuple[tuple[str, str, str], ...]  # status.reservedFor: (apiGroup, resource, name)
+    owner_pod: str  # the controlling Pod (ownerReferences), or ""
+
+
+@dataclass(frozen=True, slots=True)
+class PodUse:
+    """What upstream ``podEvictionTime`` reads of a Pod, and whether it is a training job (``pod_use``)."""
+
+    namespace: str
+    name: str
+    bound: bool
+    deleting: bool
+    claims: frozenset[str]  # claim names behind pod.spec.resourceClaims
+    extended_claim: str  # status.extendedResourceClaimStatus.resourceClaimName, or ""
+    pod_group: str  # spec.schedulingGroup.podGroupName, or ""
+    training: bool | None  # None: no policy to tell
+
+
+def claim_use(claim: Mapping[str, Any], selector: DeviceSelector | None, taint: Taint) -> ClaimUse | None:
+    """The claim reduced to its selected devices and consumers; None when none of its devices is selected."""
+    status = claim.get("status") or {}
+    results = (((status.get("allocation") or {}).get("devices") or {}).get("results")) or []
+    selected = [r for r in results if selector is not None and selector.matches(r)]
+    if not selected:
+        return None
+    # Only the allocation's copies count (claimEvictionTime); absent means no toleration.
+    worst = min((eviction(r.get("tolerations") or [], taint) for r in selected), key=lambda e: e.order)
     meta = claim.get("metadata") or {}
-    ns = meta.get("namespace", "")
-    names: list[str] = []
-    for ref in (claim.get("status") or {}).get("reservedFor") or []:
-        names += _reserved_pods(ref, pods_by_ns.get(ns, []))
-    for ref in meta.get("ownerReferences") or []:
-        if ref.get("kind") == "Pod" and ref.get("apiVersion") == "v1" and ref.get("controller"):
-            names.append(ref.get("name", ""))
-    return list(dict.fromkeys(n for n in names if n))
+    return ClaimUse(
+        meta.get("namespace", ""), meta.get("name", ""),
+        tuple(f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}" for r in selected), worst,
+        tuple((ref.get("apiGroup") or "", ref.get("resource") or "", ref.get("name") or "")
+              for ref in status.get("reservedFor") or []),
+        _owner_pod(meta))
 
 
-def _reserved_pods(ref: Mapping[str, Any], pods: list[dict[str, Any]]) -> list[str]:
-    """Pod names one ``reservedFor`` entry stands for: the Pod itself, or the members of a PodGroup."""
-    group, resource = ref.get("apiGroup") or "", ref.get("resource")
-    if group == "" and resource == "pods":
-        return [ref.get("name", "")]
-    if group == "scheduling.k8s.io" and resource == "podgroups":
-        return [
-            p["metadata"]["name"]
-            for p in pods
-            if ((p.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName") == ref.get("name")
-        ]
-    return []
+def _owner_pod(meta: Mapping[str, Any]) -> str:
+    """The name of the Pod controlling the claim (a claim made from a Pod's template), or ""."""
+    return next((ref.get("name", "") for ref in meta.get("ownerReferences") or []
+                 if ref.get("kind") == "Pod" and ref.get("apiVersion") == "v1" and ref.get("controller")), "")
+
+
+def pod_use(pod: Mapping[str, Any], policy: CompiledPolicy | None) -> PodUse:
+    meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
+    training = None if policy is None else policy.is_training_job(
+        meta.get("labels") or {}, spec.get("activeDeadlineSeconds"))
+    return PodUse(
+        meta.get("namespace", ""), meta.get("name", ""), bool(spec.get("nodeName")),
+        bool(meta.get("deletionTimestamp")), frozenset(_spec_claim_names(pod)),
+        (status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName") or "",
+        (spec.get("schedulingGroup") or {}).get("podGroupName") or "", training)
+
+
+def pod_projection(
+    claims: Iterable[ClaimUse], policy: CompiledPolicy | None
+) -> Callable[[Mapping[str, Any]], PodUse | None]:
+    """``pod_use`` for the Pods these claims can name (by name, or as a member of a reserving PodGroup) and
+    None for every other Pod, so a listing keeps only the Pods the answer is about."""
+    names: set[tuple[str, str]] = set()
+    groups: set[tuple[str, str]] = set()
+    for c in claims:
+        names.update((c.namespace, n) for n in (c.owner_pod, *(r[2] for r in c.reserved if r[:2] == POD_REF)))
+        groups.update((c.namespace, r[2]) for r in c.reserved if r[:2] == PODGROUP_REF)
+
+    def project(pod: Mapping[str, Any]) -> PodUse | None:
+        meta = pod.get("metadata") or {}
+        ns = meta.get("namespace", "")
+        group = ((pod.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName")
+        if (ns, meta.get("name", "")) in names or (group and (ns, group) in groups):
+            return pod_use(pod, policy)
+        return None
+
+    return project
+
+
+POD_REF = ("", "pods")
+PODGROUP_REF = ("scheduling.k8s.io", "podgroups")
+
+
+class _PodIndex:
+    """The Pods by namespace and name, and PodGroup members by namespace and group: built once, so each
+    claim's lookups are dictionary reads (linear in Pods and claims, not Pods x claims)."""
+
+    def __init__(self, pods: Iterable[PodUse]) -> None:
+        self.by_name: dict[tuple[str, str], PodUse] = {}
+        self.members: dict[tuple[str, str], list[str]] = {}
+        for p in pods:
+            self.by_name[(p.namespace, p.name)] = p
+            if p.pod_group:
+                self.members.setdefault((p.namespace, p.pod_group), []).append(p.name)
+
+    def reserved(self, claim: ClaimUse) -> list[str]:
+        """Pod names the claim's ``reservedFor`` stands for: the Pods themselves, or PodGroup members."""
+        names: list[str] = []
+        for group, resource, name in claim.reserved:
+            if (group, resource) == POD_REF:
+                names.append(name)
+            elif (group, resource) == PODGROUP_REF:
+                names += self.members.get((claim.namespace, name), [])
+        return names
+
+    def consumers(self, claim: ClaimUse) -> list[str]:
+        """Names of the Pods using a claim: reservedFor Pods, members of a reserving PodGroup, the owner Pod."""
+        return list(dict.fromkeys(n for n in (*self.reserved(claim), claim.owner_pod) if n))
+
+
+# -- the analysis ----------------------------------------------------------------------------------------
 
 
 def analyse(
     selector: DeviceSelector | None,
     taint: Taint,
-    claims: Iterable[dict[str, Any]],
-    pods: Iterable[dict[str, Any]],
+    claims: Iterable[ClaimUse],
+    pods: Iterable[PodUse],
     policy: CompiledPolicy | None = None,
 ) -> Preflight:
     """Claims on the selected devices, the Pods using them, and what the taint does to each Pod."""
-    pods_by_ns: dict[str, list[dict[str, Any]]] = {}
-    for p in pods:
-        pods_by_ns.setdefault(p["metadata"].get("namespace", ""), []).append(p)
+    index = _PodIndex(pods)
     notes = _input_notes(selector, taint, policy)
     hits: list[ClaimHit] = []
     impacts: dict[tuple[str, str], PodImpact] = {}
     for claim in claims if selector is not None else ():  # no selector: no devices, so no claims
-        hit = _claim_hit(claim, selector, taint, pods_by_ns)
-        if hit is not None:
-            hits.append(hit)
-            _add_impacts(impacts, hit, claim, pods_by_ns, policy)
+        hit = ClaimHit(claim.namespace, claim.name, list(claim.devices), claim.eviction, index.consumers(claim))
+        hits.append(hit)
+        _add_impacts(impacts, hit, set(index.reserved(claim)), index)
     notes += _outcome_notes(hits, impacts)
     return Preflight(
         selector,
@@ -316,39 +410,18 @@ def _input_notes(selector: DeviceSelector | None, taint: Taint, policy: Compiled
     return notes
 
 
-def _claim_hit(
-    claim: dict[str, Any], selector: DeviceSelector | None, taint: Taint,
-    pods_by_ns: Mapping[str, list[dict[str, Any]]],
-) -> ClaimHit | None:
-    """The claim's selected devices and its worst eviction, or None when none of its devices is selected."""
-    results = ((((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results")) or []
-    selected = [r for r in results if selector is not None and selector.matches(r)]
-    if not selected:
-        return None
-    # Only the allocation's copies count (claimEvictionTime); absent means no toleration.
-    evictions = [eviction(r.get("tolerations") or [], taint) for r in selected]
-    worst = min(evictions, key=lambda e: e.order)
-    meta = claim["metadata"]
-    devices = [f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}" for r in selected]
-    return ClaimHit(meta.get("namespace", ""), meta["name"], devices, worst, _consumers(claim, pods_by_ns))
-
-
 def _add_impacts(
-    impacts: dict[tuple[str, str], PodImpact],
-    hit: ClaimHit,
-    claim: dict[str, Any],
-    pods_by_ns: Mapping[str, list[dict[str, Any]]],
-    policy: CompiledPolicy | None,
+    impacts: dict[tuple[str, str], PodImpact], hit: ClaimHit, reserved: set[str], index: _PodIndex
 ) -> None:
     """Record what the claim's eviction does to each of its Pods (a Pod keeps its earliest eviction)."""
     ns = hit.namespace
-    reserved = _reserved(claim, pods_by_ns)
     for pod_name in hit.pods:
-        pod = next((p for p in pods_by_ns.get(ns, []) if p["metadata"]["name"] == pod_name), None)
+        pod = index.by_name.get((ns, pod_name))
         effect = _pod_eviction(pod, hit.name, pod_name in reserved, hit.eviction)
         impact = impacts.get((ns, pod_name))
         if impact is None:
-            impact = impacts[(ns, pod_name)] = PodImpact(ns, pod_name, effect, _training(pod, policy))
+            training = None if pod is None else pod.training
+            impact = impacts[(ns, pod_name)] = PodImpact(ns, pod_name, effect, training)
         elif effect.order < impact.eviction.order:
             impact.eviction = effect
         impact.claims.append(hit.name)
@@ -372,28 +445,21 @@ def _outcome_notes(hits: list[ClaimHit], impacts: Mapping[tuple[str, str], PodIm
 EXTENDED_PATH = "extended-resource path: drain it by hand"
 
 
-def _reserved(claim: Mapping[str, Any], pods_by_ns: Mapping[str, list[dict[str, Any]]]) -> set[str]:
-    """Pods the claim is reserved for (directly or through a reserving PodGroup), without owner references."""
-    status_only = {**claim, "metadata": {**(claim.get("metadata") or {}), "ownerReferences": []}}
-    return set(_consumers(status_only, pods_by_ns))
-
-
-def _pod_eviction(pod: Mapping[str, Any] | None, claim_name: str, reserved: bool, claim: Eviction) -> Eviction:
+def _pod_eviction(pod: PodUse | None, claim_name: str, reserved: bool, claim: Eviction) -> Eviction:
     """Upstream ``(*Controller).podEvictionTime``: an unbound Pod, one being deleted, or one the claim is not
     reserved for is left alone; only claims in ``pod.spec.resourceClaims`` count, so the claim of the
     extended-resource path (``status.extendedResourceClaimStatus``) never evicts (kubernetes#141290)."""
     if pod is None:
         return claim
-    if not (pod.get("spec") or {}).get("nodeName"):
+    if not pod.bound:
         return Eviction(NEVER, reason="not bound to a node")
-    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+    if pod.deleting:
         return Eviction(NEVER, reason="already being deleted")
     if not reserved:
         return Eviction(NEVER, reason="not in the claim's reservedFor")
-    if claim_name in _spec_claim_names(pod):
+    if claim_name in pod.claims:
         return claim
-    extended = ((pod.get("status") or {}).get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
-    if extended == claim_name:
+    if pod.extended_claim == claim_name:
         return Eviction(NEVER, reason=EXTENDED_PATH)
     return Eviction(NEVER, reason="claim not in pod.spec.resourceClaims")
 
@@ -412,13 +478,6 @@ def _spec_claim_names(pod: Mapping[str, Any]) -> set[str]:
         if name:
             names.add(name)
     return names
-
-
-def _training(pod: dict[str, Any] | None, policy: CompiledPolicy | None) -> bool | None:
-    if pod is None or policy is None:
-        return None
-    deadline = (pod.get("spec") or {}).get("activeDeadlineSeconds")
-    return policy.is_training_job((pod.get("metadata") or {}).get("labels") or {}, deadline)
 
 
 def render_text(result: Preflight) -> str:

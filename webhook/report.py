@@ -15,6 +15,7 @@ took, read from the status the scheduler and the resourceclaim controller write:
 from __future__ import annotations
 
 import datetime as dt
+import sys
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -118,6 +119,9 @@ class NamespaceRow:
     drift: int = 0
     unannotated: int = 0
     injected_claims: int = 0
+    # Bound Pods on the extended-resource path, which a NoExecute device taint does not evict (the gauges'
+    # taint_unevictable_pods; counted here so one pass over a streamed list serves both).
+    taint_unevictable: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,7 +226,9 @@ def build_report(
     """The report over the objects given (the caller decides the scope: one namespace or all).
 
     Namespaces listed are those in a cohort or with device Pods; terminal Pods (Succeeded/Failed) are left
-    out, since the report is about what runs now.
+    out, since the report is about what runs now. Each iterable is read once, in order (DeviceClasses,
+    Namespaces, Pods, claims), and only output rows are kept: they may be streams of paged lists
+    (``webhook.kube_lists``), so memory follows the report, not the cluster.
     """
     classes = list(device_classes) if device_classes is not None else None
     rows = _Rows(policy, now, {n["metadata"]["name"]: (n["metadata"].get("labels") or {}) for n in namespaces})
@@ -282,7 +288,10 @@ def _tally_pods(
         if actual is None:
             continue  # annotated, but no longer (or never) using devices: nothing to compare
         r.actual[actual] += 1
-        pod_row = PodRow(r.name, meta.get("name", ""), intended, actual)
+        if _taint_unevictable(p):
+            r.taint_unevictable += 1
+        # One PodRow per device Pod is all a streamed report keeps: share the path strings between rows.
+        pod_row = PodRow(r.name, meta.get("name", ""), None if intended is None else sys.intern(intended), actual)
         compared.append(pod_row)
         if intended is None:
             r.unannotated += 1
@@ -291,6 +300,18 @@ def _tally_pods(
             r.drift += 1
             drift.append(pod_row)
     return drift, unannotated, compared
+
+
+def _taint_unevictable(pod: dict[str, Any]) -> bool:
+    """Bound, and its devices come through status.extendedResourceClaimStatus (the caller skips finished Pods).
+
+    kubernetes pkg/controller/devicetainteviction/device_taint_eviction.go, ``Controller.podEvictionTime``
+    (read at commit 008b3652959c, master after v1.36): only ``pod.Spec.ResourceClaims`` are checked for
+    NoExecute taints, so the claim the scheduler made for an extended resource never evicts its Pod.
+    """
+    status = pod.get("status") or {}
+    return bool((pod.get("spec") or {}).get("nodeName")) and bool(
+        (status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName"))
 
 
 def _injected_claims(rows: _Rows, claims: Iterable[dict[str, Any]], injected_key: str) -> list[ClaimRow]:

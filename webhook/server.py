@@ -95,13 +95,18 @@ def _start_gauges(opts: ServeOptions, store: Any) -> None:
     directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     if not directory or opts.gauge_interval <= 0:
         return
-    from webhook import gauges, kube_api
+    from webhook import gauges, kube_lists
+    from webhook import kube_api as cluster
 
-    api = kube_api.connect(opts.kubeconfig)
-    exporter = gauges.Exporter(
-        directory, store, lambda: gauges.ClusterObjects(*kube_api.list_migration_objects(api)),
-        interval=opts.gauge_interval,
-    )
+    api = cluster.connect(opts.kubeconfig)
+
+    def read() -> gauges.ClusterObjects:
+        """Streams of paged lists, read once by the refresh: one page of objects in memory at a time."""
+        return gauges.ClusterObjects(
+            kube_lists.stream(api, "namespaces"), kube_lists.stream(api, "pods"),
+            kube_lists.stream(api, "resourceclaims"), kube_lists.device_classes(api))
+
+    exporter = gauges.Exporter(directory, store, read, interval=opts.gauge_interval)
     exporter.start()
     _PROCESS["gauges"] = exporter
 

@@ -12,7 +12,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from webhook.commands import Subparsers, load_policy
 from webhook.defaults import default_policy
@@ -21,11 +21,15 @@ from webhook.preflight import (
     EXIT_INPUT,
     DeviceSelector,
     InputError,
+    Preflight,
     Taint,
     analyse,
+    claim_use,
     load_rule,
+    pod_projection,
     render_text,
 )
+from webhook.progress import Progress
 
 if TYPE_CHECKING:
     from webhook.policy.compiled import CompiledPolicy
@@ -51,6 +55,9 @@ def add_parser(sub: Subparsers) -> None:
     p.add_argument("--taint-value", metavar="V", default=None, help="taint value (default: the rule's, else empty)")
     p.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig (default: $KUBECONFIG, in-cluster, ~/.kube/config)")
     p.add_argument("-o", "--output", choices=("table", "json"), default="table", help="output format (default: table)")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress line on stderr (there is none anyway unless stderr is a terminal and the "
+                   "output is a table)")
     p.add_argument("--policy", metavar="PATH", default=None,
                    help="policy that says what a training job is (default: $DRA_WEBHOOK_POLICY or "
                    "policies/default.yaml)")
@@ -91,8 +98,40 @@ def _rule_selection(args: argparse.Namespace) -> tuple[DeviceSelector | None, Ta
     return selector, taint, notes
 
 
+def _read_and_analyse(api: Any, selector: DeviceSelector | None, taint: Taint, policy: CompiledPolicy,
+                      progress: Progress) -> Preflight | int:
+    """Stream the claims keeping those on the selected devices, then the Pods of their namespaces keeping those
+    the claims name (read again from the start if a list expires half-way); or an exit code after saying
+    what failed."""
+    from webhook import kube_api as cluster
+    from webhook import kube_lists
+
+    step = "resourceclaims"
+
+    def read() -> Preflight:
+        nonlocal step
+        step = "resourceclaims"
+        claims = list(kube_lists.stream(api, "resourceclaims", project=lambda c: claim_use(c, selector, taint),
+                                        on_page=progress.page))
+        step = "pods"
+        keep = pod_projection(claims, policy)
+        pods = [p for ns in sorted({c.namespace for c in claims})
+                for p in kube_lists.stream(api, "pods", ns, project=keep, on_page=progress.page)]
+        return analyse(selector, taint, claims, pods, policy)
+
+    try:
+        result = kube_lists.rerun(read)
+    except Exception as exc:  # API errors, connection errors: one line, no traceback
+        progress.done()
+        print(f"error: reading {step} from the cluster: {cluster.describe_error(exc)}", file=sys.stderr)
+        return 1
+    progress.done()
+    return result
+
+
 def run(args: argparse.Namespace) -> int:
-    from webhook import kube_api as cluster  # the kubernetes client: only for commands that talk to a cluster
+    from webhook import kube_api as cluster
+    from webhook import kube_lists  # the kubernetes client: only for commands that talk to a cluster
 
     policy = load_policy(Path(args.policy) if args.policy else default_policy())
     try:
@@ -103,25 +142,11 @@ def run(args: argparse.Namespace) -> int:
     except (InputError, cluster.ClusterError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_INPUT
-    step = "resourceclaims"
-    try:
-        with api:
-            claims = cluster.list_claims(api)
-            namespaces = sorted({
-                c["metadata"].get("namespace", "")
-                for c in claims
-                if selector is not None and any(
-                    selector.matches(r)
-                    for r in ((((c.get("status") or {}).get("allocation") or {}).get("devices") or {})
-                              .get("results") or [])
-                )
-            })
-            step = "pods"
-            pods = [p for ns in namespaces for p in cluster.list_pods(api, ns)]
-    except Exception as exc:  # API errors, connection errors: one line, no traceback
-        print(f"error: reading {step} from the cluster: {cluster.describe_error(exc)}", file=sys.stderr)
-        return 1
-    result = analyse(selector, taint, claims, pods, policy)
+    progress = Progress.for_command(args.quiet, args.output == "json")
+    with api, kube_lists.startup_heap_frozen():
+        result = _read_and_analyse(api, selector, taint, policy, progress)
+    if isinstance(result, int):
+        return result
     result.notes[:0] = notes
     if args.output == "json":
         print(json.dumps(result.to_json(), indent=2))

@@ -15,7 +15,7 @@ import datetime as dt
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,10 +25,15 @@ from webhook import policyreport
 from webhook.commands import Subparsers, load_policy
 from webhook.dates import date_arg as _date
 from webhook.defaults import default_policy
+from webhook.progress import Progress
 from webhook.report import Report, build_report, render_text
 
 if TYPE_CHECKING:
     from webhook.policy.compiled import CompiledPolicy
+
+
+#: Output for programs: no progress line even on a terminal.
+MACHINE_OUTPUTS = ("json", "yaml", "policyreport")
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -63,6 +68,9 @@ def add_parser(sub: Subparsers) -> None:
                    help="policy file or directory (default: $DRA_WEBHOOK_POLICY or policies/default.yaml)")
     p.add_argument("--at", type=_date, default=None, metavar="DATE",
                    help="evaluate cohort schedules as of this UTC date (YYYY-MM-DD) instead of today")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress line on stderr (there is none anyway unless stderr is a terminal and the "
+                   "output is text)")
 
 
 def _positive(text: str) -> float:
@@ -76,7 +84,8 @@ def _positive(text: str) -> float:
 
 
 def run(args: argparse.Namespace) -> int:
-    from webhook import kube_api as cluster  # the kubernetes client: only for commands that talk to a cluster
+    from webhook import kube_api as cluster
+    from webhook import kube_lists  # the kubernetes client: only for commands that talk to a cluster
 
     policy = load_policy(Path(args.policy) if args.policy else default_policy())
     try:
@@ -86,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     except cluster.ClusterError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    with api:
+    with api, kube_lists.startup_heap_frozen():
         if not args.watch:
             return once(api, policy, args)
         return watch(lambda: once(api, policy, args), args.interval)
@@ -121,24 +130,28 @@ def once(api: Any, policy: CompiledPolicy, args: argparse.Namespace) -> int:
     now = dt.datetime.now(dt.UTC)
     if args.at is not None:
         now = dt.datetime.combine(args.at, dt.time(12), tzinfo=dt.UTC)
-    objects = read(api, args.namespace)
-    if isinstance(objects, int):
-        return objects
-    report = build_report(policy, now, *objects)
+    progress = Progress.for_command(getattr(args, "quiet", False), args.output in MACHINE_OUTPUTS)
+    report = read_report(api, policy, now, args.namespace, progress)
+    if isinstance(report, int):
+        return report
     target = policyreport.APIS[args.report_api]
     reports = policyreport.build(report, args.report_api) if args.output == "policyreport" or args.apply else []
     print_report(report, reports, args.output, args.watch)
     if args.apply:
         try:
             changes = cluster.apply_policy_reports(
-                api, reports, target.group, target.version, target.plural,
+                api, Counted(reports, lambda n: progress.wrote(target.plural, n, len(reports))),
+                target.group, target.version, target.plural,
                 ",".join(f"{k}={v}" for k, v in policyreport.MANAGED_BY.items()), args.namespace)
         except cluster.ClusterError as exc:
+            progress.done()
             print(f"error: {exc}", file=sys.stderr)
             return 1
         except Exception as exc:
+            progress.done()
             print(f"error: writing {target.plural}.{target.group}: {cluster.describe_error(exc)}", file=sys.stderr)
             return 1
+        progress.done()
         for line in changes:
             print(line, file=sys.stderr)
     return 0
@@ -157,32 +170,60 @@ def print_report(report: Report, reports: list[dict[str, Any]], output: str, wat
         sys.stdout.write(render_text(report))
 
 
-def read(api: Any, namespace: str | None) -> tuple[list[Any], list[Any], list[Any], list[Any] | None] | int:
-    """Namespaces, Pods, ResourceClaims, DeviceClasses (None when resource.k8s.io/v1 is not served), or an
-    exit code after saying what failed."""
+class Counted(list[dict[str, Any]]):
+    """The PolicyReports to write, calling ``tick(n)`` as the writer takes the n-th: write progress without
+    a progress parameter on the writer (``apply_policy_reports`` iterates its list once, in order)."""
+
+    def __init__(self, items: list[dict[str, Any]], tick: Callable[[int], None]) -> None:
+        super().__init__(items)
+        self.tick = tick
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for n, item in enumerate(super().__iter__(), 1):
+            self.tick(n)
+            yield item
+
+
+class _NoNamespace(LookupError):
+    pass
+
+
+def read_report(api: Any, policy: CompiledPolicy, now: dt.datetime, namespace: str | None,
+                progress: Progress) -> Report | int:
+    """The report over paged lists streamed through ``build_report`` (one page of objects in memory at a
+    time, read again from the start if a list expires half-way), or an exit code after saying what failed."""
     from webhook import kube_api as cluster
+    from webhook import kube_lists
+
     step = "namespaces"
-    try:
+
+    def listed(resource: str) -> Iterator[dict[str, Any]]:
+        nonlocal step
+        step = resource
+        yield from kube_lists.stream(api, resource, None if resource == "namespaces" else namespace,
+                                     on_page=progress.page)
+
+    def build() -> Report:
+        nonlocal step
+        step = "namespaces"
+        namespaces: Iterable[dict[str, Any]] = listed("namespaces")
         if namespace:
             ns = cluster.get_namespace(api, namespace)
             if ns is None:
-                print(f"error: namespace {namespace} not found", file=sys.stderr)
-                return 2
+                raise _NoNamespace(namespace)
             namespaces = [ns]
-        else:
-            namespaces = cluster.list_namespaces(api)
-        step = "pods"
-        pods = cluster.list_pods(api, namespace)
-        step = "resourceclaims"
-        claims = cluster.list_claims(api, namespace)
         step = "deviceclasses"
-        try:
-            classes = cluster.list_device_classes(api)
-        except cluster.ApiException as exc:
-            if exc.status != 404:
-                raise
-            classes = None  # resource.k8s.io/v1 not served: no mapping check
+        classes = kube_lists.device_classes(api)  # None: resource.k8s.io/v1 not served, no mapping check
+        return build_report(policy, now, namespaces, listed("pods"), listed("resourceclaims"), classes)
+
+    try:
+        report = kube_lists.rerun(build)
+    except _NoNamespace:
+        print(f"error: namespace {namespace} not found", file=sys.stderr)
+        return 2
     except Exception as exc:  # API errors, connection errors: one line, no traceback
+        progress.done()
         print(f"error: reading {step} from the cluster: {cluster.describe_error(exc)}", file=sys.stderr)
         return 1
-    return namespaces, pods, claims, classes
+    progress.done()
+    return report

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
+import signal
 import threading
 import time
 from collections import defaultdict
@@ -259,6 +261,18 @@ def test_live_server_exports_each_pod_once_with_several_workers(tmp_path, worker
             _eventually(lambda: sum(s.value for s in _scrape(server)["dra_webhook_migration_drifted_pods"]) == 0,
                         "the drifted Pod to disappear from the gauges")
             assert pods_total() == 7
+            # The writer is a process of its own, beside the workers: killed, the master starts another,
+            # which keeps the candidate's identity and so renews its own Lease at once.
+            writer = gauges.read_snapshot(str(tmp_path / "metrics"))["pid"]
+            stat = Path(f"/proc/{writer}/stat").read_text().rsplit(")", 1)[1].split()
+            assert int(stat[1]) == server.proc.pid and int(stat[16]) == 10  # the master's child, nice 10
+            assert Path(f"/proc/{writer}/oom_score_adj").read_text().strip() == "1000"  # OOM-killed first
+            os.kill(writer, signal.SIGKILL)
+            _eventually(lambda: (gauges.read_snapshot(str(tmp_path / "metrics")) or {}).get("pid") not in (None, writer),
+                        "a new gauge writer")
+            assert _eventually(pods_total, "the gauges from the new writer") == 7
+            assert api.count("leases", "create") == 1  # one Lease, held by the same candidate throughout
         finally:
             server.stop()
-        assert server.output().count("exports the migration gauges") == 1
+        assert server.output().count("exports the migration gauges") == 2
+        assert f"gauge writer pid {writer} exited" in server.output()

@@ -268,7 +268,8 @@ def test_live_server_exports_each_pod_once_with_several_workers(tmp_path, worker
             assert int(stat[1]) == server.proc.pid and int(stat[16]) == 10  # the master's child, nice 10
             assert Path(f"/proc/{writer}/oom_score_adj").read_text().strip() == "1000"  # OOM-killed first
             os.kill(writer, signal.SIGKILL)
-            _eventually(lambda: (gauges.read_snapshot(str(tmp_path / "metrics")) or {}).get("pid") not in (None, writer),
+            metrics_dir = str(tmp_path / "metrics")
+            _eventually(lambda: (gauges.read_snapshot(metrics_dir) or {}).get("pid") not in (None, writer),
                         "a new gauge writer")
             assert _eventually(pods_total, "the gauges from the new writer") == 7
             assert api.count("leases", "create") == 1  # one Lease, held by the same candidate throughout

@@ -12,6 +12,7 @@ import pytest
 
 from tests.fakeapi import FakeAPI
 from webhook import cluster
+from webhook.gauge_writer import identity, lease_namespace
 from webhook.leader import LeaseElector, lease_spec, micro_time
 
 T0 = dt.datetime(2027, 1, 20, 9, 30, tzinfo=dt.UTC)
@@ -172,3 +173,18 @@ def test_renew_deadline_must_be_below_the_lease_duration(fake) -> None:
     _, client, clock = fake
     with pytest.raises(ValueError, match="below the lease duration"):
         LeaseElector(client, NS, NAME, "a", lease_duration=10, renew_deadline=10)
+
+
+def test_the_lease_namespace_follows_flag_then_downward_api_then_service_account(tmp_path) -> None:
+    sa = tmp_path / "namespace"
+    missing = tmp_path / "absent"
+    assert lease_namespace("mine", {"POD_NAMESPACE": "pod-ns"}, sa) == "mine"
+    assert lease_namespace(None, {"POD_NAMESPACE": "pod-ns"}, sa) == "pod-ns"
+    sa.write_text("sa-ns\n")
+    assert lease_namespace(None, {}, sa) == "sa-ns"
+    assert lease_namespace(None, {}, missing) == "dra-webhook"
+
+
+def test_candidates_on_one_host_have_distinct_identities() -> None:
+    a, b = identity({"POD_NAME": "dra-webhook-7c9f-abcde"}), identity({"POD_NAME": "dra-webhook-7c9f-abcde"})
+    assert a != b and a.startswith("dra-webhook-7c9f-abcde_") and b.startswith("dra-webhook-7c9f-abcde_")

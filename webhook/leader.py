@@ -110,19 +110,20 @@ class LeaseElector:
         return spec.get("holderIdentity") or None
 
     def tick(self) -> bool:
-        """One tryAcquireOrRenew; returns whether we lead now. API errors are logged and count as a failed try."""
+        """One tryAcquireOrRenew; returns whether we lead now. API errors count as a failed try and are logged
+        when they change (a missing Role would otherwise log every retry period)."""
+        error: str | None = None
         try:
             self._try_acquire_or_renew()
-            self.last_error = None
         except ApiException as exc:
-            self.last_error = f"{exc.status} {exc.reason}"
+            error = f"{exc.status} {exc.reason}"
             if exc.status == 409:  # another candidate wrote between our read and our write: theirs now
                 self._renewed_at = None
-            else:
-                log.warning("lease %s/%s: %s", self.namespace, self.name, self.last_error)
         except Exception as exc:  # connection refused, timeout: try again next tick
-            self.last_error = f"{type(exc).__name__}: {exc}"[:300]
-            log.warning("lease %s/%s: %s", self.namespace, self.name, self.last_error)
+            error = f"{type(exc).__name__}: {exc}"[:300]
+        if error != self.last_error and error is not None and not error.startswith("409"):
+            log.warning("lease %s/%s: %s", self.namespace, self.name, error)
+        self.last_error = error
         return self.leading
 
     def release(self) -> None:

@@ -125,7 +125,7 @@ def test_one_writer_per_cluster_and_takeover(cluster, kube, tmp_path):
             (tmp_path / name).mkdir()
             servers.append(start_server(tmp_path / name, policy_file, "--kubeconfig",
                                         str(cluster.webhook.kubeconfig), "--gauge-interval", "1",
-                                        "--lease-name", lease, workers=2, offline=False))
+                                        "--lease-name", lease, workers=1, offline=False))
         def one_writer() -> list[float] | None:
             w = [_writer(s) for s in servers]
             return w if None not in w and sum(w) == 1 else None

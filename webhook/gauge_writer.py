@@ -171,9 +171,11 @@ class Supervisor:
             return
         now = self.clock()
         if self.pid is not None:
+            if now - self._started > 60:  # it had been running fine: start over at 1 s
+                self._backoff = 1.0
             log.warning("gauge writer pid %d exited; starting another in %g s", self.pid, self._backoff)
-            self._backoff = 1.0 if now - self._started > 60 else min(self._backoff * 2, 60.0)
             self._next = now + self._backoff
+            self._backoff = min(self._backoff * 2, 60.0)
             self.pid = None
         if now >= self._next:
             self._spawn()

@@ -14,10 +14,13 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gunicorn.app.base import BaseApplication
 from gunicorn.arbiter import Arbiter
+
+if TYPE_CHECKING:
+    from webhook.gauge_writer import Supervisor
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +94,7 @@ def build_app(opts: ServeOptions) -> Any:
     return create_app(store, view=view, cert=cert_reloader(opts.cert_dir), recorder=recorder)
 
 
-def gauge_supervisor(opts: ServeOptions) -> Any:
+def gauge_supervisor(opts: ServeOptions) -> Supervisor | None:
     """The gauge writer's supervisor for the master (``webhook.gauge_writer``), or None when the gauges are off
     (offline, ``--gauge-interval 0``, or no metrics directory to hand the snapshot over in)."""
     directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")

@@ -1,6 +1,8 @@
 """A small local Kubernetes API server for tests: real JSON over real HTTP, no cluster needed.
 
-It speaks what ``webhook.kube_api`` uses: list endpoints (``kind: XList``, ``metadata.resourceVersion``,
+It speaks what ``webhook.kube_api``, ``webhook.kube_lists`` and ``webhook.leader`` use: POST (409
+AlreadyExists) and PUT (409 Conflict
+on a stale ``metadata.resourceVersion``), list endpoints (``kind: XList``, ``metadata.resourceVersion``,
 ``limit``/``continue``), GET by name, and ``?watch=true`` streams of ``{"type", "object"}`` JSON lines
 in a chunked response. Tests drive it: ``put``/``delete`` objects (watchers get ADDED/MODIFIED/DELETED),
 ``expire()`` to force a 410 Gone (as an ERROR event or an HTTP 410), ``expire_next_continue()`` for a
@@ -16,7 +18,7 @@ import json
 import queue
 import threading
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -52,6 +54,7 @@ KINDS = {
         Kind("resourceslices", "resource.k8s.io/v1", "ResourceSlice", False),
         Kind("podgroups", "scheduling.k8s.io/v1beta1", "PodGroup", True),
         Kind("horizontalpodautoscalers", "autoscaling/v2", "HorizontalPodAutoscaler", True),
+        Kind("leases", "coordination.k8s.io/v1", "Lease", True),
     )
 }
 BY_KIND = {k.kind: k for k in KINDS.values()}
@@ -109,6 +112,8 @@ class FakeAPI:
         self.requests: list[tuple[str, str, dict[str, str]]] = []  # (resource, verb, query)
         # GET /metrics answers this text (None: 403, as without the nonResourceURL rule).
         self.metrics_text: str | None = None
+        # Called as (resource, verb) before a POST or PUT is judged: lets a test write first (a lost race).
+        self.before_write: Callable[[str, str], None] | None = None
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -273,6 +278,42 @@ class _Handler(BaseHTTPRequestHandler):
         if watching:
             return self._watch(kind, namespace, query)
         return self._list(kind, namespace, query)
+
+    def do_POST(self) -> None:  # noqa: N802 - create: 409 AlreadyExists when the name is taken
+        self._write("create")
+
+    def do_PUT(self) -> None:  # noqa: N802 - replace: 409 Conflict unless metadata.resourceVersion is current
+        self._write("update")
+
+    def _write(self, verb: str) -> None:
+        url = urlsplit(self.path)
+        route = _route(url.path)
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+        api = self.api
+        if route is None or (verb == "create") != (route[2] is None):
+            return self._json(405, status(405, "MethodNotAllowed", f"{verb} is not supported on {url.path}"))
+        kind, namespace, name = route
+        name = name or body.get("metadata", {}).get("name", "")
+        if api.before_write is not None:
+            api.before_write(kind.resource, verb)
+        with api._lock:
+            api.requests.append((kind.resource, verb, {}))
+            if kind.resource in api._fail:
+                return self._json(500, status(500, "InternalError", "an error on the server (fake failure)"))
+            old = api._store[kind.resource].get((namespace or "", name))
+            rv = (body.get("metadata") or {}).get("resourceVersion")
+            if verb == "create" and old is not None:
+                return self._json(409, status(409, "AlreadyExists", f'{kind.resource} "{name}" already exists'))
+            if verb == "update" and old is None:
+                return self._json(404, status(404, "NotFound", f'{kind.resource} "{name}" not found'))
+            if verb == "update" and rv != old["metadata"]["resourceVersion"]:
+                message = (f'Operation cannot be fulfilled on {kind.resource} "{name}": the object has been '
+                           "modified; please apply your changes to the latest version and try again")
+                return self._json(409, status(409, "Conflict", message))
+            body.setdefault("metadata", {}).update(name=name, namespace=namespace)
+            body["metadata"].pop("resourceVersion", None)
+            stored = api.put(body)[0]
+        self._json(201 if verb == "create" else 200, stored)
 
     def _non_resource(self, path: str) -> None:
         api = self.api

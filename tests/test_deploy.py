@@ -190,7 +190,8 @@ def test_builtin_objects_validate_strictly(rendered: tuple[str, list[dict[str, A
         except kubernetes_validate.ValidationError as e:
             errors.append(f"{obj['kind']}/{obj['metadata']['name']}: {e.message} at {'.'.join(map(str, e.path))}")
     assert not errors, f"{overlay}: " + "\n".join(errors)
-    expected = {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ResourceQuota", "ConfigMap",
+    expected = {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
+                "ResourceQuota", "ConfigMap",
                 "Deployment", "Service", "NetworkPolicy", "MutatingWebhookConfiguration",
                 "ValidatingWebhookConfiguration"}
     expected |= {"PodDisruptionBudget"} if overlay == "cert-manager" else {"Secret"}
@@ -561,13 +562,31 @@ def test_rbac_is_read_only_and_limited_to_the_cluster_view(rendered: tuple[str, 
     urls = [(rule["nonResourceURLs"], rule["verbs"]) for rule in role["rules"] if "nonResourceURLs" in rule]
     assert urls == [(["/metrics"], ["get"])]
     assert urls == [(r["nonResourceURLs"], r["verbs"]) for r in REQUIRED_RBAC if "nonResourceURLs" in r]
-    assert not of_kind(objs, "Role") and not of_kind(objs, "RoleBinding")
     binding = one(objs, "ClusterRoleBinding")
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
                                   "name": role["metadata"]["name"]}
     sa = one(objs, "ServiceAccount")["metadata"]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa["name"], "namespace": sa["namespace"]}]
     assert pod_spec(objs)["serviceAccountName"] == sa["name"]
+
+
+def test_the_only_write_is_the_gauge_writers_lease_in_the_webhook_namespace(
+    rendered: tuple[str, list[dict[str, Any]]],
+) -> None:
+    """webhook.leader GETs, creates and updates one Lease; the Role grants that, in its own namespace only."""
+    _, objs = rendered
+    role, binding = one(objs, "Role"), one(objs, "RoleBinding")
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == NAMESPACE
+    assert role["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                              "verbs": ["get", "create", "update"]}]
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                  "name": role["metadata"]["name"]}
+    sa = one(objs, "ServiceAccount")["metadata"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa["name"], "namespace": sa["namespace"]}]
+    # The Lease's namespace and the candidate's name come from the downward API.
+    env = {e["name"]: e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
+           for e in pod_spec(objs)["containers"][0]["env"]}
+    assert env["POD_NAMESPACE"] == "metadata.namespace" and env["POD_NAME"] == "metadata.name"
 
 
 # ------------------------------------------------------------------------------------------ dev overlay

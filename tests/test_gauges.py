@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import signal
+import threading
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.e2e.waits import eventually as _eventually
@@ -111,18 +114,82 @@ def _families(text: bytes) -> dict[str, list]:
     return {f.name: f.samples for f in text_string_to_metric_families(text.decode())}
 
 
-def test_exposition_drops_stale_counts_but_keeps_the_health_gauges(tmp_path) -> None:
+def _exposition(directory, now: float) -> bytes:
+    """What /metrics shows of the migration gauges: the collector in a registry of its own."""
+    registry = CollectorRegistry()
+    registry.register(gauges.MigrationCollector(str(directory), clock=lambda: now))
+    return generate_latest(registry)
+
+
+def test_collector_drops_stale_counts_but_keeps_the_health_gauges(tmp_path) -> None:
     clock = [NOW]
     exporter = gauges.Exporter(str(tmp_path), StaticPolicy(make_policy()), scenario, interval=60,
                                clock=lambda: clock[0])
     assert exporter.refresh() is True
-    fams = _families(gauges.exposition(str(tmp_path), NOW.timestamp() + 10))
+    fams = _families(_exposition(tmp_path, NOW.timestamp() + 10))
     assert sum(s.value for s in fams["dra_webhook_migration_pods"]) == 8
     assert fams["dra_webhook_migration_refresh_ok"][0].value == 1
+    assert fams["dra_webhook_migration_gauge_writer"][0].value == 1
     later = NOW.timestamp() + 181  # staleAfter = max(3 x 60, 180) s
-    fams = _families(gauges.exposition(str(tmp_path), later))
+    fams = _families(_exposition(tmp_path, later))
     assert "dra_webhook_migration_pods" not in fams
     assert fams["dra_webhook_migration_last_success_timestamp_seconds"][0].value == NOW.timestamp()
+
+
+def test_collector_keeps_family_names_help_and_labels(tmp_path) -> None:
+    """The exposition is prometheus_client's, with the names, help texts and label names of FAMILIES."""
+    gauges.Exporter(str(tmp_path), StaticPolicy(make_policy()), scenario, clock=lambda: NOW).refresh()
+    text = _exposition(tmp_path, NOW.timestamp()).decode()
+    for name, (help_text, _) in gauges.FAMILIES.items():
+        assert f"# HELP {name} {help_text}\n# TYPE {name} gauge\n" in text
+    for fam in text_string_to_metric_families(text):
+        for sample in fam.samples:
+            assert set(sample.labels) == set(gauges.FAMILIES[fam.name][1]), sample
+    assert 'dra_webhook_migration_drifted_pods{cohort="pilot-teams",stage="pilot"} 1.0' in text
+
+
+def test_a_replica_that_is_not_the_writer_exports_only_the_writer_gauge(tmp_path) -> None:
+    leading = [True]
+    exporter = gauges.Exporter(str(tmp_path), StaticPolicy(make_policy()), scenario, clock=lambda: NOW,
+                               leading=lambda: leading[0])
+    assert exporter.refresh() is True
+    leading[0] = False  # the Lease went to another replica while this one read the cluster
+    assert exporter.refresh() is False
+    fams = _families(_exposition(tmp_path, NOW.timestamp()))
+    assert fams == {"dra_webhook_migration_gauge_writer": fams["dra_webhook_migration_gauge_writer"]}
+    assert fams["dra_webhook_migration_gauge_writer"][0].value == 0
+
+
+def test_no_writer_no_migration_gauges(tmp_path) -> None:
+    assert _exposition(tmp_path, NOW.timestamp()) == b""
+
+
+def test_the_loop_reads_only_while_leading(tmp_path) -> None:
+    reads: list[int] = []
+    leading = [False]
+
+    def read() -> gauges.ClusterObjects:
+        reads.append(1)
+        if len(reads) == 2:
+            stop.set()
+        return scenario()
+
+    class Polls(threading.Event):  # each wait of the loop is one poll: flips leadership on the 3rd
+        polls = 0
+
+        def wait(self, timeout: float | None = None) -> bool:
+            Polls.polls += 1
+            if Polls.polls == 3:
+                leading[0] = True
+            return self.is_set()
+
+    stop = Polls()
+    exporter = gauges.Exporter(str(tmp_path), StaticPolicy(make_policy()), read, interval=0, clock=lambda: NOW,
+                               leading=lambda: leading[0])
+    exporter.run(stop, poll=0)
+    # Rounds 1-3 not leading: no read. Rounds 4 and 5 leading (interval 0): one read each; the 2nd stops it.
+    assert Polls.polls == 5 and len(reads) == 2
+    assert gauges.read_snapshot(str(tmp_path))["writer"] is True
 
 
 def test_failed_read_keeps_last_good_counts_and_says_so(tmp_path) -> None:
@@ -138,20 +205,10 @@ def test_failed_read_keeps_last_good_counts_and_says_so(tmp_path) -> None:
     assert exporter.refresh()
     reads[0] = broken
     assert exporter.refresh() is False
-    fams = _families(gauges.exposition(str(tmp_path), NOW.timestamp()))
+    fams = _families(_exposition(tmp_path, NOW.timestamp()))
     assert fams["dra_webhook_migration_refresh_ok"][0].value == 0
     assert sum(s.value for s in fams["dra_webhook_migration_pods"]) == 8
     assert "API server unreachable" in gauges.read_snapshot(str(tmp_path))["error"]
-
-
-def test_only_one_exporter_holds_the_lock(tmp_path) -> None:
-    a = gauges.Exporter(str(tmp_path), StaticPolicy(make_policy()), scenario)
-    b = gauges.Exporter(str(tmp_path), StaticPolicy(make_policy()), scenario)
-    assert a.try_lead() is True
-    assert b.try_lead() is False  # flock is per open file description: a second open conflicts
-    assert a.try_lead() is True  # idempotent for the holder
-    os.close(a._lock_fd)  # what the kernel does when the exporter process dies
-    assert b.try_lead() is True
 
 
 def _scrape(server) -> dict[str, list]:
@@ -193,6 +250,19 @@ def test_live_server_exports_each_pod_once_with_several_workers(tmp_path, worker
             _eventually(lambda: sum(s.value for s in _scrape(server)["dra_webhook_migration_drifted_pods"]) == 0,
                         "the drifted Pod to disappear from the gauges")
             assert pods_total() == 7
+            # The writer is a process of its own, beside the workers: killed, the master starts another,
+            # which keeps the candidate's identity and so renews its own Lease at once.
+            writer = gauges.read_snapshot(str(tmp_path / "metrics"))["pid"]
+            stat = Path(f"/proc/{writer}/stat").read_text().rsplit(")", 1)[1].split()
+            assert int(stat[1]) == server.proc.pid and int(stat[16]) == 10  # the master's child, nice 10
+            assert Path(f"/proc/{writer}/oom_score_adj").read_text().strip() == "1000"  # OOM-killed first
+            os.kill(writer, signal.SIGKILL)
+            metrics_dir = str(tmp_path / "metrics")
+            _eventually(lambda: (gauges.read_snapshot(metrics_dir) or {}).get("pid") not in (None, writer),
+                        "a new gauge writer")
+            assert _eventually(pods_total, "the gauges from the new writer") == 7
+            assert api.count("leases", "create") == 1  # one Lease, held by the same candidate throughout
         finally:
             server.stop()
-        assert server.output().count("exports the migration gauges") == 1
+        assert server.output().count("exports the migration gauges") == 2
+        assert f"gauge writer pid {writer} exited" in server.output()

@@ -5,15 +5,15 @@ it started; these gauges are recomputed from a full read of the cluster (Namespa
 DeviceClasses) through the same ``webhook.report.build_report`` as ``dra-webhook report``, so both always
 agree and are right after a restart.
 
-**One exporter per webhook Pod.** Every gunicorn worker is a process with its own cluster view. Had each
-worker set multiprocess gauges, ``livesum`` would count every Pod once per worker, and the other modes keep
-label sets forever (a multiprocess gauge cannot drop a series, so a cohort that emptied would show its last
-value). Instead one worker wins an exclusive ``flock`` on ``<dir>/migration.lock`` and is the exporter: it
-reads the cluster every ``interval`` seconds and replaces ``<dir>/migration.json`` atomically (write, then
-rename). Every worker's /metrics renders that one file, so whichever worker answers a scrape, each Pod is
-counted once and vanished label sets vanish. The other workers retry the lock every interval: when the
-exporter dies the kernel releases its lock and another worker takes over. Across replicas each webhook Pod
-exports the same numbers: aggregate with ``max``, never ``sum``, over instances (deploy/monitoring does).
+**One writer per cluster.** Each replica runs one gauge writer process beside its admission workers
+(``webhook.gauge_writer``, started and restarted by the gunicorn master); the writers elect one of them
+with a Lease (``webhook.leader``), and only the Lease holder reads the cluster, every ``interval`` seconds,
+and replaces ``<dir>/migration.json`` atomically (write, then rename). The others write a snapshot saying
+they are not the writer. Every worker's /metrics renders its replica's snapshot through
+``MigrationCollector``: the holder's replica exports the counts and ``dra_webhook_migration_gauge_writer 1``,
+the other replicas only ``dra_webhook_migration_gauge_writer 0``. So the API server pays one read per
+interval for the whole cluster, each Pod is counted once, and vanished label sets vanish. Aggregate with
+``max`` over instances (deploy/monitoring does): during a handover two replicas may briefly both export.
 
 Labels are bounded: cohort (from the policy, or ``none``), stage, path values. No Pod, namespace or other
 object names.
@@ -22,16 +22,19 @@ object names.
 from __future__ import annotations
 
 import datetime as dt
-import fcntl
 import json
 import logging
 import os
 import tempfile
 import threading
+import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from webhook.policy.compiled import CompiledPolicy
 from webhook.report import NO_COHORT, Report, build_report
@@ -39,7 +42,7 @@ from webhook.report import NO_COHORT, Report, build_report
 log = logging.getLogger(__name__)
 
 SNAPSHOT = "migration.json"
-LOCK = "migration.lock"
+WRITER = "dra_webhook_migration_gauge_writer"
 NONE = "none"  # cohort label of namespaces in no cohort, intended label of Pods nobody annotated
 
 # name -> (help, label names). The exposition order; the deploy/monitoring test checks rules against these.
@@ -82,6 +85,11 @@ FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
     "dra_webhook_migration_refresh_ok": (
         "1 when the last read of the cluster succeeded, 0 when it failed (the other gauges then keep the "
         "last good read until they are stale).",
+        (),
+    ),
+    WRITER: (
+        "1 on the replica whose gauge writer holds the Lease and exports the other migration gauges, 0 on the "
+        "replicas that serve admission only (they export no other migration gauge).",
         (),
     ),
 }
@@ -175,39 +183,52 @@ def read_snapshot(directory: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def exposition(directory: str | None, now: float) -> bytes:
-    """The gauges as Prometheus text exposition, from the snapshot in ``directory``.
-
-    Counts older than ``staleAfter`` seconds are left out (an exporter that stopped must not show old
-    numbers as current); the timestamp of the last good read and ``refresh_ok`` are always there.
-    """
-    snap = read_snapshot(directory) if directory else None
-    if snap is None:
-        return b""
-    fresh = now - float(snap.get("successAt") or 0) <= float(snap.get("staleAfter") or 0)
+def _rows(snap: dict[str, Any], now: float) -> dict[str, list[tuple[dict[str, str], float]]]:
+    """Samples per family from one snapshot: a follower has only the writer gauge; counts older than
+    ``staleAfter`` seconds are left out (a writer that stopped must not show old numbers as current), the time
+    of the last good read and ``refresh_ok`` stay."""
     rows: dict[str, list[tuple[dict[str, str], float]]] = {name: [] for name in FAMILIES}
+    writer = bool(snap.get("writer", True))
+    rows[WRITER] = [({}, 1.0 if writer else 0.0)]
+    if not writer:
+        return rows
+    fresh = now - float(snap.get("successAt") or 0) <= float(snap.get("staleAfter") or 0)
     for name, labels, value in (snap.get("samples") or []) if fresh else []:
-        if name in rows:
+        if name in rows and name != WRITER:
             rows[name].append((labels, value))
     if snap.get("successAt"):
         rows["dra_webhook_migration_last_success_timestamp_seconds"] = [({}, float(snap["successAt"]))]
     rows["dra_webhook_migration_refresh_ok"] = [({}, 0.0 if snap.get("error") else 1.0)]
-    lines: list[str] = []
-    for name, (help_text, _) in FAMILIES.items():
-        if not rows[name]:
-            continue
-        lines += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge"]
-        for labels, value in rows[name]:
-            inner = ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items())
-            lines.append(f"{name}{{{inner}}} {float(value)!r}" if inner else f"{name} {float(value)!r}")
-    return ("\n".join(lines) + "\n").encode() if lines else b""
+    return rows
 
 
-# -- the exporter ------------------------------------------------------------------------------------------
+class MigrationCollector(Collector):
+    """The migration gauges for /metrics, read from the snapshot the gauge writer keeps in ``directory``.
+
+    A prometheus_client collector (registered once per worker, beside the multiprocess collector), so the
+    exposition format is the library's. Nothing is exported when no gauge writer runs (offline, or
+    ``--gauge-interval 0``).
+    """
+
+    def __init__(self, directory: str, clock: Callable[[], float] = time.time) -> None:
+        self.directory = directory
+        self.clock = clock
+
+    def collect(self) -> Iterator[Metric]:
+        snap = read_snapshot(self.directory)
+        if snap is None:
+            return
+        for name, rows in _rows(snap, self.clock()).items():
+            if not rows:
+                continue
+            help_text, label_names = FAMILIES[name]
+            family = GaugeMetricFamily(name, help_text, labels=label_names)
+            for labels, value in rows:
+                family.add_metric([labels[k] for k in label_names], float(value))
+            yield family
+
+
+# -- the writer ---------------------------------------------------------------------------------------------
 
 
 class PolicySource(Protocol):
@@ -216,7 +237,11 @@ class PolicySource(Protocol):
 
 
 class Exporter:
-    """Keeps ``<directory>/migration.json`` current, in exactly one process (see the module docstring)."""
+    """Keeps ``<directory>/migration.json`` current while ``leading()`` says this process is the writer.
+
+    ``read`` is the producer of the counts' input (today one paged read of the cluster); ``leading`` is the
+    Lease holder check (``webhook.leader``), always true when there is no election (tests, one replica).
+    """
 
     def __init__(
         self,
@@ -225,37 +250,20 @@ class Exporter:
         read: Callable[[], ClusterObjects],
         interval: float = 60.0,
         clock: Callable[[], dt.datetime] | None = None,
+        leading: Callable[[], bool] = lambda: True,
     ) -> None:
         self.directory = directory
         self.policies = policies
         self.read = read
         self.interval = interval
         self.clock = clock or (lambda: dt.datetime.now(dt.UTC))
-        self._lock_fd: int | None = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self.leading = leading
         self._last_success: float | None = None
         self._last_samples: list[Sample] = []
 
-    @property
-    def leader(self) -> bool:
-        return self._lock_fd is not None
-
-    def try_lead(self) -> bool:
-        """Take the exporter lock if nobody holds it (non-blocking). Held until this process exits."""
-        if self._lock_fd is None:
-            fd = os.open(os.path.join(self.directory, LOCK), os.O_RDWR | os.O_CREAT, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                os.close(fd)
-                return False
-            self._lock_fd = fd
-            log.info("pid %d exports the migration gauges (every %g s)", os.getpid(), self.interval)
-        return True
-
     def refresh(self) -> bool:
-        """Read the cluster once and write the snapshot; on failure keep the last good samples and say why."""
+        """Read the cluster once and write the snapshot; on failure keep the last good samples and say why.
+        Leadership lost during the read: the result is dropped and the snapshot says we are not the writer."""
         now = self.clock()
         policy = self.policies.current
         error: str | None = None
@@ -263,13 +271,17 @@ class Exporter:
             error = "no valid policy loaded"
         else:
             try:
-                self._last_samples = samples(policy, now, self.read())
-                self._last_success = now.timestamp()
+                computed = samples(policy, now, self.read())
+                self._last_samples, self._last_success = computed, now.timestamp()
             except Exception as exc:  # API down, RBAC missing: keep serving, report it in the gauges and logs
                 error = f"{type(exc).__name__}: {exc}"[:300]
                 log.warning("migration gauges: reading the cluster failed: %s", error)
+        if not self.leading():
+            self.follow()
+            return False
         write_snapshot(self.directory, {
             "pid": os.getpid(),
+            "writer": True,
             "at": now.timestamp(),
             "successAt": self._last_success,
             "staleAfter": max(3 * self.interval, 180.0),
@@ -278,22 +290,31 @@ class Exporter:
         })
         return error is None
 
-    def start(self) -> None:
-        """Start the background thread in this process (call after fork, i.e. in the worker)."""
-        if self._thread is None or not self._thread.is_alive():
-            self._thread = threading.Thread(target=self._run, name="migration-gauges", daemon=True)
-            self._thread.start()
+    def follow(self) -> None:
+        """Not the writer: export no counts (the writer replica does), only ``gauge_writer 0``."""
+        self._last_samples, self._last_success = [], None
+        write_snapshot(self.directory, {"pid": os.getpid(), "writer": False})
 
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(5)
+    def run(self, stop: threading.Event, poll: float = 1.0) -> None:
+        """Refresh every ``interval`` seconds after the end of the previous read while leading, until ``stop``.
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
+        At most one read at a time and ``interval`` seconds of rest between two: the API server serves at most
+        one full read per interval for the whole cluster, however long a read takes.
+        """
+        was_leading: bool | None = None
+        due = 0.0
+        while not stop.is_set():
             try:
-                if self.try_lead():
+                leading = self.leading()
+                if leading != was_leading:
+                    log.info("pid %d %s the migration gauges (every %g s)", os.getpid(),
+                             "exports" if leading else "does not export", self.interval)
+                    was_leading, due = leading, 0.0
+                    if not leading:
+                        self.follow()
+                if leading and time.monotonic() >= due:
                     self.refresh()
-            except Exception:  # never let the thread die silently
+                    due = time.monotonic() + self.interval
+            except Exception:  # never let the loop die silently
                 log.exception("migration gauges: refresh failed")
-            self._stop.wait(self.interval)
+            stop.wait(poll)

@@ -8,10 +8,10 @@ Without it (unit tests, ``check``) the metrics live in this process only.
 from __future__ import annotations
 
 import os
-import time
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
+    REGISTRY,
     CollectorRegistry,
     Counter,
     Gauge,
@@ -65,17 +65,26 @@ BAD_REQUESTS = Counter(
 )
 
 
-def render() -> tuple[bytes, str]:
-    """The exposition text for /metrics (aggregated over workers in multiprocess mode), followed by the live
-    migration gauges that the one exporter process wrote (``webhook.gauges``; absent when nobody exports)."""
-    from webhook import gauges
+_REGISTRY: list[CollectorRegistry] = []
 
-    live = gauges.exposition(os.environ.get("PROMETHEUS_MULTIPROC_DIR"), time.time())
-    if MULTIPROC:
+
+def _registry() -> CollectorRegistry:
+    """Built once per process: the workers' multiprocess files plus the live migration gauges
+    (``webhook.gauges.MigrationCollector``, the snapshot of this replica's gauge writer)."""
+    if not _REGISTRY:
+        from webhook import gauges
+
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)
-        return generate_latest(registry) + live, CONTENT_TYPE_LATEST
-    return generate_latest() + live, CONTENT_TYPE_LATEST
+        registry.register(gauges.MigrationCollector(os.environ["PROMETHEUS_MULTIPROC_DIR"]))
+        _REGISTRY.append(registry)
+    return _REGISTRY[0]
+
+
+def render() -> tuple[bytes, str]:
+    """The exposition text for /metrics: aggregated over workers in multiprocess mode, with the migration
+    gauges (absent when no gauge writer runs); this process's metrics only otherwise."""
+    return generate_latest(_registry() if MULTIPROC else REGISTRY), CONTENT_TYPE_LATEST
 
 
 def worker_exit(pid: int) -> None:

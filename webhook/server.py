@@ -14,9 +14,13 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gunicorn.app.base import BaseApplication
+from gunicorn.arbiter import Arbiter
+
+if TYPE_CHECKING:
+    from webhook.gauge_writer import Supervisor
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +46,8 @@ class ServeOptions:
     header_timeout: float = 10.0
     body_timeout: float = 10.0
     gauge_interval: float = 60.0  # seconds between reads of the cluster for the live gauges; 0: off
+    lease_namespace: str | None = None  # of the gauge writers' Lease (webhook.gauge_writer.lease_namespace)
+    lease_name: str = "dra-webhook-gauges"
 
 
 _PROCESS: dict[str, Any] = {}
@@ -81,7 +87,6 @@ def build_app(opts: ServeOptions) -> Any:
 
         view = LiveView(connect(opts.kubeconfig), budget=opts.lookup_budget, max_devices=opts.max_devices)
         view.start()
-        _start_gauges(opts, store)
     recorder = None
     if opts.record:
         from webhook.recording import Recorder
@@ -90,25 +95,20 @@ def build_app(opts: ServeOptions) -> Any:
     return create_app(store, view=view, cert=cert_reloader(opts.cert_dir), recorder=recorder)
 
 
-def _start_gauges(opts: ServeOptions, store: Any) -> None:
-    """Every worker competes for the one exporter lock (webhook.gauges); the winner reads the cluster."""
+def gauge_supervisor(opts: ServeOptions) -> Supervisor | None:
+    """The gauge writer's supervisor for the master (``webhook.gauge_writer``), or None when the gauges are off
+    (offline, ``--gauge-interval 0``, or no metrics directory to hand the snapshot over in)."""
     directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
-    if not directory or opts.gauge_interval <= 0:
-        return
-    from webhook import gauges, kube_lists
-    from webhook import kube_api as cluster
+    if opts.offline or not directory or opts.gauge_interval <= 0:
+        return None
+    from webhook import gauge_writer
 
-    api = cluster.connect(opts.kubeconfig)
-
-    def read() -> gauges.ClusterObjects:
-        """Streams of paged lists, read once by the refresh: one page of objects in memory at a time."""
-        return gauges.ClusterObjects(
-            kube_lists.stream(api, "namespaces"), kube_lists.stream(api, "pods"),
-            kube_lists.stream(api, "resourceclaims"), kube_lists.device_classes(api))
-
-    exporter = gauges.Exporter(directory, store, read, interval=opts.gauge_interval)
-    exporter.start()
-    _PROCESS["gauges"] = exporter
+    env = dict(os.environ)
+    return gauge_writer.Supervisor(gauge_writer.WriterOptions(
+        policy=opts.policy, kubeconfig=opts.kubeconfig, directory=directory, interval=opts.gauge_interval,
+        lease_namespace=gauge_writer.lease_namespace(opts.lease_namespace, env), lease_name=opts.lease_name,
+        identity=gauge_writer.identity(env),
+    ))
 
 
 def master_policy(opts: ServeOptions) -> Any:
@@ -132,10 +132,35 @@ def _refresh_master_policy(opts: ServeOptions) -> None:
         log.exception("refreshing the master's policy copy failed")
 
 
+class _Arbiter(Arbiter):
+    """gunicorn's master, also keeping the gauge writer process alive beside the workers."""
+
+    def __init__(self, app: WebhookServer) -> None:
+        super().__init__(app)
+        self.gauges = gauge_supervisor(app.opts)
+
+    def manage_workers(self) -> None:
+        super().manage_workers()
+        if self.gauges is not None:
+            self.gauges.close_fds = lambda: [s.fileno() for s in self.LISTENERS]
+            self.gauges.check()
+
+    def stop(self, graceful: bool = True) -> None:
+        if self.gauges is not None:
+            self.gauges.terminate()  # releases the Lease while the workers drain
+        super().stop(graceful)
+        if self.gauges is not None:
+            self.gauges.stop()
+
+
 class WebhookServer(BaseApplication):
     def __init__(self, opts: ServeOptions) -> None:
         self.opts = opts
         master_policy(opts)
+        if not opts.offline:
+            from webhook import kube_api
+
+            kube_api.preload_client()
         super().__init__()
 
     def load_config(self) -> None:
@@ -170,6 +195,13 @@ class WebhookServer(BaseApplication):
 
     def load(self) -> Any:
         return build_app(self.opts)
+
+    def run(self) -> None:
+        """BaseApplication.run with our arbiter (the gauge writer beside the workers)."""
+        try:
+            _Arbiter(self).run()
+        except RuntimeError as exc:  # gunicorn's configuration errors, as BaseApplication.run reports them
+            raise SystemExit(f"error: {exc}") from None
 
 
 def serve(opts: ServeOptions) -> int:

@@ -28,7 +28,7 @@ RESOURCES: dict[str, tuple[str, bool]] = {
     "MutatingWebhookConfiguration": ("mutatingwebhookconfigurations", False),
     "ValidatingWebhookConfiguration": ("validatingwebhookconfigurations", False),
     "ClusterRole": ("clusterroles", False), "PodTemplate": ("podtemplates", True),
-    "HorizontalPodAutoscaler": ("horizontalpodautoscalers", True),
+    "HorizontalPodAutoscaler": ("horizontalpodautoscalers", True), "Lease": ("leases", True),
 }
 
 _WARNING = re.compile(r'^\d{3} \S+ "(?P<text>(?:[^"\\]|\\.)*)"')

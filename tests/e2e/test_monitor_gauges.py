@@ -1,18 +1,24 @@
-"""Live migration gauges against the real control plane: Pods on each path, one drifted, counted once.
+"""Live migration gauges against the real control plane: Pods on each path, one drifted, counted once; one
+writer per cluster through a Lease, taken over when its holder dies.
 
-A second `dra-webhook serve` (two workers, the gauges read every second) runs beside the harness's webhook
-with the webhook's own ServiceAccount token, so the shipped RBAC is what the gauges' cluster-wide lists get.
-The test's namespace is alone in its own cohort (`monitor-e2e`), so other tests' Pods never count here.
+Further `dra-webhook serve` processes (two workers, the gauges read every second) run beside the harness's
+webhook with the webhook's own ServiceAccount token, so the shipped RBAC is what the gauges' cluster-wide
+lists and the Lease calls get. Each test uses a Lease of its own (`--lease-name`), so the harness's webhook
+(a candidate for the default Lease) never competes with them. The namespace is alone in its own cohort
+(`monitor-e2e`), so other tests' Pods never count here.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.e2e.conftest import policy_variant
+from tests.e2e.install import NAMESPACE
 from tests.e2e.objects import claim_pod, claim_template, pod
 from tests.e2e.waits import eventually
 from tests.helpers import start_server
@@ -64,7 +70,7 @@ def test_gauges_follow_the_cluster(cluster, kube, namespace, policy, tmp_path):
     policy_file = tmp_path / "policy.yaml"
     policy_file.write_text(MONITOR_POLICY)
     server = start_server(tmp_path, policy_file, "--kubeconfig", str(cluster.webhook.kubeconfig),
-                          "--gauge-interval", "1", workers=2, offline=False)
+                          "--gauge-interval", "1", "--lease-name", "e2e-gauges-follow", workers=2, offline=False)
     try:
         expected_pods = {
             ("pilot", "dra-extended-resource", "dra-extended-resource"): 1,
@@ -87,3 +93,59 @@ def test_gauges_follow_the_cluster(cluster, kube, namespace, policy, tmp_path):
     finally:
         server.stop()
     assert "403" not in server.output() and server.output().count("exports the migration gauges") == 1
+
+
+def _writer(server) -> float | None:
+    """The replica's dra_webhook_migration_gauge_writer (None before its writer decided)."""
+    client = server.client()
+    try:
+        status, body = client.get("/metrics")
+    finally:
+        client.close()
+    assert status == 200
+    for fam in text_string_to_metric_families(body.decode()):
+        if fam.name == "dra_webhook_migration_gauge_writer":
+            return fam.samples[0].value
+    return None
+
+
+def _exports_counts(server) -> bool:
+    return bool(_gauges(server).get("dra_webhook_migration_cohort_stage"))
+
+
+def test_one_writer_per_cluster_and_takeover(cluster, kube, tmp_path):
+    """Two replicas, one Lease: exactly one exports the gauges; killed outright (no release), the other takes
+    the Lease once it expires (15 s) and exports them."""
+    lease = "e2e-gauges-takeover"
+    policy_file = tmp_path / "policy.yaml"
+    policy_file.write_text(MONITOR_POLICY)
+    servers = []
+    try:
+        for name in ("a", "b"):
+            (tmp_path / name).mkdir()
+            servers.append(start_server(tmp_path / name, policy_file, "--kubeconfig",
+                                        str(cluster.webhook.kubeconfig), "--gauge-interval", "1",
+                                        "--lease-name", lease, workers=1, offline=False))
+        def one_writer() -> list[float] | None:
+            w = [_writer(s) for s in servers]
+            return w if None not in w and sum(w) == 1 else None
+
+        writers = eventually(one_writer, "one replica to be the writer, the other not", 60)
+        leader, other = (servers[0], servers[1]) if writers[0] == 1 else (servers[1], servers[0])
+        eventually(lambda: _exports_counts(leader), "the writer's gauges", 60)
+        for _ in range(3):  # the other replica serves admission only: no migration counts
+            assert _writer(other) == 0 and not _exports_counts(other)
+            time.sleep(0.5)
+        held = kube.get("coordination.k8s.io/v1", "Lease", lease, NAMESPACE)["spec"]
+        assert held["leaseDurationSeconds"] == 15 and held["leaseTransitions"] == 0
+        os.killpg(leader.proc.pid, signal.SIGKILL)  # the whole replica at once: nobody releases the Lease
+        leader.proc.wait(10)
+        eventually(lambda: _writer(other) == 1 and _exports_counts(other), "the other replica to take over", 60)
+        taken = kube.get("coordination.k8s.io/v1", "Lease", lease, NAMESPACE)["spec"]
+        assert taken["holderIdentity"] != held["holderIdentity"] and taken["leaseTransitions"] == 1
+    finally:
+        for s in servers:
+            s.stop()
+    assert "403" not in servers[1].output() + servers[0].output()
+    # A clean stop releases the Lease: nobody holds it now.
+    assert kube.get("coordination.k8s.io/v1", "Lease", lease, NAMESPACE)["spec"].get("holderIdentity", "") == ""

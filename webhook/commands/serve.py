@@ -62,8 +62,15 @@ def add_parser(sub: Subparsers) -> None:
                    help="devices of ResourceSlices the cluster view keeps per worker for unsatisfiable-claim "
                    "(default 20000, about 55 MB; past it that rule does not judge)")
     p.add_argument("--gauge-interval", type=float, default=60.0, metavar="SECONDS",
-                   help="seconds between reads of the cluster for the live migration gauges on /metrics "
-                   "(one worker reads; default 60; 0 turns them off; needs the cluster view)")
+                   help="seconds between the end of one read of the cluster for the live migration gauges on "
+                   "/metrics and the start of the next (default 60; 0 turns them off; needs the cluster view). "
+                   "One process per replica (not a worker) competes for a Lease; only its holder reads")
+    p.add_argument("--lease-namespace", default=None, metavar="NAMESPACE",
+                   help="namespace of the gauge writers' Lease (default: $POD_NAMESPACE, else the mounted "
+                   "ServiceAccount's namespace, else dra-webhook)")
+    p.add_argument("--lease-name", default="dra-webhook-gauges", metavar="NAME",
+                   help="name of the gauge writers' Lease (default dra-webhook-gauges); replicas with the "
+                   "same Lease elect one writer")
     p.add_argument("--record", default=None,
                    help="append every AdmissionReview answered to this JSON-lines file (redacted; for `replay`)")
     p.add_argument("--record-max-bytes", type=int, default=64 * 1024 * 1024,
@@ -98,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
         keepalive=args.keepalive, graceful_timeout=args.graceful_timeout,
         offline=offline, kubeconfig=args.kubeconfig, lookup_budget=args.lookup_budget, max_devices=args.max_devices,
         record=args.record, record_max_bytes=args.record_max_bytes, gauge_interval=args.gauge_interval,
+        lease_namespace=args.lease_namespace, lease_name=args.lease_name,
         max_connections=args.max_connections, header_timeout=args.header_timeout, body_timeout=args.body_timeout,
         log_level="debug" if args.verbose else "info",
     ))

@@ -712,6 +712,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="keep etcd's data in DIR (created if missing) and reuse what an earlier run filled")
     ap.add_argument("-o", "--output", choices=("text", "json"), default="text", help="stdout format")
     ap.add_argument("--results", default=str(RESULTS), help="results file to update (its own section), or -")
+    ap.add_argument("--raw", type=Path, metavar="FILE", help="also write the results as JSON here")
     ap.add_argument("--only", default=",".join(COMMANDS),
                     help=f"measurements to run, comma-separated (default all: {','.join(COMMANDS)})")
     ap.add_argument("--concurrency", type=int, default=12, help="threads creating objects (default 12)")
@@ -750,7 +751,10 @@ def main(argv: list[str] | None = None) -> int:
         results = [fill_and_measure(args, cp, api, filler, workdir, certs, size) for size in args.sizes]
         meta = _meta(api, load_before)
         text = render(results, meta)
-        print(json.dumps(as_json(results, meta), indent=1) if args.output == "json" else text)
+        raw = json.dumps(as_json(results, meta), indent=1)
+        print(raw if args.output == "json" else text)
+        if args.raw:
+            args.raw.write_text(raw)
         write_results(text, args.results)
         return 0
     finally:

@@ -236,7 +236,7 @@ def _connect_kubeconfig(path: str) -> tuple[http.client.HTTPSConnection, dict[st
 
 
 def _pages(conn: http.client.HTTPSConnection, headers: dict[str, str], path: str) -> Iterator[dict[str, Any]]:
-    """Every item of a paged list (500 per page, as webhook.cluster pages), one page in memory at a time."""
+    """Every item of a paged list (500 per page), one page in memory at a time."""
     token = ""
     while True:
         query = "?limit=500" + (f"&continue={urllib.parse.quote(token)}" if token else "")

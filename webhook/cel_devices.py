@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+import orjson
 from cel_expr_python import cel  # type: ignore[import-untyped]
 from cel_expr_python.ext import ext_bindings, ext_strings  # type: ignore[import-untyped]
 
@@ -312,20 +313,51 @@ def evaluate(selector: Selector, device: Device) -> bool | None:
 # -- the index: per-expression bit masks over every device, per node --------------------------------------
 
 
+def project_slice(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """What the view keeps of a ResourceSlice: the fields ``slice_devices`` reads, nothing else.
+
+    Selectors read ``driver``, ``attributes``, ``capacity`` and ``allowMultipleAllocations``; the rule reads
+    where each device is (``nodeName`` of the slice or the device; none: shared by several nodes). Everything
+    else (metadata, managedFields, pool, taints, counters, capacity request policies) is dropped.
+    """
+    spec = obj.get("spec") if isinstance(obj, Mapping) else None
+    if not isinstance(spec, Mapping):
+        return {}
+    devices = []
+    for dev in spec.get("devices") or ():
+        if not isinstance(dev, Mapping):
+            continue
+        kept = {k: dev[k] for k in ("name", "nodeName", "attributes", "allowMultipleAllocations") if k in dev}
+        capacity = dev.get("capacity")
+        if isinstance(capacity, Mapping):
+            kept["capacity"] = {n: {"value": v.get("value")} if isinstance(v, Mapping) else v
+                                for n, v in capacity.items()}
+        elif capacity is not None:
+            kept["capacity"] = capacity  # malformed: slice_devices marks the device unknown, as before
+        devices.append(kept)
+    return {"spec": {k: spec[k] for k in ("driver", "nodeName") if k in spec} | {"devices": devices}}
+
+
 class _SliceCache:
-    """The devices of one slice and, per selector text, (true bits, unknown bits) over them."""
+    """One slice as the index keeps it: the projection as compact JSON (parsed again only to evaluate a
+    selector it has not seen), where each device is, and per selector text (true bits, unknown bits)."""
 
-    __slots__ = ("devices", "masks")
+    __slots__ = ("payload", "count", "nodes", "multi", "masks")
 
-    def __init__(self, devices: tuple[Device, ...]) -> None:
-        self.devices = devices
+    def __init__(self, obj: Mapping[str, Any]) -> None:
+        projected = project_slice(obj)
+        devices = slice_devices(projected)
+        self.payload = orjson.dumps(projected)
+        self.count = len(devices)
+        self.nodes = tuple(d.node for d in devices)
+        self.multi = sum(1 << i for i, d in enumerate(devices) if d.multiple)
         self.masks: dict[str, tuple[int, int]] = {}
 
     def masks_for(self, selector: Selector) -> tuple[int, int]:
         hit = self.masks.get(selector.expression)
         if hit is None:
             true = unknown = 0
-            for i, dev in enumerate(self.devices):
+            for i, dev in enumerate(slice_devices(orjson.loads(self.payload))):
                 r = evaluate(selector, dev)
                 if r is None:
                     unknown |= 1 << i
@@ -338,8 +370,8 @@ class _SliceCache:
 
 
 def slice_cache(obj: Mapping[str, Any]) -> _SliceCache:
-    """What the cluster view keeps per ResourceSlice (its ``keep`` function): parsed devices, no raw JSON."""
-    return _SliceCache(slice_devices(obj))
+    """What the cluster view keeps per ResourceSlice (its ``keep`` function): the projection, no raw JSON."""
+    return _SliceCache(obj)
 
 
 @dataclass(frozen=True, slots=True)
@@ -361,21 +393,20 @@ class DeviceIndex:
 
     def __init__(self, slices: Iterable[_SliceCache]) -> None:
         self.slices = tuple(slices)
-        self.devices = sum(len(s.devices) for s in self.slices)
+        self.devices = sum(s.count for s in self.slices)
         offsets, offset = [], 0
         node_masks: dict[str, int] = {}
         shared = multi = 0
         for s in self.slices:
             offsets.append(offset)
-            for i, dev in enumerate(s.devices):
+            for i, node in enumerate(s.nodes):
                 bit = 1 << (offset + i)
-                if dev.node is None:
+                if node is None:
                     shared |= bit
                 else:
-                    node_masks[dev.node] = node_masks.get(dev.node, 0) | bit
-                if dev.multiple:
-                    multi |= bit
-            offset += len(s.devices)
+                    node_masks[node] = node_masks.get(node, 0) | bit
+            multi |= s.multi << offset
+            offset += s.count
         self._offsets = tuple(offsets)
         self._node_masks = tuple(m | shared for m in node_masks.values()) or (shared,)
         self._multi = multi

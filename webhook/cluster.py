@@ -29,8 +29,9 @@ from kubernetes import client, config, watch
 from kubernetes.client import rest as kube_rest
 from kubernetes.client.exceptions import ApiException as ApiException  # re-exported: commands catch it
 
-from webhook.cel_devices import DeviceIndex, build_index, slice_cache
+from webhook.cel_devices import DeviceIndex, build_index
 from webhook.cluster_gates import ClusterGates, parse_metrics, served_versions
+from webhook.device_store import SliceKeeper, over_budget_reason, stored_slices
 from webhook.view import Autoscaler, ScaleTarget, autoscaler_index, autoscaler_target, extended_resource_map
 
 log = logging.getLogger(__name__)
@@ -405,8 +406,9 @@ class LiveView:
         max_devices: int = 20_000,
     ) -> None:
         self.budget = budget
-        # unsatisfiable-claim: devices kept and indexed (memory budget, README "Memory"); past it, unknown.
+        # unsatisfiable-claim: devices stored and indexed (memory budget, README "Memory"); past it, unknown.
         self.max_devices = max_devices
+        self._relist_slices_after = 0.0
         self._devices: DeviceIndex | None = None
         self._devices_reason: str | None = "ResourceSlices not synced yet"
         self._reindex_lock = threading.Lock()
@@ -450,9 +452,11 @@ class LiveView:
         res = client.ResourceV1Api(self._api)
         self._namespaces = _Informer("namespaces", core.list_namespace, _labels)
         self._classes = _Informer("deviceclasses", res.list_device_class, _whole)
-        # Slices are parsed when they arrive (slice_cache: devices as CEL sees them, no raw JSON kept) and
+        # Slices are projected when they arrive (webhook.device_store: compact JSON of what selectors read, at
+        # most max_devices devices stored) and
         # the index with every DeviceClass selector's answer is rebuilt in the watch thread, never on a request.
-        self._slices = _Informer("resourceslices", res.list_resource_slice, slice_cache)
+        self._keeper = SliceKeeper(self.max_devices)  # projects each slice; stores at most max_devices devices
+        self._slices = _Informer("resourceslices", res.list_resource_slice, self._keeper)
         self._classes.changed = self._slices.changed = self._reindex
         # HPAs: only what shared-claim-limit needs (scale target and replica bounds), by namespace/name.
         self._hpas = _Informer("horizontalpodautoscalers",
@@ -473,15 +477,21 @@ class LiveView:
 
     def _reindex_locked(self) -> None:
         with self._slices.lock:
-            caches = list(self._slices.store.values())
+            values = list(self._slices.store.values())
+            stored, over, refill = self._keeper.reconcile(self._slices.store)
         with self._classes.lock:
             classes = list(self._classes.store.values())
-        devices = sum(len(c.devices) for c in caches)
-        if devices > self.max_devices:
+        if refill and time.monotonic() > self._relist_slices_after:
+            # Slices went away and one left out would fit now: list again (at most once a minute) to store it.
+            self._relist_slices_after = time.monotonic() + 60.0
+            with self._slices.lock:
+                self._slices.rv = None
+            self._slices.watch.stop()
+        if over:
             self._devices = None
-            self._devices_reason = (f"{devices} devices in ResourceSlices exceed the cluster view's budget of "
-                                    f"{self.max_devices}")
+            self._devices_reason = over_budget_reason(stored, over, self.max_devices)
             return
+        caches = stored_slices(values)
         previous = self._devices
         self._devices = build_index(caches, classes, carry=previous.expressions() if previous else ())
         self._devices_reason = None

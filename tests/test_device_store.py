@@ -17,7 +17,8 @@ from tests import test_satisfiable as ts
 from webhook import cel_devices as cd
 from webhook.device_store import OverBudget, SliceKeeper, stored_slices
 
-EXAMPLE_DRIVER, EXAMPLE_MEMORY, EXAMPLE_MODEL, NVIDIA_MIG = ts.EXAMPLE_DRIVER, ts.EXAMPLE_MEMORY, ts.EXAMPLE_MODEL, ts.NVIDIA_MIG
+EXAMPLE_DRIVER, EXAMPLE_MEMORY, EXAMPLE_MODEL = ts.EXAMPLE_DRIVER, ts.EXAMPLE_MEMORY, ts.EXAMPLE_MODEL
+NVIDIA_MIG = ts.NVIDIA_MIG
 example_slice, nvidia_slice = ts.example_slice, ts.nvidia_slice
 SELECTORS = (EXAMPLE_MODEL, EXAMPLE_MEMORY, NVIDIA_MIG, f"device.driver == '{EXAMPLE_DRIVER}'",
              "device.driver == 'gpu.nvidia.com'", "device.allowMultipleAllocations",

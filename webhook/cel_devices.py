@@ -347,7 +347,7 @@ class _SliceCache:
     def __init__(self, obj: Mapping[str, Any]) -> None:
         projected = project_slice(obj)
         devices = slice_devices(projected)
-        self.payload = orjson.dumps(projected)
+        self.payload = bytes(memoryview(orjson.dumps(projected)))  # an exact-size copy: orjson's buffer has slack
         self.count = len(devices)
         self.nodes = tuple(d.node for d in devices)
         self.multi = sum(1 << i for i, d in enumerate(devices) if d.multiple)

@@ -394,21 +394,28 @@ class DeviceIndex:
     def __init__(self, slices: Iterable[_SliceCache]) -> None:
         self.slices = tuple(slices)
         self.devices = sum(s.count for s in self.slices)
+        # Each slice's bits start on a byte boundary, so a slice's part of a mask is a byte range
+        # (``_per_node``): a node's devices are (slice, bits in that slice), never a mask as wide as the cluster.
         offsets, offset = [], 0
-        node_masks: dict[str, int] = {}
-        shared = multi = 0
-        for s in self.slices:
+        node_bits: dict[str, list[tuple[int, int]]] = {}
+        everything = shared = multi = 0
+        for k, s in enumerate(self.slices):
             offsets.append(offset)
+            local: dict[str, int] = {}
             for i, node in enumerate(s.nodes):
-                bit = 1 << (offset + i)
                 if node is None:
-                    shared |= bit
+                    shared |= 1 << (offset + i)
                 else:
-                    node_masks[node] = node_masks.get(node, 0) | bit
+                    local[node] = local.get(node, 0) | 1 << i
+            for node, bits in local.items():
+                node_bits.setdefault(node, []).append((k, bits))
+            everything |= ((1 << s.count) - 1) << offset
             multi |= s.multi << offset
-            offset += s.count
+            offset += (s.count + 7) // 8 * 8
         self._offsets = tuple(offsets)
-        self._node_masks = tuple(m | shared for m in node_masks.values()) or (shared,)
+        self._node_bits = tuple(tuple(v) for v in node_bits.values())
+        self._shared = shared
+        self._all = everything
         self._multi = multi
         self._masks: dict[str, tuple[int, int]] = {}
         self._answers: dict[tuple[str, ...], Capacity] = {}
@@ -440,13 +447,25 @@ class DeviceIndex:
             self._masks[selector.expression] = (true, unknown)
         return true, unknown
 
+    def _per_node(self, possible: int) -> int:
+        """The most of ``possible`` one node reaches: its own devices plus the shared ones."""
+        raw = possible.to_bytes((possible.bit_length() + 7) // 8 or 1, "little")
+        best = 0
+        for parts in self._node_bits:
+            n = 0
+            for k, bits in parts:
+                start = self._offsets[k] // 8
+                n += (int.from_bytes(raw[start:start + (self.slices[k].count + 7) // 8], "little") & bits).bit_count()
+            best = max(best, n)
+        return best + (possible & self._shared).bit_count()
+
     def capacity(self, expressions: tuple[str, ...], deadline: float = float("inf")) -> Capacity | None:
         """Devices all ``expressions`` (class selectors, then the request's) allow, in order; None past
         ``deadline`` (time.perf_counter()) or when a selector cannot be compiled here."""
         hit = self._answers.get(expressions)
         if hit is not None:
             return hit
-        possible = (1 << self.devices) - 1
+        possible = self._all
         sure = possible
         for expr in expressions:
             masks = self._mask(compile_selector(expr), deadline)
@@ -456,7 +475,7 @@ class DeviceIndex:
             sure &= masks[0]
         answer = Capacity(
             possible=possible.bit_count(),
-            per_node=max((possible & m).bit_count() for m in self._node_masks),
+            per_node=self._per_node(possible),
             unknown=(possible & ~sure).bit_count(),
             multiple=bool(possible & self._multi),
         )

@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from cel_expr_python import cel  # type: ignore[import-untyped]
@@ -382,6 +382,16 @@ class Capacity:
     per_node: int  # the most of those one node can reach (node-local + shared ones)
     unknown: int  # of ``possible``, devices whose answer is unknown
     multiple: bool  # some possible device allows multiple allocations (a count can reuse it)
+
+
+class DeviceAnswers(Protocol):
+    """What the unsatisfiable-claim rule reads of an index: a ``DeviceIndex``, or one in another process
+    (``webhook.device_client.RemoteIndex``)."""
+
+    @property
+    def devices(self) -> int: ...
+
+    def capacity(self, expressions: tuple[str, ...], deadline: float = ...) -> Capacity | None: ...
 
 
 class DeviceIndex:

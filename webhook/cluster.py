@@ -29,8 +29,9 @@ from kubernetes import client, config, watch
 from kubernetes.client import rest as kube_rest
 from kubernetes.client.exceptions import ApiException as ApiException  # re-exported: commands catch it
 
-from webhook.cel_devices import DeviceIndex, build_index
+from webhook.cel_devices import DeviceAnswers, DeviceIndex, build_index
 from webhook.cluster_gates import ClusterGates, parse_metrics, served_versions
+from webhook.device_client import SharedDevices
 from webhook.device_store import SliceKeeper, over_budget_reason, stored_slices
 from webhook.view import Autoscaler, ScaleTarget, autoscaler_index, autoscaler_target, extended_resource_map
 
@@ -404,11 +405,14 @@ class LiveView:
         backoff: tuple[float, float] = (0.5, 30.0),
         gates_interval: float = 120.0,
         max_devices: int = 20_000,
+        devices: SharedDevices | None = None,
     ) -> None:
         self.budget = budget
         # unsatisfiable-claim: devices stored and indexed (memory budget, README "Memory"); past it, unknown.
         self.max_devices = max_devices
         self._relist_slices_after = 0.0
+        # This replica's device process (webhook.device_service) holds the slices: no ResourceSlice watch here.
+        self._shared_devices = devices
         self._devices: DeviceIndex | None = None
         self._devices_reason: str | None = "ResourceSlices not synced yet"
         self._reindex_lock = threading.Lock()
@@ -462,7 +466,8 @@ class LiveView:
         self._hpas = _Informer("horizontalpodautoscalers",
                                client.AutoscalingV2Api(self._api).list_horizontal_pod_autoscaler_for_all_namespaces,
                                autoscaler_target, key=_namespaced_name)
-        self._informers = (self._namespaces, self._classes, self._slices, self._hpas)
+        self._informers = (self._namespaces, self._classes, self._hpas) + (
+            (self._slices,) if self._shared_devices is None else ())
 
     def _reindex(self) -> None:
         """Rebuild the device index after a slice or class change; keeps selector answers of unchanged slices.
@@ -496,8 +501,12 @@ class LiveView:
         self._devices = build_index(caches, classes, carry=previous.expressions() if previous else ())
         self._devices_reason = None
 
-    def device_index(self) -> DeviceIndex | None:
+    def device_index(self) -> DeviceAnswers | None:
         self._ensure_started()
+        if self._shared_devices is not None:
+            index, reason = self._shared_devices.device_index()
+            self._reason("resourceslice", reason)
+            return index
         self._reason("resourceslice", self._devices_reason)
         return self._devices
 
@@ -789,8 +798,9 @@ class LiveView:
             "budgetMs": round(self.budget * 1000),
             "namespaces": self._namespaces.status(),
             "deviceclasses": self._classes.status(),
-            "resourceslices": {**self._slices.status(), "devices": None if self._devices is None else
-                               self._devices.devices, "maxDevices": self.max_devices},
+            "resourceslices": self._shared_devices.status() if self._shared_devices is not None else {
+                **self._slices.status(), "devices": None if self._devices is None else self._devices.devices,
+                "maxDevices": self.max_devices},
             "horizontalpodautoscalers": self._hpas.status(),
             "lookups": {"cached": cached, "inflight": inflight},
             "featureGates": self._gates_status(),

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gunicorn.app.base import BaseApplication
+from gunicorn.arbiter import Arbiter
 
 log = logging.getLogger(__name__)
 
@@ -77,8 +78,12 @@ def build_app(opts: ServeOptions) -> Any:
     view = None
     if not opts.offline:
         from webhook.cluster import LiveView, connect
+        from webhook.device_client import SharedDevices
 
-        view = LiveView(connect(opts.kubeconfig), budget=opts.lookup_budget, max_devices=opts.max_devices)
+        socket_path = _PROCESS.get("devices_socket")  # the master's device process holds the slices
+        shared = SharedDevices(socket_path, opts.lookup_budget) if socket_path else None
+        view = LiveView(connect(opts.kubeconfig), budget=opts.lookup_budget, max_devices=opts.max_devices,
+                        devices=shared)
         view.start()
         _start_gauges(opts, store)
     recorder = None
@@ -126,6 +131,52 @@ def _refresh_master_policy(opts: ServeOptions) -> None:
         log.exception("refreshing the master's policy copy failed")
 
 
+def device_process(opts: ServeOptions) -> Any:
+    """The replica's one device process (``webhook.device_service``): a cluster view whose ResourceSlice watch
+    and device index the workers ask over a Unix socket, instead of each keeping a copy. None offline."""
+    if opts.offline:
+        return None
+    import tempfile
+
+    from webhook.device_service import DeviceProcess
+
+    path = _PROCESS["devices_socket"] = os.path.join(tempfile.mkdtemp(prefix="dra-webhook-"), "devices.sock")
+
+    def run(stop: Any) -> None:
+        from webhook.cluster import LiveView, connect
+        from webhook.device_service import DeviceServer
+
+        view = LiveView(connect(opts.kubeconfig), budget=opts.lookup_budget, max_devices=opts.max_devices)
+        view.start()
+        server = DeviceServer(view, path)
+        server.start()
+        log.info("device process pid %d: ResourceSlices for the workers on %s", os.getpid(), path)
+        stop.wait()
+        server.stop()
+        view.stop()
+
+    return DeviceProcess(run)
+
+
+class _Arbiter(Arbiter):
+    """gunicorn's master, also keeping the device process alive beside the workers."""
+
+    def __init__(self, app: WebhookServer) -> None:
+        super().__init__(app)
+        self.devices = device_process(app.opts)
+
+    def manage_workers(self) -> None:
+        super().manage_workers()
+        if self.devices is not None:
+            self.devices.close_fds = lambda: [s.fileno() for s in self.LISTENERS]
+            self.devices.check()
+
+    def stop(self, graceful: bool = True) -> None:
+        super().stop(graceful)
+        if self.devices is not None:
+            self.devices.stop()
+
+
 class WebhookServer(BaseApplication):
     def __init__(self, opts: ServeOptions) -> None:
         self.opts = opts
@@ -164,6 +215,13 @@ class WebhookServer(BaseApplication):
 
     def load(self) -> Any:
         return build_app(self.opts)
+
+    def run(self) -> None:
+        """BaseApplication.run with our arbiter (the device process beside the workers)."""
+        try:
+            _Arbiter(self).run()
+        except RuntimeError as exc:  # gunicorn's configuration errors, as BaseApplication.run reports them
+            raise SystemExit(f"error: {exc}") from None
 
 
 def serve(opts: ServeOptions) -> int:

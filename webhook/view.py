@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeGuard, runtime_checkable
 
 if TYPE_CHECKING:
-    from webhook.cel_devices import DeviceIndex
+    from webhook.cel_devices import DeviceAnswers, DeviceIndex
 
 from webhook.cluster_gates import ClusterGates
 
@@ -41,7 +41,7 @@ class ClusterView(Protocol):
     def extended_resource_classes(self) -> Mapping[str, str] | None:
         """spec.extendedResourceName -> DeviceClass name (the class the scheduler would pick), or None."""
 
-    def device_index(self) -> DeviceIndex | None:
+    def device_index(self) -> DeviceAnswers | None:
         """The devices of every ResourceSlice, with selector results precomputed, or None when unknown."""
 
     def get_pod(self, namespace: str, name: str, uid: str | None = None) -> dict[str, Any] | None:

@@ -59,7 +59,7 @@ def add_parser(sub: Subparsers) -> None:
     p.add_argument("--lookup-budget", type=float, default=0.2,
                    help="seconds a cluster lookup may take on the request path before falling back (default 0.2)")
     p.add_argument("--max-devices", type=int, default=20_000, metavar="N",
-                   help="devices of ResourceSlices the cluster view stores per worker for unsatisfiable-claim "
+                   help="devices of ResourceSlices the replica's device process stores for unsatisfiable-claim "
                    "(default 20000, about 13 MB; slices past it are not stored and that rule does not judge)")
     p.add_argument("--gauge-interval", type=float, default=60.0, metavar="SECONDS",
                    help="seconds between reads of the cluster for the live migration gauges on /metrics "

@@ -133,6 +133,53 @@ def selector_claim_case(policy_path: Path) -> dict[str, Any]:
             "rule_alone_us": round(rule_us, 1), "rule_adds_us": round(with_us - without_us, 1)}
 
 
+def nvidia_shaped_slice(node: str, gpus: int = 8) -> dict[str, Any]:
+    """A ResourceSlice as NVIDIA's DRA driver publishes it (12 attributes and memory per GPU), as stored by the
+    API server (managedFields, pool)."""
+    attrs: dict[str, Any] = {k: {"string": v} for k, v in (
+        ("type", "gpu"), ("productName", "NVIDIA H100 80GB HBM3"), ("brand", "Nvidia"), ("architecture", "Hopper"),
+        ("cudaDriverVersion_s", "12.4"), ("pcieBusID", "0000:0a:00.0"), ("pcieRoot", "pci0000:00"),
+        ("resourceSliceNameHint", node), ("addressingMode", "HMM"))}
+    attrs |= {"driverVersion": {"version": "550.90.7"}, "cudaComputeCapability": {"version": "9.0.0"}}
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+            "metadata": {"name": f"{node}-gpu", "uid": "0" * 36, "resourceVersion": "1",
+                         "managedFields": [{"manager": "gpu-kubelet-plugin", "fieldsV1": {"f:spec": {}}}]},
+            "spec": {"driver": "gpu.nvidia.com", "nodeName": node, "pool": {"name": node, "generation": 1,
+                                                                           "resourceSliceCount": 1},
+                     "devices": [{"name": f"gpu-{i}", "attributes": {**attrs, "index": {"int": i}, "uuid": {
+                         "string": f"GPU-{node}-{i:02d}-4b1e-9f0c-6a2d2c3b"}}, "capacity": {"memory": {
+                             "value": "80Gi"}}} for i in range(gpus)]}}
+
+
+def device_memory(devices: int = 20_000) -> dict[str, Any]:
+    """Bytes held per 1,000 devices by one cluster view (tracemalloc, after the lists are freed): the slices
+    as stored before issue 29 (parsed devices) and now (projection as compact JSON), and the index over them
+    with one DeviceClass selector precomputed."""
+    import gc
+    import tracemalloc
+
+    from webhook import cel_devices as cd
+
+    slices = [nvidia_shaped_slice(f"node-{n}") for n in range(devices // 8)]
+    out: dict[str, Any] = {"devices": devices}
+    for name, keep in (("parsed_devices_kb", cd.slice_devices), ("projected_kb", cd.slice_cache)):
+        gc.collect()
+        tracemalloc.start()
+        kept = [keep(s) for s in slices]
+        gc.collect()
+        out[name] = round(tracemalloc.get_traced_memory()[0] / devices, 1)  # bytes per device = KB per 1,000
+        if name == "projected_kb":
+            base = tracemalloc.get_traced_memory()[0]
+            index = cd.build_index(kept, [{"spec": {"selectors": [{"cel": {
+                "expression": "device.driver == 'gpu.nvidia.com'"}}]}}])
+            gc.collect()
+            out["index_kb"] = round((tracemalloc.get_traced_memory()[0] - base) / devices, 1)
+            del index
+        tracemalloc.stop()
+        del kept
+    return out
+
+
 def _ctx(policy: Any, view: StaticView, now: dt.datetime) -> Context:
     return Context(policy=policy, kind="ResourceClaimTemplate", group="resource.k8s.io", version="v1",
                    operation="CREATE", namespace="ml-training", phase="validate", now=now, cohort=None,
@@ -145,8 +192,15 @@ def main() -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--selectors", action="store_true",
                     help="only the unsatisfiable-claim case: a claim with two CEL selectors against 1,000 devices")
+    ap.add_argument("--device-memory", type=int, metavar="DEVICES", default=0,
+                    help="only the cluster view's memory per 1,000 devices (NVIDIA-shaped) for this many devices")
     ap.add_argument("--only", nargs="*", default=list(reviews.ORDER), choices=list(reviews.ORDER))
     args = ap.parse_args()
+    if args.device_memory:
+        mem = device_memory(args.device_memory)
+        print(json.dumps(mem) if args.json else "cluster view, KB per 1,000 devices: "
+              + ", ".join(f"{k} {v}" for k, v in mem.items()))
+        return 0
     if args.selectors:
         sel = selector_claim_case(args.policy)
         print(json.dumps(sel) if args.json else "unsatisfiable-claim, claim with two CEL selectors x 1,000 devices: "

@@ -330,3 +330,21 @@ def test_live_view_over_its_device_budget_answers_unknown(live: Callable[..., tu
     _wait(lambda: "budget" in (view.device_index().degraded or ""), "the budget reason")
     findings, degraded = run(template(count=9), view)
     assert findings == [] and "4 devices in ResourceSlices exceed the cluster view's budget of 3" in degraded[0]
+
+
+def test_live_view_stores_no_device_data_past_its_budget_and_refills_after_a_deletion(
+        live: Callable[..., tuple[FakeAPI, LiveView]]) -> None:
+    from webhook.device_store import OverBudget
+
+    api, view = live(max_devices=6)
+    api.put(EXAMPLE_CLASS, example_slice("node-1", 4), example_slice("node-2", 4))
+    assert view.wait_synced(10.0)
+    _wait(lambda: "over --max-devices" in (view.device_index().degraded or "")
+          or view.device_index().value is not None, "the budget reason")
+    assert view.device_index().value is None
+    kept = list(view._slices.store.values())  # the informer's store: one slice of 4 stored, one marker
+    assert sorted(type(v).__name__ for v in kept) == ["OverBudget", "_SliceCache"]
+    assert [v for v in kept if isinstance(v, OverBudget)] == [OverBudget(4)]
+    api.delete("ResourceSlice", "node-1-example")  # the other slice fits now: listed again and stored
+    _wait(lambda: (ix := view.device_index().value) is not None and ix.devices == 4, "the left-out slice stored")
+    assert not [v for v in view._slices.store.values() if isinstance(v, OverBudget)]

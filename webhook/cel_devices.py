@@ -25,8 +25,9 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Any, Protocol
 
+import orjson
 from cel_expr_python import cel  # type: ignore[import-untyped]
 from cel_expr_python.ext import ext_bindings, ext_strings  # type: ignore[import-untyped]
 
@@ -295,20 +296,51 @@ def evaluate(selector: Selector, device: Device) -> bool | None:
 # -- the index: per-expression bit masks over every device, per node --------------------------------------
 
 
+def project_slice(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """What the view keeps of a ResourceSlice: the fields ``slice_devices`` reads, nothing else.
+
+    Selectors read ``driver``, ``attributes``, ``capacity`` and ``allowMultipleAllocations``; the rule reads
+    where each device is (``nodeName`` of the slice or the device; none: shared by several nodes). Everything
+    else (metadata, managedFields, pool, taints, counters, capacity request policies) is dropped.
+    """
+    spec = obj.get("spec") if isinstance(obj, Mapping) else None
+    if not isinstance(spec, Mapping):
+        return {}
+    devices = []
+    for dev in spec.get("devices") or ():
+        if not isinstance(dev, Mapping):
+            continue
+        kept = {k: dev[k] for k in ("name", "nodeName", "attributes", "allowMultipleAllocations") if k in dev}
+        capacity = dev.get("capacity")
+        if isinstance(capacity, Mapping):
+            kept["capacity"] = {n: {"value": v.get("value")} if isinstance(v, Mapping) else v
+                                for n, v in capacity.items()}
+        elif capacity is not None:
+            kept["capacity"] = capacity  # malformed: slice_devices marks the device unknown, as before
+        devices.append(kept)
+    return {"spec": {k: spec[k] for k in ("driver", "nodeName") if k in spec} | {"devices": devices}}
+
+
 class _SliceCache:
-    """The devices of one slice and, per selector text, (true bits, unknown bits) over them."""
+    """One slice as the index keeps it: the projection as compact JSON (parsed again only to evaluate a
+    selector it has not seen), where each device is, and per selector text (true bits, unknown bits)."""
 
-    __slots__ = ("devices", "masks")
+    __slots__ = ("payload", "count", "nodes", "multi", "masks")
 
-    def __init__(self, devices: tuple[Device, ...]) -> None:
-        self.devices = devices
+    def __init__(self, obj: Mapping[str, Any]) -> None:
+        projected = project_slice(obj)
+        devices = slice_devices(projected)
+        self.payload = bytes(memoryview(orjson.dumps(projected)))  # an exact-size copy: orjson's buffer has slack
+        self.count = len(devices)
+        self.nodes = tuple(d.node for d in devices)
+        self.multi = sum(1 << i for i, d in enumerate(devices) if d.multiple)
         self.masks: dict[str, tuple[int, int]] = {}
 
     def masks_for(self, selector: Selector) -> tuple[int, int]:
         hit = self.masks.get(selector.expression)
         if hit is None:
             true = unknown = 0
-            for i, dev in enumerate(self.devices):
+            for i, dev in enumerate(slice_devices(orjson.loads(self.payload))):
                 r = evaluate(selector, dev)
                 if r is None:
                     unknown |= 1 << i
@@ -321,8 +353,8 @@ class _SliceCache:
 
 
 def slice_cache(obj: Mapping[str, Any]) -> _SliceCache:
-    """What the cluster view keeps per ResourceSlice (its ``keep`` function): parsed devices, no raw JSON."""
-    return _SliceCache(slice_devices(obj))
+    """What the cluster view keeps per ResourceSlice (its ``keep`` function): the projection, no raw JSON."""
+    return _SliceCache(obj)
 
 
 @dataclass(frozen=True, slots=True)
@@ -335,6 +367,16 @@ class Capacity:
     multiple: bool  # some possible device allows multiple allocations (a count can reuse it)
 
 
+class DeviceAnswers(Protocol):
+    """What the unsatisfiable-claim rule reads of an index: a ``DeviceIndex``, or one in another process
+    (``webhook.device_client.RemoteIndex``)."""
+
+    @property
+    def devices(self) -> int: ...
+
+    def capacity(self, expressions: tuple[str, ...], deadline: float = ...) -> Capacity | None: ...
+
+
 class DeviceIndex:
     """An immutable snapshot of the cluster's devices, built when slices change (at watch time).
 
@@ -344,23 +386,29 @@ class DeviceIndex:
 
     def __init__(self, slices: Iterable[_SliceCache]) -> None:
         self.slices = tuple(slices)
-        self.devices = sum(len(s.devices) for s in self.slices)
+        self.devices = sum(s.count for s in self.slices)
+        # Each slice's bits start on a byte boundary, so a slice's part of a mask is a byte range
+        # (``_per_node``): a node's devices are (slice, bits in that slice), never a mask as wide as the cluster.
         offsets, offset = [], 0
-        node_masks: dict[str, int] = {}
-        shared = multi = 0
-        for s in self.slices:
+        node_bits: dict[str, list[tuple[int, int]]] = {}
+        everything = shared = multi = 0
+        for k, s in enumerate(self.slices):
             offsets.append(offset)
-            for i, dev in enumerate(s.devices):
-                bit = 1 << (offset + i)
-                if dev.node is None:
-                    shared |= bit
+            local: dict[str, int] = {}
+            for i, node in enumerate(s.nodes):
+                if node is None:
+                    shared |= 1 << (offset + i)
                 else:
-                    node_masks[dev.node] = node_masks.get(dev.node, 0) | bit
-                if dev.multiple:
-                    multi |= bit
-            offset += len(s.devices)
+                    local[node] = local.get(node, 0) | 1 << i
+            for node, bits in local.items():
+                node_bits.setdefault(node, []).append((k, bits))
+            everything |= ((1 << s.count) - 1) << offset
+            multi |= s.multi << offset
+            offset += (s.count + 7) // 8 * 8
         self._offsets = tuple(offsets)
-        self._node_masks = tuple(m | shared for m in node_masks.values()) or (shared,)
+        self._node_bits = tuple(tuple(v) for v in node_bits.values())
+        self._shared = shared
+        self._all = everything
         self._multi = multi
         self._masks: dict[str, tuple[int, int]] = {}
         self._answers: dict[tuple[str, ...], Capacity] = {}
@@ -392,13 +440,25 @@ class DeviceIndex:
             self._masks[selector.expression] = (true, unknown)
         return true, unknown
 
+    def _per_node(self, possible: int) -> int:
+        """The most of ``possible`` one node reaches: its own devices plus the shared ones."""
+        raw = possible.to_bytes((possible.bit_length() + 7) // 8 or 1, "little")
+        best = 0
+        for parts in self._node_bits:
+            n = 0
+            for k, bits in parts:
+                start = self._offsets[k] // 8
+                n += (int.from_bytes(raw[start:start + (self.slices[k].count + 7) // 8], "little") & bits).bit_count()
+            best = max(best, n)
+        return best + (possible & self._shared).bit_count()
+
     def capacity(self, expressions: tuple[str, ...], deadline: float = float("inf")) -> Capacity | None:
         """Devices all ``expressions`` (class selectors, then the request's) allow, in order; None past
         ``deadline`` (time.perf_counter()) or when a selector cannot be compiled here."""
         hit = self._answers.get(expressions)
         if hit is not None:
             return hit
-        possible = (1 << self.devices) - 1
+        possible = self._all
         sure = possible
         for expr in expressions:
             masks = self._mask(compile_selector(expr), deadline)
@@ -408,7 +468,7 @@ class DeviceIndex:
             sure &= masks[0]
         answer = Capacity(
             possible=possible.bit_count(),
-            per_node=max((possible & m).bit_count() for m in self._node_masks),
+            per_node=self._per_node(possible),
             unknown=(possible & ~sure).bit_count(),
             multiple=bool(possible & self._multi),
         )

@@ -22,8 +22,10 @@ from typing import Any
 
 from kubernetes import client
 
-from webhook.cel_devices import DeviceIndex, build_index, slice_cache
+from webhook.cel_devices import DeviceAnswers, DeviceIndex, build_index
 from webhook.cluster_gates import ClusterGates
+from webhook.device_client import SharedDevices
+from webhook.device_store import SliceKeeper, over_budget_reason, stored_slices
 from webhook.informer import Informer, keep_labels, keep_whole, namespaced_name
 from webhook.kube_api import ApiException, call_raw, connect, describe_error, read_feature_gates
 from webhook.view import (
@@ -62,10 +64,14 @@ class LiveView:
         backoff: tuple[float, float] = (0.5, 30.0),
         gates_interval: float = 120.0,
         max_devices: int = 20_000,
+        devices: SharedDevices | None = None,
     ) -> None:
         self.budget = budget
-        # unsatisfiable-claim: devices kept and indexed (memory budget, README "Memory"); past it, unknown.
+        # unsatisfiable-claim: devices stored and indexed (memory budget, README "Memory"); past it, unknown.
         self.max_devices = max_devices
+        self._relist_slices_after = 0.0
+        # This replica's device process (webhook.device_service) holds the slices: no ResourceSlice watch here.
+        self._shared_devices = devices
         self._devices: DeviceIndex | None = None
         self._devices_reason: str | None = "ResourceSlices not synced yet"
         self._reindex_lock = threading.Lock()
@@ -108,15 +114,18 @@ class LiveView:
         res = client.ResourceV1Api(self._api)
         self._namespaces = Informer("namespaces", core.list_namespace, keep_labels)
         self._classes = Informer("deviceclasses", res.list_device_class, keep_whole)
-        # Slices are parsed when they arrive (slice_cache: devices as CEL sees them, no raw JSON kept) and
-        # the index with every DeviceClass selector's answer is rebuilt in the watch thread, never on a request.
-        self._slices = Informer("resourceslices", res.list_resource_slice, slice_cache)
+        # Slices are projected when they arrive (webhook.device_store: compact JSON of what selectors read, at
+        # most max_devices devices stored) and the index with every DeviceClass selector's answer is rebuilt in
+        # the watch thread, never on a request.
+        self._keeper = SliceKeeper(self.max_devices)
+        self._slices = Informer("resourceslices", res.list_resource_slice, self._keeper)
         self._classes.changed = self._slices.changed = self._reindex
         # HPAs: only what shared-claim-limit needs (scale target and replica bounds), by namespace/name.
         self._hpas = Informer("horizontalpodautoscalers",
                                client.AutoscalingV2Api(self._api).list_horizontal_pod_autoscaler_for_all_namespaces,
                                autoscaler_target, key=namespaced_name)
-        self._informers = (self._namespaces, self._classes, self._slices, self._hpas)
+        self._informers = (self._namespaces, self._classes, self._hpas) + (
+            (self._slices,) if self._shared_devices is None else ())
 
     def _reindex(self) -> None:
         """Rebuild the device index after a slice or class change; keeps selector answers of unchanged slices.
@@ -131,21 +140,30 @@ class LiveView:
 
     def _reindex_locked(self) -> None:
         with self._slices.lock:
-            caches = list(self._slices.store.values())
+            values = list(self._slices.store.values())
+            stored, over, refill = self._keeper.reconcile(self._slices.store)
         with self._classes.lock:
             classes = list(self._classes.store.values())
-        devices = sum(len(c.devices) for c in caches)
-        if devices > self.max_devices:
+        if refill and time.monotonic() > self._relist_slices_after:
+            # Slices went away and one left out would fit now: list again (at most once a minute) to store it.
+            self._relist_slices_after = time.monotonic() + 60.0
+            with self._slices.lock:
+                self._slices.rv = None
+            self._slices.watch.stop()
+        if over:
             self._devices = None
-            self._devices_reason = (f"{devices} devices in ResourceSlices exceed the cluster view's budget of "
-                                    f"{self.max_devices}")
+            self._devices_reason = over_budget_reason(stored, over, self.max_devices)
             return
+        caches = stored_slices(values)
         previous = self._devices
         self._devices = build_index(caches, classes, carry=previous.expressions() if previous else ())
         self._devices_reason = None
 
-    def device_index(self) -> Lookup[DeviceIndex]:
+    def device_index(self) -> Lookup[DeviceAnswers]:
         self._ensure_started()
+        if self._shared_devices is not None:
+            index, reason = self._shared_devices.device_index()
+            return Lookup(index) if index is not None else Lookup.unknown(reason or "ResourceSlices not indexed yet")
         devices = self._devices
         if devices is None:
             return Lookup.unknown(self._devices_reason or "ResourceSlices not indexed yet")
@@ -348,8 +366,9 @@ class LiveView:
             "budgetMs": round(self.budget * 1000),
             "namespaces": self._namespaces.status(),
             "deviceclasses": self._classes.status(),
-            "resourceslices": {**self._slices.status(), "devices": None if self._devices is None else
-                               self._devices.devices, "maxDevices": self.max_devices},
+            "resourceslices": self._shared_devices.status() if self._shared_devices is not None else {
+                **self._slices.status(), "devices": None if self._devices is None else self._devices.devices,
+                "maxDevices": self.max_devices},
             "horizontalpodautoscalers": self._hpas.status(),
             "lookups": {"cached": cached, "inflight": inflight},
             "featureGates": self._gates_status(),

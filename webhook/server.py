@@ -82,10 +82,14 @@ def build_app(opts: ServeOptions) -> Any:
     store.start(interval=opts.reload_interval)
     view = None
     if not opts.offline:
+        from webhook.device_client import SharedDevices
         from webhook.kube_api import connect
         from webhook.live_view import LiveView
 
-        view = LiveView(connect(opts.kubeconfig), budget=opts.lookup_budget, max_devices=opts.max_devices)
+        socket_path = _PROCESS.get("devices_socket")  # the master's device process holds the slices
+        shared = SharedDevices(socket_path, opts.lookup_budget) if socket_path else None
+        view = LiveView(connect(opts.kubeconfig), budget=opts.lookup_budget, max_devices=opts.max_devices,
+                        devices=shared)
         view.start()
     recorder = None
     if opts.record:
@@ -132,18 +136,48 @@ def _refresh_master_policy(opts: ServeOptions) -> None:
         log.exception("refreshing the master's policy copy failed")
 
 
+def device_process(opts: ServeOptions) -> Any:
+    """The replica's one device process (``webhook.device_service``): a cluster view whose ResourceSlice watch
+    and device index the workers ask over a Unix socket, instead of each keeping a copy. None offline."""
+    if opts.offline:
+        return None
+    import tempfile
+
+    from webhook.device_service import DeviceProcess
+
+    path = _PROCESS["devices_socket"] = os.path.join(tempfile.mkdtemp(prefix="dra-webhook-"), "devices.sock")
+
+    def run(stop: Any) -> None:
+        from webhook.device_service import DeviceServer
+        from webhook.kube_api import connect
+        from webhook.live_view import LiveView
+
+        view = LiveView(connect(opts.kubeconfig), budget=opts.lookup_budget, max_devices=opts.max_devices)
+        view.start()
+        server = DeviceServer(view, path)
+        server.start()
+        log.info("device process pid %d: ResourceSlices for the workers on %s", os.getpid(), path)
+        stop.wait()
+        server.stop()
+        view.stop()
+
+    return DeviceProcess(run)
+
+
 class _Arbiter(Arbiter):
-    """gunicorn's master, also keeping the gauge writer process alive beside the workers."""
+    """gunicorn's master, also keeping the gauge writer and the device process alive beside the workers."""
 
     def __init__(self, app: WebhookServer) -> None:
         super().__init__(app)
         self.gauges = gauge_supervisor(app.opts)
+        self.devices = device_process(app.opts)
 
     def manage_workers(self) -> None:
         super().manage_workers()
-        if self.gauges is not None:
-            self.gauges.close_fds = lambda: [s.fileno() for s in self.LISTENERS]
-            self.gauges.check()
+        for child in (self.gauges, self.devices):
+            if child is not None:
+                child.close_fds = lambda: [s.fileno() for s in self.LISTENERS]
+                child.check()
 
     def stop(self, graceful: bool = True) -> None:
         if self.gauges is not None:
@@ -151,6 +185,8 @@ class _Arbiter(Arbiter):
         super().stop(graceful)
         if self.gauges is not None:
             self.gauges.stop()
+        if self.devices is not None:
+            self.devices.stop()
 
 
 class WebhookServer(BaseApplication):
@@ -197,7 +233,7 @@ class WebhookServer(BaseApplication):
         return build_app(self.opts)
 
     def run(self) -> None:
-        """BaseApplication.run with our arbiter (the gauge writer beside the workers)."""
+        """BaseApplication.run with our arbiter (the gauge writer and the device process beside the workers)."""
         try:
             _Arbiter(self).run()
         except RuntimeError as exc:  # gunicorn's configuration errors, as BaseApplication.run reports them

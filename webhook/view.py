@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeGuard, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
-    from webhook.cel_devices import DeviceIndex
+    from webhook.cel_devices import DeviceAnswers, DeviceIndex
 
 from webhook.cluster_gates import ClusterGates
 
@@ -95,8 +95,8 @@ class ClusterView(Protocol):
     def extended_resource_classes(self) -> Lookup[Mapping[str, str]]:
         """spec.extendedResourceName -> DeviceClass name (the class the scheduler would pick)."""
 
-    def device_index(self) -> Lookup[DeviceIndex]:
-        """The devices of every ResourceSlice, with selector results precomputed."""
+    def device_index(self) -> Lookup[DeviceAnswers]:
+        """The devices of every ResourceSlice, with selector results precomputed (here or in the device process)."""
 
     def get_pod(self, namespace: str, name: str, uid: str | None = None) -> Lookup[dict[str, Any]]:
         """A Pod as raw JSON; absent when its uid is not ``uid`` (given): the owner was replaced."""
@@ -133,7 +133,7 @@ class OfflineView:
     def extended_resource_classes(self) -> Lookup[Mapping[str, str]]:
         return OFFLINE
 
-    def device_index(self) -> Lookup[DeviceIndex]:
+    def device_index(self) -> Lookup[DeviceAnswers]:
         return OFFLINE
 
     def get_pod(self, namespace: str, name: str, uid: str | None = None) -> Lookup[dict[str, Any]]:
@@ -198,7 +198,7 @@ class StaticView:
     def extended_resource_classes(self) -> Lookup[Mapping[str, str]]:
         return OFFLINE if self._classes is None else Lookup(extended_resource_map(self._classes.values()))
 
-    def device_index(self) -> Lookup[DeviceIndex]:
+    def device_index(self) -> Lookup[DeviceAnswers]:
         """Built on first use from ``resource_slices`` (OFFLINE when none were given)."""
         if self._slices is None:
             return OFFLINE

@@ -59,8 +59,8 @@ def add_parser(sub: Subparsers) -> None:
     p.add_argument("--lookup-budget", type=float, default=0.2,
                    help="seconds a cluster lookup may take on the request path before falling back (default 0.2)")
     p.add_argument("--max-devices", type=int, default=20_000, metavar="N",
-                   help="devices of ResourceSlices the cluster view keeps per worker for unsatisfiable-claim "
-                   "(default 20000, about 55 MB; past it that rule does not judge)")
+                   help="devices of ResourceSlices the replica's device process stores for unsatisfiable-claim "
+                   "(default 20000, about 13 MB; slices past it are not stored and that rule does not judge)")
     p.add_argument("--gauge-interval", type=float, default=60.0, metavar="SECONDS",
                    help="seconds between the end of one read of the cluster for the live migration gauges on "
                    "/metrics and the start of the next (default 60; 0 turns them off; needs the cluster view). "

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook import claim_objects
-from webhook.cel_devices import DeviceIndex, class_selectors, compile_selector
+from webhook.cel_devices import DeviceAnswers, class_selectors, compile_selector
 from webhook.objects import extended_requests
 from webhook.rules.base import NO_OUTCOME, Context, Finding, Outcome, rule
 from webhook.rules.ids import UNSATISFIABLE_CLAIM
@@ -36,7 +36,7 @@ def _need(body: Mapping[str, Any]) -> int:
 
 
 def _shortfall(
-    index: DeviceIndex, classes: Mapping[str, dict[str, Any]], class_name: str, own: list[str], need: int,
+    index: DeviceAnswers, classes: Mapping[str, dict[str, Any]], class_name: str, own: list[str], need: int,
     deadline: float, unknown: list[str],
 ) -> str | None:
     """Why ``need`` devices of ``class_name`` with selectors ``own`` can never be found; None if they can
@@ -69,7 +69,7 @@ def _own_selectors(body: Mapping[str, Any]) -> list[str]:
                                             str)] if isinstance(sels, list) else []
 
 
-def _claim_findings(obj: dict[str, Any], ctx: Context, index: DeviceIndex,
+def _claim_findings(obj: dict[str, Any], ctx: Context, index: DeviceAnswers,
                     classes: Mapping[str, dict[str, Any]], unknown: list[str]) -> list[Finding]:
     deadline = time.perf_counter() + BUDGET_SECONDS
     findings: list[Finding] = []
@@ -125,7 +125,7 @@ def _pod_requests(obj: dict[str, Any], ctx: Context) -> dict[str, int]:
     return extended_requests(spec, group=ext.get) if ext else {}
 
 
-def _pod_findings(requests: dict[str, int], ctx: Context, index: DeviceIndex,
+def _pod_findings(requests: dict[str, int], ctx: Context, index: DeviceAnswers,
                   classes: Mapping[str, dict[str, Any]], unknown: list[str]) -> list[Finding]:
     """A Pod on the extended-resource path: the scheduler's claim asks for its count of the mapped class."""
     ext = ctx.view.extended_resource_classes().value or {}

@@ -29,7 +29,7 @@ def test_two_workers_get_the_holders_answers(tmp_path: Path) -> None:
     server.start()
     try:
         workers = [SharedDevices(server.path, budget=5.0) for _ in range(2)]
-        local = holder.device_index()
+        local = holder.device_index().value
         assert local is not None
         for worker in workers:
             index, reason = worker.device_index()

@@ -451,7 +451,9 @@ def measure_serve(cp: Any, workdir: Path, certs: Path, interval: float, want: in
     env = dict(child_env(), PROMETHEUS_MULTIPROC_DIR=str(metrics_dir))
     argv = webhook_argv("serve", "--policy", str(POLICY), "--cert-dir", str(certs), "--bind",
                         f"fd://{listener.fileno()}", "--workers", "2", "--threads", "8", "--graceful-timeout", "2",
-                        "--kubeconfig", str(cp.admin_kubeconfig), "--gauge-interval", f"{interval:g}")
+                        "--kubeconfig", str(cp.admin_kubeconfig), "--gauge-interval", f"{interval:g}",
+                        # the gauge writer's Lease lives in the webhook's namespace; the bench has none
+                        "--lease-namespace", "default")
     proc = procs.Proc("dra-webhook-serve", argv, workdir / "serve.log", env=env, pass_fds=[listener.fileno()],
                       cwd=ROOT)
     ctx = ssl.create_default_context(cafile=str(certs / "ca.crt"))

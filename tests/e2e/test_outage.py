@@ -20,6 +20,7 @@ from tests.e2e.objects import (
     pod,
     resource_slice,
 )
+from tests.e2e.kube import Kube
 from tests.e2e.waits import eventually
 
 pytestmark = pytest.mark.controllers
@@ -41,6 +42,9 @@ DURING_OUTAGE = {
     "scheduler's extended-resource claim": CREATED,
     # matchCondition exclude-resourceclaim-controller (system:serviceaccount:kube-system:resource-claim-controller):
     "resourceclaim controller's claim": CREATED,
+    # The same controller under a kube-controller-manager without --use-service-account-credentials writes as
+    # system:kube-controller-manager (the harness runs it with the flag, so this identity is impersonated):
+    "claim written as system:kube-controller-manager": CREATED,
 }
 
 
@@ -64,6 +68,22 @@ def _attempt(kube, obj) -> str:
         assert "failed calling webhook" in message, message
         return BLOCKED
     return CREATED
+
+
+def _as_controller_manager(cluster) -> Kube:
+    """The admin acting as kube-controller-manager's own user. The group system:masters only gets past RBAC:
+    the condition under test reads the username."""
+    api = cluster.cp.api()
+    api.set_default_header("Impersonate-User", "system:kube-controller-manager")
+    api.set_default_header("Impersonate-Group", "system:masters")
+    return Kube(api)
+
+
+def _manager_claim(ns: str) -> dict:
+    """A claim shaped like the resourceclaim controller's: annotated, controlled by a (here absent) Pod."""
+    obj = claim("manager-made", ns)
+    obj["metadata"]["annotations"] = {"resource.kubernetes.io/pod-claim-name": "gpu"}
+    return obj
 
 
 def _bound(kube, ns: str, name: str) -> bool:
@@ -118,6 +138,8 @@ def test_shipped_failure_policies_during_an_outage_and_recovery(cluster, kube, n
         kube.create(claim_pod("templated", ns, "ready"))
         observed["resourceclaim controller's claim"] = _settled(
             kube, ns, "templated", lambda: _generated_claim(kube, ns), "the templated Pod's claim")
+        observed["claim written as system:kube-controller-manager"] = _attempt(
+            _as_controller_manager(cluster), _manager_claim(ns))
         # Last, after every ResourceSlice change of this test (see KNOWN_SCHEDULER_PANIC).
         observed["DeviceTaintRule v1beta2"] = _attempt(kube, TAINT_RULE)
     finally:

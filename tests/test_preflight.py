@@ -151,8 +151,10 @@ spec:
         load_rule(rule.replace("pool: node-a", "deviceClassName: gpu.example.com"))
     with pytest.raises(InputError, match="spec.taint.key is required"):
         load_rule(rule.replace("key: example.com/maintenance, ", ""))
-    with pytest.raises(InputError, match="effect must be one of"):
-        load_rule(rule.replace("NoExecute", "PreferNoSchedule"))
+    with pytest.raises(InputError, match="effect is required"):
+        load_rule(rule.replace(", effect: NoExecute", ""))
+    # "Consumers must treat unknown effects like None" (resource.k8s.io/v1 DeviceTaint.effect): kept, not refused.
+    assert load_rule(rule.replace("NoExecute", "PreferNoSchedule"))[1].effect == "PreferNoSchedule"
     with pytest.raises(InputError, match="exactly one DeviceTaintRule"):
         load_rule("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
 
@@ -379,3 +381,50 @@ def test_preflight_command_input_errors(
     with pytest.raises(SystemExit) as exc:  # argparse: --driver or -f is required
         main(["preflight", *common])
     assert exc.value.code == 2
+
+
+# -- issue 25 item 6: UIDs, DRAWorkloadResourceClaims off, unknown effects ---------------------------------------
+
+
+def test_unknown_effect_evicts_nothing_like_none() -> None:
+    pods, claims = scenario()
+    res = analyse(DeviceSelector(DRIVER), Taint(MAINT.key, effect="EvictSlowly"), claims, pods, make_policy())
+    assert {p.eviction.outcome for p in res.pods} == {NEVER} and res.exit_code == 0
+    assert any("treated like None" in n for n in res.notes)
+
+
+def test_reservation_is_matched_by_uid_not_name() -> None:
+    """A Pod re-created under the name of the reserved one is not the consumer (IsReservedForPod compares
+    UIDs), so the taint does not evict it; the same holds for the owner reference of a generated claim."""
+    pods, claims = scenario()
+    pods[0]["metadata"]["uid"] = "uid-train-0-recreated"
+    res = analyse(DeviceSelector(DRIVER, "node-a"), MAINT, claims, pods, make_policy())
+    names = {p.name: p.eviction for p in res.pods}
+    assert "train-0" not in names  # neither reserved (other UID) nor owner (other UID)
+    assert res.exit_code == 0
+    assert names["serve-0"].outcome == AFTER
+
+
+def _group_claim_and_members(policy_gates: dict[str, bool] | None) -> Preflight:
+    members = [pod("ml-a", f"w-{i}", pod_group="trainers", labels=TRAINING, uid=f"uid-w-{i}") for i in range(2)]
+    for m in members:
+        m["spec"]["resourceClaims"] = [{"name": "fabric", "resourceClaimName": "trainers-fabric-x"}]
+    pg_ref = {"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": "trainers", "uid": "uid-pg"}
+    claim = resource_claim("ml-a", "trainers-fabric-x", requests=[exact_request("fabric", "gpu.example.com")],
+                           results=[result("gpu-3", request="fabric")], reserved_for=[pg_ref])
+    policy = make_policy()
+    if policy_gates is not None:
+        from dataclasses import replace
+
+        sources = replace(policy.gate_sources, explicit={**policy.gate_sources.explicit, **policy_gates})
+        policy = replace(policy, gate_sources=sources)
+    return analyse(DeviceSelector(DRIVER), MAINT, [claim], members, policy)
+
+
+def test_podgroup_reservation_is_not_followed_with_workload_claims_off() -> None:
+    on = _group_claim_and_members(None)
+    assert {p.eviction.outcome for p in on.pods} == {AT_ONCE} and on.exit_code == 3
+    off = _group_claim_and_members({"DRAWorkloadResourceClaims": False})
+    assert [p.name for p in off.pods] == ["w-0", "w-1"]
+    assert {p.eviction.outcome for p in off.pods} == {NEVER} and off.exit_code == 0
+    assert all("DRAWorkloadResourceClaims" in p.eviction.reason for p in off.pods)

@@ -12,6 +12,11 @@ The decision mirrors kubernetes/kubernetes pkg/controller/devicetainteviction/de
 (staging/src/k8s.io/dynamic-resource-allocation/resourceclaim/toleration.go):
 
 - only Pods with ``spec.nodeName``, not being deleted and reserved in the claim's ``reservedFor`` are evicted;
+  a reservation is matched by UID, never by name (``resourceclaim.IsReservedForPod``,
+  staging/src/k8s.io/dynamic-resource-allocation/resourceclaim/resourceclaim.go, 1.37: the Pod's UID, or the
+  UID of the Pod's PodGroup only while ``DRAWorkloadResourceClaims`` is on), so a Pod re-created under the name
+  of a reserved one is not the consumer; a generated claim belongs to its Pod through a controller owner
+  reference with the Pod's UID (``resourceclaim.IsForPod``, ``metav1.IsControlledBy``);
 - only claims named in ``pod.spec.resourceClaims`` count: a Pod on the extended-resource path (its claim is
   in ``status.extendedResourceClaimStatus``) is never evicted (upstream issue kubernetes/kubernetes#141290),
   so it keeps running on a device under maintenance and must be drained by hand;
@@ -36,6 +41,7 @@ from webhook.policy.compiled import CompiledPolicy
 
 AT_ONCE, AFTER, NEVER = "at-once", "after", "never"
 EFFECTS = ("NoExecute", "NoSchedule", "None")
+WORKLOAD_CLAIMS_GATE = "DRAWorkloadResourceClaims"
 EXIT_OK, EXIT_INPUT, EXIT_TRAINING_EVICTED = 0, 2, 3
 
 
@@ -123,9 +129,17 @@ def _taint(spec: dict[str, Any], source: str) -> Taint:
     if not isinstance(taint, dict) or not taint.get("key"):
         raise InputError(f"{source}: spec.taint.key is required")
     effect = taint.get("effect")
-    if effect not in EFFECTS:
-        raise InputError(f"{source}: spec.taint.effect must be one of {', '.join(EFFECTS)}, not {effect!r}")
+    if not isinstance(effect, str) or not effect:
+        raise InputError(f"{source}: spec.taint.effect is required (one of {', '.join(EFFECTS)})")
+    # An effect this version does not know (a later Kubernetes may add some) is kept as written: it evicts
+    # nothing, as "Consumers must treat unknown effects like None" (DeviceTaint.effect,
+    # staging/src/k8s.io/api/resource/v1/types.go, 1.37).
     return Taint(str(taint["key"]), str(taint.get("value") or ""), effect)
+
+
+def unknown_effect(effect: str) -> bool:
+    """An effect Kubernetes 1.37 does not define: to be treated like ``None``."""
+    return effect not in EFFECTS
 
 
 def _rule_selector(spec: dict[str, Any], source: str) -> DeviceSelector | None:
@@ -263,8 +277,9 @@ class ClaimUse:
     name: str
     devices: tuple[str, ...]  # driver/pool/device of the selected results
     eviction: Eviction  # the worst over the selected results
-    reserved: tuple[tuple[str, str, str], ...]  # status.reservedFor: (apiGroup, resource, name)
+    reserved: tuple[tuple[str, str, str, str], ...]  # status.reservedFor: (apiGroup, resource, name, uid)
     owner_pod: str  # the controlling Pod (ownerReferences), or ""
+    owner_uid: str = ""  # its UID: the owner is the Pod with this UID, not any Pod of that name
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,6 +294,7 @@ class PodUse:
     extended_claim: str  # status.extendedResourceClaimStatus.resourceClaimName, or ""
     pod_group: str  # spec.schedulingGroup.podGroupName, or ""
     training: bool | None  # None: no policy to tell
+    uid: str = ""  # metadata.uid: what reservedFor entries and owner references name
 
 
 def claim_use(claim: Mapping[str, Any], selector: DeviceSelector | None, taint: Taint) -> ClaimUse | None:
@@ -294,15 +310,15 @@ def claim_use(claim: Mapping[str, Any], selector: DeviceSelector | None, taint: 
     return ClaimUse(
         meta.get("namespace", ""), meta.get("name", ""),
         tuple(f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}" for r in selected), worst,
-        tuple((ref.get("apiGroup") or "", ref.get("resource") or "", ref.get("name") or "")
+        tuple((ref.get("apiGroup") or "", ref.get("resource") or "", ref.get("name") or "", ref.get("uid") or "")
               for ref in status.get("reservedFor") or []),
-        _owner_pod(meta))
+        *_owner_pod(meta))
 
 
-def _owner_pod(meta: Mapping[str, Any]) -> str:
-    """The name of the Pod controlling the claim (a claim made from a Pod's template), or ""."""
-    return next((ref.get("name", "") for ref in meta.get("ownerReferences") or []
-                 if ref.get("kind") == "Pod" and ref.get("apiVersion") == "v1" and ref.get("controller")), "")
+def _owner_pod(meta: Mapping[str, Any]) -> tuple[str, str]:
+    """Name and UID of the Pod controlling the claim (a claim made from a Pod's template), or ("", "")."""
+    return next(((ref.get("name", ""), ref.get("uid") or "") for ref in meta.get("ownerReferences") or []
+                 if ref.get("kind") == "Pod" and ref.get("apiVersion") == "v1" and ref.get("controller")), ("", ""))
 
 
 def pod_use(pod: Mapping[str, Any], policy: CompiledPolicy | None) -> PodUse:
@@ -313,7 +329,7 @@ def pod_use(pod: Mapping[str, Any], policy: CompiledPolicy | None) -> PodUse:
         meta.get("namespace", ""), meta.get("name", ""), bool(spec.get("nodeName")),
         bool(meta.get("deletionTimestamp")), frozenset(_spec_claim_names(pod)),
         (status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName") or "",
-        (spec.get("schedulingGroup") or {}).get("podGroupName") or "", training)
+        (spec.get("schedulingGroup") or {}).get("podGroupName") or "", training, meta.get("uid") or "")
 
 
 def pod_projection(
@@ -346,27 +362,41 @@ class _PodIndex:
     """The Pods by namespace and name, and PodGroup members by namespace and group: built once, so each
     claim's lookups are dictionary reads (linear in Pods and claims, not Pods x claims)."""
 
-    def __init__(self, pods: Iterable[PodUse]) -> None:
+    def __init__(self, pods: Iterable[PodUse], follow_groups: bool = True) -> None:
         self.by_name: dict[tuple[str, str], PodUse] = {}
         self.members: dict[tuple[str, str], list[str]] = {}
+        self.follow_groups = follow_groups
         for p in pods:
             self.by_name[(p.namespace, p.name)] = p
             if p.pod_group:
                 self.members.setdefault((p.namespace, p.pod_group), []).append(p.name)
 
+    def _same(self, namespace: str, name: str, uid: str) -> bool:
+        """The Pod of that name is the one meant: same UID (an entry or reference without one, which the API
+        server never writes, falls back to the name)."""
+        pod = self.by_name.get((namespace, name))
+        return not uid or pod is None or not pod.uid or pod.uid == uid
+
     def reserved(self, claim: ClaimUse) -> list[str]:
-        """Pod names the claim's ``reservedFor`` stands for: the Pods themselves, or PodGroup members."""
+        """Pod names the claim's ``reservedFor`` stands for, matched by UID: the Pods themselves, or members of a
+        reserving PodGroup (only while DRAWorkloadResourceClaims is on)."""
         names: list[str] = []
-        for group, resource, name in claim.reserved:
-            if (group, resource) == POD_REF:
+        for group, resource, name, uid in claim.reserved:
+            if (group, resource) == POD_REF and self._same(claim.namespace, name, uid):
                 names.append(name)
-            elif (group, resource) == PODGROUP_REF:
+            elif (group, resource) == PODGROUP_REF and self.follow_groups:
                 names += self.members.get((claim.namespace, name), [])
         return names
 
+    def group_reserved(self, claim: ClaimUse) -> list[str]:
+        """Members of a reserving PodGroup, whether or not the gate lets the controller follow it."""
+        return [n for g, r, name, _ in claim.reserved if (g, r) == PODGROUP_REF
+                for n in self.members.get((claim.namespace, name), [])]
+
     def consumers(self, claim: ClaimUse) -> list[str]:
-        """Names of the Pods using a claim: reservedFor Pods, members of a reserving PodGroup, the owner Pod."""
-        return list(dict.fromkeys(n for n in (*self.reserved(claim), claim.owner_pod) if n))
+        """Names of the Pods using a claim: reservedFor Pods, PodGroup members, the owner Pod (by UID)."""
+        owner = claim.owner_pod if self._same(claim.namespace, claim.owner_pod, claim.owner_uid) else ""
+        return list(dict.fromkeys(n for n in (*self.reserved(claim), *self.group_reserved(claim), owner) if n))
 
 
 # -- the analysis ----------------------------------------------------------------------------------------
@@ -380,14 +410,14 @@ def analyse(
     policy: CompiledPolicy | None = None,
 ) -> Preflight:
     """Claims on the selected devices, the Pods using them, and what the taint does to each Pod."""
-    index = _PodIndex(pods)
+    index = _PodIndex(pods, follow_groups=_follows_pod_groups(policy))
     notes = _input_notes(selector, taint, policy)
     hits: list[ClaimHit] = []
     impacts: dict[tuple[str, str], PodImpact] = {}
     for claim in claims if selector is not None else ():  # no selector: no devices, so no claims
         hit = ClaimHit(claim.namespace, claim.name, list(claim.devices), claim.eviction, index.consumers(claim))
         hits.append(hit)
-        _add_impacts(impacts, hit, set(index.reserved(claim)), index)
+        _add_impacts(impacts, hit, set(index.reserved(claim)), index, set(index.group_reserved(claim)))
     notes += _outcome_notes(hits, impacts)
     return Preflight(
         selector,
@@ -398,12 +428,23 @@ def analyse(
     )
 
 
+def _follows_pod_groups(policy: CompiledPolicy | None) -> bool:
+    """Whether a PodGroup's reservation reaches its members. Upstream passes the PodGroup to
+    ``IsReservedForPod`` only with DRAWorkloadResourceClaims on; a claim reserved for a PodGroup exists only
+    where it was on, so only a policy that sets the gate off explicitly (``spec.featureGates``) stops it."""
+    if policy is None:
+        return True
+    return policy.gate_sources.explicit.get(WORKLOAD_CLAIMS_GATE, True)
+
+
 def _input_notes(selector: DeviceSelector | None, taint: Taint, policy: CompiledPolicy | None) -> list[str]:
     """What the rule or the missing policy already tells before any claim is looked at."""
     notes: list[str] = []
     if selector is None:
         notes.append("the rule has no deviceSelector: it selects no devices")
-    if taint.effect != "NoExecute":
+    if unknown_effect(taint.effect):
+        notes.append(f"effect {taint.effect} is not one Kubernetes 1.37 knows: treated like None, it evicts nothing")
+    elif taint.effect != "NoExecute":
         notes.append(f"effect {taint.effect} evicts nothing (only NoExecute does)")
     if policy is None:
         notes.append("no policy: training jobs are not recognised")
@@ -411,13 +452,14 @@ def _input_notes(selector: DeviceSelector | None, taint: Taint, policy: Compiled
 
 
 def _add_impacts(
-    impacts: dict[tuple[str, str], PodImpact], hit: ClaimHit, reserved: set[str], index: _PodIndex
+    impacts: dict[tuple[str, str], PodImpact], hit: ClaimHit, reserved: set[str], index: _PodIndex,
+    group_reserved: set[str],
 ) -> None:
     """Record what the claim's eviction does to each of its Pods (a Pod keeps its earliest eviction)."""
     ns = hit.namespace
     for pod_name in hit.pods:
         pod = index.by_name.get((ns, pod_name))
-        effect = _pod_eviction(pod, hit.name, pod_name in reserved, hit.eviction)
+        effect = _pod_eviction(pod, hit.name, pod_name in reserved, hit.eviction, pod_name in group_reserved)
         impact = impacts.get((ns, pod_name))
         if impact is None:
             training = None if pod is None else pod.training
@@ -443,9 +485,12 @@ def _outcome_notes(hits: list[ClaimHit], impacts: Mapping[tuple[str, str], PodIm
 
 
 EXTENDED_PATH = "extended-resource path: drain it by hand"
+NOT_RESERVED = "not in the claim's reservedFor"
+GROUP_OFF = f"reserved through its PodGroup, which {WORKLOAD_CLAIMS_GATE} (off) does not follow"
 
 
-def _pod_eviction(pod: PodUse | None, claim_name: str, reserved: bool, claim: Eviction) -> Eviction:
+def _pod_eviction(pod: PodUse | None, claim_name: str, reserved: bool, claim: Eviction,
+                  group_reserved: bool = False) -> Eviction:
     """Upstream ``(*Controller).podEvictionTime``: an unbound Pod, one being deleted, or one the claim is not
     reserved for is left alone; only claims in ``pod.spec.resourceClaims`` count, so the claim of the
     extended-resource path (``status.extendedResourceClaimStatus``) never evicts (kubernetes#141290)."""
@@ -456,7 +501,7 @@ def _pod_eviction(pod: PodUse | None, claim_name: str, reserved: bool, claim: Ev
     if pod.deleting:
         return Eviction(NEVER, reason="already being deleted")
     if not reserved:
-        return Eviction(NEVER, reason="not in the claim's reservedFor")
+        return Eviction(NEVER, reason=NOT_RESERVED if pod.pod_group == "" or not group_reserved else GROUP_OFF)
     if claim_name in pod.claims:
         return claim
     if pod.extended_claim == claim_name:

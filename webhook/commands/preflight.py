@@ -28,6 +28,7 @@ from webhook.preflight import (
     load_rule,
     pod_projection,
     render_text,
+    unknown_effect,
 )
 from webhook.progress import Progress
 
@@ -49,7 +50,8 @@ def add_parser(sub: Subparsers) -> None:
     p.add_argument("--pool", metavar="P", help="with --driver: only this pool")
     p.add_argument("--device", metavar="X", help="with --driver: only this device")
     p.add_argument("--effect", choices=EFFECTS, default=None,
-                   help="taint effect to evaluate (default: NoExecute; with -f the rule's, 'None' read as NoExecute)")
+                   help="taint effect to evaluate (default: NoExecute; with -f the rule's, 'None' and effects "
+                   "unknown to Kubernetes 1.37, which it treats like None, read as NoExecute)")
     p.add_argument("--taint-key", metavar="K",
                    help="taint key (default: the rule's; else the policy's first NoExecute device toleration key)")
     p.add_argument("--taint-value", metavar="V", default=None, help="taint value (default: the rule's, else empty)")
@@ -93,6 +95,12 @@ def _rule_selection(args: argparse.Namespace) -> tuple[DeviceSelector | None, Ta
     if args.effect is None and taint.effect == "None":
         effect = "NoExecute"
         notes.append("the rule's effect is None (a dry run): evaluated as NoExecute")
+    elif args.effect is None and unknown_effect(taint.effect):
+        # "Consumers must treat unknown effects like None" (resource.k8s.io/v1 DeviceTaint.effect): read as
+        # the dry run a None rule is.
+        effect = "NoExecute"
+        notes.append(f"the rule's effect {taint.effect} is unknown to Kubernetes 1.37, which treats it like None "
+                     "(nothing is evicted): evaluated as NoExecute")
     taint = Taint(args.taint_key or taint.key, taint.value if args.taint_value is None else args.taint_value,
                   effect)
     return selector, taint, notes

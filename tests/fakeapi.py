@@ -112,6 +112,7 @@ class FakeAPI:
         self.requests: list[tuple[str, str, dict[str, str]]] = []  # (resource, verb, query)
         # GET /metrics answers this text (None: 403, as without the nonResourceURL rule).
         self.metrics_text: str | None = None
+        self.git_version: str | None = "v1.37.0"  # discovery /version; None: answered 404
         # Called as (resource, verb) before a POST or PUT is judged: lets a test write first (a lost race).
         self.before_write: Callable[[str, str], None] | None = None
         self._server: ThreadingHTTPServer | None = None
@@ -257,6 +258,10 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
         url = urlsplit(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        if url.path in ("/version", "/version/"):
+            if self.api.git_version is None:
+                return self._json(404, status(404, "NotFound", "the server could not find the requested resource"))
+            return self._json(200, {"major": "1", "minor": "37", "gitVersion": self.api.git_version})
         if url.path in ("/metrics", "/apis", "/apis/"):
             return self._non_resource(url.path)
         route = _route(url.path)

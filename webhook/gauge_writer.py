@@ -115,7 +115,7 @@ def run(opts: WriterOptions, stop: threading.Event) -> None:
         opts.directory, _CheckedPolicy(opts.policy),
         lambda: gauges.ClusterObjects(  # streams of paged lists: one page of objects in memory at a time
             kube_lists.stream(api, "namespaces"), kube_lists.stream(api, "pods"),
-            kube_lists.stream(api, "resourceclaims"), kube_lists.device_classes(api)),
+            kube_lists.stream(api, "resourceclaims"), kube_lists.device_classes(api), cluster.server_version(api)),
         interval=opts.interval, leading=lambda: elector.leading,
     )
     exporter.run(stop)

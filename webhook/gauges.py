@@ -62,7 +62,8 @@ FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
     ),
     "dra_webhook_migration_taint_unevictable_pods": (
         "Bound Pods on the DRA extended-resource path: a NoExecute device taint does not evict them, because "
-        "the eviction controller only follows spec.resourceClaims (kubernetes issue 141290).",
+        "the eviction controller only follows spec.resourceClaims (kubernetes issue 141290); 0 on a cluster "
+        "version with the fix (PR 142289) or with policy extendedResourceTaintEviction: evicted.",
         ("cohort",),
     ),
     "dra_webhook_migration_cohort_stage": (
@@ -105,6 +106,7 @@ class ClusterObjects:
     pods: Iterable[dict[str, Any]]
     claims: Iterable[dict[str, Any]]
     device_classes: Iterable[dict[str, Any]] | None
+    server_version: str | None = None  # discovery /version gitVersion: decides kubernetes#141290's outcome
 
 
 def _midnight(day: dt.date) -> float:
@@ -113,15 +115,21 @@ def _midnight(day: dt.date) -> float:
 
 def samples(policy: CompiledPolicy, now: dt.datetime, objs: ClusterObjects) -> list[Sample]:
     """Every gauge sample for this read of the cluster (pure; one pass over each list)."""
+    from webhook.extended_eviction import decide
+
     report = build_report(policy, now, objs.namespaces, objs.pods, objs.claims, objs.device_classes)
-    return _from_report(policy, report, now)
+    evicted = decide(policy.source.spec.extendedResourceTaintEviction, objs.server_version).evicted
+    return _from_report(policy, report, now, extended_evicted=evicted)
 
 
 def _cohort(name: str | None) -> str:
     return NONE if not name or name == NO_COHORT else name
 
 
-def _from_report(policy: CompiledPolicy, report: Report, now: dt.datetime) -> list[Sample]:
+def _from_report(policy: CompiledPolicy, report: Report, now: dt.datetime,
+                 extended_evicted: bool = False) -> list[Sample]:
+    """The samples; ``extended_evicted`` (the cluster has the fix for kubernetes#141290) makes every
+    extended-resource Pod evictable, so the unevictable gauge is 0."""
     by_ns = {n.name: n for n in report.namespaces}
     paths: Counter[tuple[str, str, str, str]] = Counter()
     for p in report.pods:
@@ -133,7 +141,7 @@ def _from_report(policy: CompiledPolicy, report: Report, now: dt.datetime) -> li
     for ns in report.namespaces:
         drift[(_cohort(ns.cohort), ns.stage)] += ns.drift
         injected[_cohort(ns.cohort)] += ns.injected_claims
-        unevictable[_cohort(ns.cohort)] += ns.taint_unevictable
+        unevictable[_cohort(ns.cohort)] += 0 if extended_evicted else ns.taint_unevictable
 
     out: list[Sample] = []
     for (cohort, stage, intended, actual), n in sorted(paths.items()):

@@ -165,6 +165,18 @@ def list_claims(api: client.ApiClient, namespace: str | None = None) -> list[dic
     return list_raw(res.list_resource_claim_for_all_namespaces)[0]
 
 
+def server_version(api: client.ApiClient, timeout: float | tuple[float, float] = (5.0, 10.0)) -> str | None:
+    """The API server's ``gitVersion`` from discovery ``/version`` (e.g. ``v1.37.0``); None, logged, when it
+    cannot be read (webhook/extended_eviction.py then assumes the behaviour of every released version)."""
+    try:
+        doc = call_raw(client.VersionApi(api).get_code, _request_timeout=timeout)
+    except Exception as exc:  # noqa: BLE001 - any failure means "unknown", said in the log
+        log.info("reading the API server version failed: %s", describe_error(exc))
+        return None
+    version = doc.get("gitVersion")
+    return version if isinstance(version, str) else None
+
+
 def list_device_classes(api: client.ApiClient) -> list[dict[str, Any]]:
     return list_raw(client.ResourceV1Api(api).list_device_class)[0]
 

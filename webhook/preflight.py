@@ -19,7 +19,8 @@ The decision mirrors kubernetes/kubernetes pkg/controller/devicetainteviction/de
   reference with the Pod's UID (``resourceclaim.IsForPod``, ``metav1.IsControlledBy``);
 - only claims named in ``pod.spec.resourceClaims`` count: a Pod on the extended-resource path (its claim is
   in ``status.extendedResourceClaimStatus``) is never evicted (upstream issue kubernetes/kubernetes#141290),
-  so it keeps running on a device under maintenance and must be drained by hand;
+  so it keeps running on a device under maintenance and must be drained by hand; once the cluster runs a
+  release with the fix (webhook/extended_eviction.py decides, from its version), the claim counts like the others;
 - tolerations come only from ``status.allocation.devices.results[].tolerations`` (absent = none), and only
   those with effect ``NoExecute`` protect; one matching without ``tolerationSeconds`` = never evicted,
   otherwise evicted at taint time + min(max(tolerationSeconds, 0)).
@@ -408,8 +409,10 @@ def analyse(
     claims: Iterable[ClaimUse],
     pods: Iterable[PodUse],
     policy: CompiledPolicy | None = None,
+    extended_evicted: bool = False,
 ) -> Preflight:
-    """Claims on the selected devices, the Pods using them, and what the taint does to each Pod."""
+    """Claims on the selected devices, the Pods using them, and what the taint does to each Pod.
+    ``extended_evicted``: the cluster's eviction controller follows the extended-resource claim (fix of #141290)."""
     index = _PodIndex(pods, follow_groups=_follows_pod_groups(policy))
     notes = _input_notes(selector, taint, policy)
     hits: list[ClaimHit] = []
@@ -417,7 +420,8 @@ def analyse(
     for claim in claims if selector is not None else ():  # no selector: no devices, so no claims
         hit = ClaimHit(claim.namespace, claim.name, list(claim.devices), claim.eviction, index.consumers(claim))
         hits.append(hit)
-        _add_impacts(impacts, hit, set(index.reserved(claim)), index, set(index.group_reserved(claim)))
+        _add_impacts(impacts, hit, set(index.reserved(claim)), index, set(index.group_reserved(claim)),
+                     extended_evicted)
     notes += _outcome_notes(hits, impacts)
     return Preflight(
         selector,
@@ -453,13 +457,14 @@ def _input_notes(selector: DeviceSelector | None, taint: Taint, policy: Compiled
 
 def _add_impacts(
     impacts: dict[tuple[str, str], PodImpact], hit: ClaimHit, reserved: set[str], index: _PodIndex,
-    group_reserved: set[str],
+    group_reserved: set[str], extended_evicted: bool = False,
 ) -> None:
     """Record what the claim's eviction does to each of its Pods (a Pod keeps its earliest eviction)."""
     ns = hit.namespace
     for pod_name in hit.pods:
         pod = index.by_name.get((ns, pod_name))
-        effect = _pod_eviction(pod, hit.name, pod_name in reserved, hit.eviction, pod_name in group_reserved)
+        effect = _pod_eviction(pod, hit.name, pod_name in reserved, hit.eviction, pod_name in group_reserved,
+                               extended_evicted)
         impact = impacts.get((ns, pod_name))
         if impact is None:
             training = None if pod is None else pod.training
@@ -490,7 +495,7 @@ GROUP_OFF = f"reserved through its PodGroup, which {WORKLOAD_CLAIMS_GATE} (off) 
 
 
 def _pod_eviction(pod: PodUse | None, claim_name: str, reserved: bool, claim: Eviction,
-                  group_reserved: bool = False) -> Eviction:
+                  group_reserved: bool = False, extended_evicted: bool = False) -> Eviction:
     """Upstream ``(*Controller).podEvictionTime``: an unbound Pod, one being deleted, or one the claim is not
     reserved for is left alone; only claims in ``pod.spec.resourceClaims`` count, so the claim of the
     extended-resource path (``status.extendedResourceClaimStatus``) never evicts (kubernetes#141290)."""
@@ -505,7 +510,7 @@ def _pod_eviction(pod: PodUse | None, claim_name: str, reserved: bool, claim: Ev
     if claim_name in pod.claims:
         return claim
     if pod.extended_claim == claim_name:
-        return Eviction(NEVER, reason=EXTENDED_PATH)
+        return claim if extended_evicted else Eviction(NEVER, reason=EXTENDED_PATH)
     return Eviction(NEVER, reason="claim not in pod.spec.resourceClaims")
 
 

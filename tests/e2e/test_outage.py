@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.e2e.kube import Kube
 from tests.e2e.objects import (
     GPU_DRIVER,
     GPU_NODE,
@@ -20,7 +21,6 @@ from tests.e2e.objects import (
     pod,
     resource_slice,
 )
-from tests.e2e.kube import Kube
 from tests.e2e.waits import eventually
 
 pytestmark = pytest.mark.controllers

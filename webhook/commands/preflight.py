@@ -19,6 +19,7 @@ from webhook.defaults import default_policy
 from webhook.preflight import (
     EFFECTS,
     EXIT_INPUT,
+    EXTENDED_PATH,
     DeviceSelector,
     InputError,
     Preflight,
@@ -113,7 +114,9 @@ def _read_and_analyse(api: Any, selector: DeviceSelector | None, taint: Taint, p
     what failed."""
     from webhook import kube_api as cluster
     from webhook import kube_lists
+    from webhook.extended_eviction import decide
 
+    extended = decide(policy.source.spec.extendedResourceTaintEviction, cluster.server_version(api))
     step = "resourceclaims"
 
     def read() -> Preflight:
@@ -125,7 +128,7 @@ def _read_and_analyse(api: Any, selector: DeviceSelector | None, taint: Taint, p
         keep = pod_projection(claims, policy)
         pods = [p for ns in sorted({c.namespace for c in claims})
                 for p in kube_lists.stream(api, "pods", ns, project=keep, on_page=progress.page)]
-        return analyse(selector, taint, claims, pods, policy)
+        return analyse(selector, taint, claims, pods, policy, extended_evicted=extended.evicted)
 
     try:
         result = kube_lists.rerun(read)
@@ -134,6 +137,9 @@ def _read_and_analyse(api: Any, selector: DeviceSelector | None, taint: Taint, p
         print(f"error: reading {step} from the cluster: {cluster.describe_error(exc)}", file=sys.stderr)
         return 1
     progress.done()
+    if extended.evicted or any(p.eviction.reason == EXTENDED_PATH for p in result.pods):
+        result.notes.append(f"extended-resource Pods {'are' if extended.evicted else 'are not'} evicted by "
+                            f"device taints: {extended.why}")
     return result
 
 

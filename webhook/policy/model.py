@@ -336,6 +336,13 @@ class PolicySpec(Strict):
     exceptions: list[PolicyException] = Field(
         default_factory=list, description="Rules switched off for some namespaces, until an optional date."
     )
+    extendedResourceTaintEviction: Literal["auto", "evicted", "notEvicted"] = Field(
+        default="auto",
+        description="Whether a NoExecute device taint evicts Pods on the extended-resource path "
+        "(kubernetes/kubernetes#141290, fixed by PR #142289). `auto` reads the API server's version; "
+        "`evicted` / `notEvicted` state it, e.g. for a patch release that ships the fix before this webhook "
+        "knows it. Used by `preflight` and the taint_unevictable gauge.",
+    )
     workloadKinds: list[WorkloadKindSpec] = Field(
         default_factory=list,
         description="CRDs whose pod templates the webhook examines and mutates like a built-in workload kind's "

@@ -3,10 +3,14 @@
 It runs the mutating phase and then the validating phase on the patched object, as the API server does,
 so a platform team's CI sees exactly the decision, warnings and patch the cluster would produce.
 
-Cluster objects in the same input (DeviceClasses, Namespaces, ResourceClaims, ResourceClaimTemplates,
-HorizontalPodAutoscalers) are the cluster view for the others, so ``check app.yaml deviceclasses.yaml``
-answers as the cluster would. A document that is not an object (no ``kind``, not a mapping) is an input
-error naming the file and document; the other documents are still checked, and the exit code is 2.
+Cluster objects in the same input (DeviceClasses, ResourceSlices, PodGroups, Namespaces, ResourceClaims,
+ResourceClaimTemplates, HorizontalPodAutoscalers) are the cluster view for the others, so ``check app.yaml
+deviceclasses.yaml`` answers as the cluster would. ``--cluster-objects FILE`` adds such objects from a snapshot
+(``kubectl get deviceclasses,resourceslices,podgroups,hpa -A -o yaml``, a v1 List) to the view without judging
+them: every cluster-aware rule (``unsatisfiable-claim`` over the slices, ``shared-claim-limit`` with the HPAs
+and PodGroups) can then be tried in CI, offline. A document that is not an object (no ``kind``, not a
+mapping) is an input error naming the file and document; the other documents are still checked, and the exit
+code is 2.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import sys
-from collections.abc import Container
+from collections.abc import Container, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +42,12 @@ VIEW_ONLY = {
     "reach) for the other objects",
 }
 """Kinds in the input that only describe the cluster: listed with what they are used for, not judged."""
+CLUSTER_KINDS = {
+    ("", "Namespace"), ("resource.k8s.io", "DeviceClass"), ("resource.k8s.io", "ResourceSlice"),
+    ("resource.k8s.io", "ResourceClaim"), ("resource.k8s.io", "ResourceClaimTemplate"),
+    ("scheduling.k8s.io", "PodGroup"), ("autoscaling", "HorizontalPodAutoscaler"),
+}
+"""Kinds the rules look up in the cluster: what the view is made of (StaticView, webhook/view.py)."""
 OTHER_GROUPS = frozenset({"resource.k8s.io", "scheduling.k8s.io"})
 """Groups of the non-workload kinds the webhook judges (claims, DeviceClasses, slices, PodGroups...)."""
 
@@ -50,8 +60,8 @@ def add_parser(sub: Subparsers) -> None:
         "of .yaml/.yml/.json) or AdmissionReview JSON files through the webhook's engine, offline: mutate, "
         "then validate the patched object. Prints per object the decision, each finding once (rule, "
         "action, message, remediation), warnings and, for allowed objects, the JSON patch. DeviceClasses, "
-        "Namespaces, ResourceClaims, ResourceClaimTemplates and HorizontalPodAutoscalers in the input are used as "
-        "the cluster. "
+        "ResourceSlices, PodGroups, Namespaces, ResourceClaims, ResourceClaimTemplates and HorizontalPodAutoscalers "
+        "in the input are used as the cluster; --cluster-objects adds more from a snapshot without judging them. "
         "Objects of a kind the webhook has no rules for (neither built in nor named in the policy's workloadKinds) "
         "are listed as NOT EXAMINED.\n\n"
         "Exit codes: 0 all allowed; 1 something denied; 2 input or policy error (the other documents "
@@ -63,6 +73,12 @@ def add_parser(sub: Subparsers) -> None:
     p.add_argument("-f", "--filename", action="append", default=[], metavar="FILE",
                    help="like FILE, kubectl style; repeatable")
     p.add_argument("-R", "--recursive", action="store_true", help="descend into directories given as FILE")
+    p.add_argument("--cluster-objects", action="append", default=[], metavar="FILE",
+                   help="a snapshot of the cluster the rules look up, not judged itself: DeviceClasses, "
+                   "ResourceSlices, PodGroups, HorizontalPodAutoscalers, Namespaces, ResourceClaims, "
+                   "ResourceClaimTemplates (e.g. `kubectl get deviceclasses,resourceslices,podgroups,hpa -A -o "
+                   "yaml > cluster.yaml`; a v1 List or YAML documents; '-' for stdin); other kinds are ignored "
+                   "with a note; repeatable. Answers 'would this claim ever be satisfied on my cluster?'")
     p.add_argument("--policy", type=Path, default=None, help="policy file or directory (default: bundled)")
     p.add_argument("--namespace", "-n", default=None,
                    help=f"namespace for manifests that name none (default: {NAMESPACED_DEFAULT}); a manifest's own "
@@ -97,10 +113,11 @@ def run(args: argparse.Namespace) -> int:
     except InputError as exc:
         raise CliError(f"input error: {exc}") from None
     errors: list[str] = []
+    cluster = _read_cluster_objects(args.cluster_objects, errors)
     items = _read_inputs(_expand_paths(paths, args.recursive, errors), args.namespace, args.operation, errors)
     if not items:
         return EXIT_INPUT
-    results = _check_items(items, policy, now)
+    results = _check_items(items, policy, now, cluster)
     if args.output == "json":
         sys.stdout.write(orjson.dumps({"policy": policy.identity, "results": results},
                                       option=orjson.OPT_INDENT_2).decode() + "\n")
@@ -126,11 +143,30 @@ def _read_inputs(paths: list[str], namespace: str | None, operation: str, errors
     return items
 
 
-def _check_items(items: list[Item], policy: CompiledPolicy, now: dt.datetime) -> list[dict[str, Any]]:
-    """Each object through both phases, with the input's cluster objects as the view."""
+def _read_cluster_objects(paths: list[str], errors: list[str]) -> list[review.AdmissionRequest]:
+    """The objects of ``--cluster-objects`` files the view is made of; unreadable files are input errors
+    (in ``errors``), objects of other kinds are dropped with one note per file and kind."""
+    requests: list[review.AdmissionRequest] = []
+    for path in paths:
+        ignored: dict[str, int] = {}
+        for item in read_items(path, None, "CREATE", errors):
+            req = item.request
+            if (req.group, req.kind) in CLUSTER_KINDS:
+                requests.append(req)
+            else:
+                gk = f"{req.kind}.{req.group}" if req.group else req.kind
+                ignored[gk] = ignored.get(gk, 0) + 1
+        for gk, n in sorted(ignored.items()):
+            print(f"note: --cluster-objects {path}: {n} {gk} ignored (no rule looks it up)", file=sys.stderr)
+    return requests
+
+
+def _check_items(items: list[Item], policy: CompiledPolicy, now: dt.datetime,
+                 cluster: Sequence[review.AdmissionRequest] = ()) -> list[dict[str, Any]]:
+    """Each object through both phases, with the snapshot's and the input's cluster objects as the view."""
     from webhook.admission import admit
 
-    view = input_view([i.request for i in items])
+    view = input_view([*cluster, *(i.request for i in items)])
     results = []
     for item in items:
         view_use = VIEW_ONLY.get((item.request.group, item.request.kind))
@@ -184,26 +220,27 @@ def examined(group: str, kind: str, named: Container[tuple[str, str]] = ()) -> b
 
 
 def input_view(requests: list[review.AdmissionRequest]) -> ClusterView:
-    """The cluster as the input describes it: its DeviceClasses, Namespaces, claims, claim templates and HPAs.
+    """The cluster as the input describes it: its DeviceClasses, ResourceSlices, PodGroups, Namespaces, claims,
+    claim templates and HPAs.
 
     Kinds the input has none of stay unknown (as offline), so a file without DeviceClasses is judged
     exactly as before.
     """
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for req in requests:
-        if req.object is None or req.group not in ("", "resource.k8s.io", "autoscaling"):
+        if req.object is None or (req.group, req.kind) not in CLUSTER_KINDS:
             continue
         obj = req.object
         if req.namespace:  # templates named in a Pod are looked up in the Pod's namespace
             obj = {**obj, "metadata": {**(obj.get("metadata") or {}), "namespace": req.namespace}}
         by_kind.setdefault(req.kind, []).append(obj)
-    if not by_kind.keys() & {"DeviceClass", "Namespace", "ResourceClaim", "ResourceClaimTemplate",
-                             "HorizontalPodAutoscaler"}:
+    if not by_kind:
         return OfflineView()
     namespaces = None
     if "Namespace" in by_kind:
         namespaces = {str(meta_of(n).get("name")): dict(meta_of(n).get("labels") or {}) for n in by_kind["Namespace"]}
     return StaticView(namespaces=namespaces, device_classes=by_kind.get("DeviceClass"),
+                      resource_slices=by_kind.get("ResourceSlice"), podgroups=by_kind.get("PodGroup"),
                       resource_claims=by_kind.get("ResourceClaim"),
                       resource_claim_templates=by_kind.get("ResourceClaimTemplate"),
                       autoscalers=by_kind.get("HorizontalPodAutoscaler"))

@@ -118,8 +118,9 @@ def _stage_pool(u: Usage, stage: str) -> str | None:
 def pool_path(u: Usage, pool: str, policy: CompiledPolicy) -> str | None:
     """How kube-scheduler serves the Pod's extended resources on a node of ``pool``; None: no node there fits it.
 
-    Per name, as the scheduler decides per node (kubernetes/kubernetes, read on master after v1.36:
-    pkg/scheduler/framework/plugins/noderesources/fit.go ``shouldDelegateResourceToDRA`` and
+    Per name, as the scheduler decides per node (kubernetes/kubernetes 1.37:
+    pkg/scheduler/framework/plugins/helper/resource_fit.go ``helper.ShouldDelegateResourceToDRA``, in 1.36
+    noderesources/fit.go ``shouldDelegateResourceToDRA``; and
     dynamicresources/extendeddynamicresources.go ``filterExtendedResources``): a name with allocatable > 0 on the
     node is the device plugin's (NodeResourcesFit counts it); one the node lacks (absent or 0) goes to DRA when a
     DeviceClass maps it (``hasDeviceClassMappedExtendedResource``), which needs ResourceSlices: the ``dra`` pool.

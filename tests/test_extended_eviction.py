@@ -122,3 +122,21 @@ def dt_now():  # noqa: ANN201
     from tests.test_gauges import NOW
 
     return NOW
+
+
+def test_training_job_advice_follows_the_policys_statement() -> None:
+    """training-job-extended-resource: never moved (today), or evicted at once where the policy says the
+    cluster has the fix; the remediation (a template with tolerations) stays either way."""
+    from tests.test_pod_rules import POLICY, _training_ctx, manifest
+    from webhook.rules.pods import training_job_extended_resource
+
+    pod = manifest("pod-training", "pilot-a")
+    (today,) = training_job_extended_resource(pod, _training_ctx()).findings
+    assert "keeps running on a device under maintenance" in today.message
+    assert "drained by" in today.remediation
+    spec = POLICY.source.spec.model_copy(update={"extendedResourceTaintEviction": "evicted"})
+    fixed = dataclasses.replace(POLICY, source=POLICY.source.model_copy(update={"spec": spec}))
+    ctx = dataclasses.replace(_training_ctx(), policy=fixed)
+    (after,) = training_job_extended_resource(pod, ctx).findings
+    assert "evicts it at once, with no checkpoint window" in after.message
+    assert "drained by" not in after.remediation and after.remediation.startswith("use a ResourceClaimTemplate")

@@ -339,6 +339,13 @@ def claim_template_snippet(
     )
 
 
+_NEVER_EVICTED = ("# Kubernetes 1.36/1.37 does not evict Pods on the extended-resource path for NoExecute\n"
+                  "# device taints (kubernetes/kubernetes#141290): nothing moves the job, it must be drained by\n"
+                  "# hand.\n")
+_EVICTED_AT_ONCE = ("# With the fix for kubernetes/kubernetes#141290 (policy extendedResourceTaintEviction:\n"
+                    "# evicted), a NoExecute device taint evicts the job at once: the scheduler's claim has no\n"
+                    "# tolerations.\n")
+
 _DRA_EXTENDED_PATHS = ("dra-extended-resource", "mixed")
 """Paths on which DRA serves an extended resource through the scheduler's claim (issue 24 item 9)."""
 
@@ -355,9 +362,13 @@ def training_job_extended_resource(obj: dict[str, Any], ctx: Context) -> Outcome
     (kubernetes pkg/controller/devicetainteviction/device_taint_eviction.go, podEvictionTime; issue
     kubernetes/kubernetes#141290), so a NoExecute maintenance taint does not move the job at all: it keeps
     running on a device under maintenance. The remediation is a ready ResourceClaimTemplate with the
-    policy's ``trainingJobs.deviceTolerations``, which gives a real checkpoint window.
+    policy's ``trainingJobs.deviceTolerations``, which gives a real checkpoint window. Where the policy states
+    that the cluster has the fix (``extendedResourceTaintEviction: evicted``, webhook/extended_eviction.py), the
+    job is evicted at once instead, still without a window: the advice stays, the reason changes. (The request
+    path does not read the cluster's version; ``auto`` keeps the behaviour of every released version.)
     """
     policy = ctx.policy
+    evicted = policy.source.spec.extendedResourceTaintEviction == "evicted"
     findings = []
     for ref in examined_templates(obj, ctx):
         if plan(usage(ref.spec(obj), policy), ctx.stage, policy).path not in _DRA_EXTENDED_PATHS:
@@ -382,12 +393,12 @@ def training_job_extended_resource(obj: dict[str, Any], ctx: Context) -> Outcome
             findings.append(
                 Finding(
                     ids.TRAINING_JOB_EXTENDED_RESOURCE,
-                    _clip(f"{ref.where()}training job requests {res.name} as an extended resource: no device "
-                          "taint moves it, it keeps running on a device under maintenance"),
+                    _clip(f"{ref.where()}training job requests {res.name} as an extended resource: "
+                          + ("a NoExecute device taint evicts it at once, with no checkpoint window" if evicted else
+                             "no device taint moves it, it keeps running on a device under maintenance")),
                     "use a ResourceClaimTemplate with device tolerations instead\n"
-                    "# Kubernetes 1.36/1.37 does not evict Pods on the extended-resource path for NoExecute\n"
-                    "# device taints (kubernetes/kubernetes#141290): nothing moves the job, it must be drained by\n"
-                    "# hand. A claim with these tolerations is evicted after a checkpoint window. Ready to apply:\n"
+                    + (_EVICTED_AT_ONCE if evicted else _NEVER_EVICTED)
+                    + "# A claim with these tolerations is evicted after a checkpoint window. Ready to apply:\n"
                     f"{snippet}",
                     _resource_paths(ref, [c for c, _ in counts]),
                     advisory=True,

@@ -36,6 +36,7 @@ from webhook.preflight import (
     eviction,
     load_rule,
     pod_projection,
+    pod_use,
     render_text,
     tolerates,
 )
@@ -428,3 +429,43 @@ def test_podgroup_reservation_is_not_followed_with_workload_claims_off() -> None
     assert [p.name for p in off.pods] == ["w-0", "w-1"]
     assert {p.eviction.outcome for p in off.pods} == {NEVER} and off.exit_code == 0
     assert all("DRAWorkloadResourceClaims" in p.eviction.reason for p in off.pods)
+
+
+def _trainers(pg_uid: str) -> tuple[list[dict], dict]:
+    members = [pod("ml-a", f"w-{i}", pod_group="trainers", labels=TRAINING, uid=f"uid-w-{i}") for i in range(2)]
+    for m in members:
+        m["spec"]["resourceClaims"] = [{"name": "fabric", "resourceClaimName": "trainers-fabric-x"}]
+        m["spec"]["nodeName"] = "node-a"
+    pg_ref = {"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": "trainers", "uid": pg_uid}
+    claim = resource_claim("ml-a", "trainers-fabric-x", requests=[exact_request("fabric", "gpu.example.com")],
+                           results=[result("gpu-3", request="fabric")], reserved_for=[pg_ref])
+    return members, claim
+
+
+def test_a_recreated_podgroup_is_not_the_reserved_one() -> None:
+    """IsReservedForPod compares the PodGroup's UID: a group re-created under the same name is another group."""
+    members, claim = _trainers("uid-pg-old")
+    uses = [u for u in [claim_use(claim, DeviceSelector(DRIVER), MAINT)] if u]
+    pods = [pod_use(m, make_policy()) for m in members]
+    same = preflight.analyse(DeviceSelector(DRIVER), MAINT, uses, pods, make_policy(),
+                             group_uids={("ml-a", "trainers"): "uid-pg-old"})
+    assert {p.eviction.outcome for p in same.pods} == {AT_ONCE}
+    other = preflight.analyse(DeviceSelector(DRIVER), MAINT, uses, pods, make_policy(),
+                              group_uids={("ml-a", "trainers"): "uid-pg-new"})
+    assert {p.eviction.reason for p in other.pods} == {"not in the claim's reservedFor"} and other.exit_code == 0
+
+
+def test_preflight_command_reads_the_reserving_podgroups_uid(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    members, claim = _trainers("uid-pg-old")
+    group = podgroup("ml-a", "trainers")
+    group["metadata"]["uid"] = "uid-pg-new"  # re-created since the reservation
+    with FakeAPI() as fake:
+        fake.put(*members, claim, group)
+        common = ["--kubeconfig", fake.write_kubeconfig(tmp_path), "--policy", write_policy(tmp_path)]
+        assert main(["preflight", "--driver", DRIVER, "--taint-key", MAINT.key, "-o", "json", *common]) == 0
+        assert {p["outcome"] for p in json.loads(capsys.readouterr().out)["pods"]} == {"never"}
+        group["metadata"]["uid"] = "uid-pg-old"
+        fake.put(group)
+        assert main(["preflight", "--driver", DRIVER, "--taint-key", MAINT.key, "-o", "json", *common]) == 3

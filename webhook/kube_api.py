@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from types import MappingProxyType
 from typing import Any
 
@@ -175,6 +175,31 @@ def server_version(api: client.ApiClient, timeout: float | tuple[float, float] =
         return None
     version = doc.get("gitVersion")
     return version if isinstance(version, str) else None
+
+
+#: PodGroup versions, newest first: 1.37 serves scheduling.k8s.io/v1beta1, 1.36 v1alpha2 (webhook/gate_catalogue.py).
+PODGROUP_VERSIONS = ("v1beta1", "v1alpha2")
+
+
+def podgroup_uids(api: client.ApiClient, keys: Iterable[tuple[str, str]],
+                  timeout: float | tuple[float, float] = (5.0, 10.0)) -> dict[tuple[str, str], str]:
+    """The UID of each named PodGroup, from the first served version that has it; groups that cannot be read
+    (absent, unserved, forbidden) are left out, so the caller falls back to their names."""
+    custom = client.CustomObjectsApi(api)
+    found: dict[tuple[str, str], str] = {}
+    for namespace, name in sorted(set(keys)):
+        for version in PODGROUP_VERSIONS:
+            try:
+                obj = call_raw(custom.get_namespaced_custom_object, "scheduling.k8s.io", version, namespace,
+                               "podgroups", name, _request_timeout=timeout)
+            except Exception as exc:  # noqa: BLE001 - 404 on an unserved version, RBAC, outage: try on, then name
+                log.debug("PodGroup %s/%s at %s: %s", namespace, name, version, describe_error(exc))
+                continue
+            uid = (obj.get("metadata") or {}).get("uid")
+            if isinstance(uid, str) and uid:
+                found[(namespace, name)] = uid
+            break
+    return found
 
 
 def list_device_classes(api: client.ApiClient) -> list[dict[str, Any]]:

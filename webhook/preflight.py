@@ -333,6 +333,11 @@ def pod_use(pod: Mapping[str, Any], policy: CompiledPolicy | None) -> PodUse:
         (spec.get("schedulingGroup") or {}).get("podGroupName") or "", training, meta.get("uid") or "")
 
 
+def reserving_groups(claims: Iterable[ClaimUse]) -> set[tuple[str, str]]:
+    """(namespace, name) of every PodGroup a claim is reserved for: the ones whose UID is worth reading."""
+    return {(c.namespace, r[2]) for c in claims for r in c.reserved if r[:2] == PODGROUP_REF}
+
+
 def pod_projection(
     claims: Iterable[ClaimUse], policy: CompiledPolicy | None
 ) -> Callable[[Mapping[str, Any]], PodUse | None]:
@@ -363,10 +368,12 @@ class _PodIndex:
     """The Pods by namespace and name, and PodGroup members by namespace and group: built once, so each
     claim's lookups are dictionary reads (linear in Pods and claims, not Pods x claims)."""
 
-    def __init__(self, pods: Iterable[PodUse], follow_groups: bool = True) -> None:
+    def __init__(self, pods: Iterable[PodUse], follow_groups: bool = True,
+                 group_uids: Mapping[tuple[str, str], str] | None = None) -> None:
         self.by_name: dict[tuple[str, str], PodUse] = {}
         self.members: dict[tuple[str, str], list[str]] = {}
         self.follow_groups = follow_groups
+        self.group_uids = group_uids or {}  # (namespace, PodGroup) -> its UID, where it was read
         for p in pods:
             self.by_name[(p.namespace, p.name)] = p
             if p.pod_group:
@@ -385,9 +392,15 @@ class _PodIndex:
         for group, resource, name, uid in claim.reserved:
             if (group, resource) == POD_REF and self._same(claim.namespace, name, uid):
                 names.append(name)
-            elif (group, resource) == PODGROUP_REF and self.follow_groups:
+            elif (group, resource) == PODGROUP_REF and self.follow_groups and self._same_group(
+                    claim.namespace, name, uid):
                 names += self.members.get((claim.namespace, name), [])
         return names
+
+    def _same_group(self, namespace: str, name: str, uid: str) -> bool:
+        """The PodGroup of that name is the one reserved (same UID); one not read falls back to the name."""
+        current = self.group_uids.get((namespace, name))
+        return not uid or not current or current == uid
 
     def group_reserved(self, claim: ClaimUse) -> list[str]:
         """Members of a reserving PodGroup, whether or not the gate lets the controller follow it."""
@@ -410,18 +423,20 @@ def analyse(
     pods: Iterable[PodUse],
     policy: CompiledPolicy | None = None,
     extended_evicted: bool = False,
+    group_uids: Mapping[tuple[str, str], str] | None = None,
 ) -> Preflight:
     """Claims on the selected devices, the Pods using them, and what the taint does to each Pod.
-    ``extended_evicted``: the cluster's eviction controller follows the extended-resource claim (fix of #141290)."""
-    index = _PodIndex(pods, follow_groups=_follows_pod_groups(policy))
+    ``extended_evicted``: the cluster's eviction controller follows the extended-resource claim (fix of #141290);
+    ``group_uids``: the current UID of reserving PodGroups, where read (a re-created group is another group)."""
+    index = _PodIndex(pods, follow_groups=_follows_pod_groups(policy), group_uids=group_uids)
     notes = _input_notes(selector, taint, policy)
     hits: list[ClaimHit] = []
     impacts: dict[tuple[str, str], PodImpact] = {}
     for claim in claims if selector is not None else ():  # no selector: no devices, so no claims
         hit = ClaimHit(claim.namespace, claim.name, list(claim.devices), claim.eviction, index.consumers(claim))
         hits.append(hit)
-        _add_impacts(impacts, hit, set(index.reserved(claim)), index, set(index.group_reserved(claim)),
-                     extended_evicted)
+        gate_off = set() if index.follow_groups else set(index.group_reserved(claim))  # reached only with the gate
+        _add_impacts(impacts, hit, set(index.reserved(claim)), index, gate_off, extended_evicted)
     notes += _outcome_notes(hits, impacts)
     return Preflight(
         selector,

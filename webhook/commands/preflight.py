@@ -29,6 +29,7 @@ from webhook.preflight import (
     load_rule,
     pod_projection,
     render_text,
+    reserving_groups,
     unknown_effect,
 )
 from webhook.progress import Progress
@@ -128,7 +129,9 @@ def _read_and_analyse(api: Any, selector: DeviceSelector | None, taint: Taint, p
         keep = pod_projection(claims, policy)
         pods = [p for ns in sorted({c.namespace for c in claims})
                 for p in kube_lists.stream(api, "pods", ns, project=keep, on_page=progress.page)]
-        return analyse(selector, taint, claims, pods, policy, extended_evicted=extended.evicted)
+        step = "podgroups"
+        groups = cluster.podgroup_uids(api, reserving_groups(claims))
+        return analyse(selector, taint, claims, pods, policy, extended_evicted=extended.evicted, group_uids=groups)
 
     try:
         result = kube_lists.rerun(read)

@@ -61,24 +61,3 @@ def test_resource_pool_status_request_with_the_gate_on_is_stored(kube, policy):
     kube.create(pool_status_request("gpu-pools-on"))
     assert kube.get("resource.k8s.io/v1alpha3", "ResourcePoolStatusRequest", "gpu-pools-on")["spec"]["driver"]
 
-
-def cronjob(name: str, ns: str, scheduling: dict | None) -> dict:
-    """A CronJob without devices; ``scheduling`` goes to spec.jobTemplate.spec (WorkloadWithJob, 1.37)."""
-    job_spec: dict = {"template": {"spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
-                                            "containers": [{"name": "c", "image": "registry.example.com/t:1.0"}]}}}
-    if scheduling is not None:
-        job_spec["scheduling"] = scheduling
-    return {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": name, "namespace": ns},
-            "spec": {"schedule": "0 2 * * *", "suspend": True, "jobTemplate": {"spec": job_spec}}}
-
-
-def test_cronjob_job_template_scheduling_is_sent_and_its_silent_drop_reported(kube, namespace):
-    """Issue 25 item 3: before, uses-devices never sent a CronJob without devices, so the API server dropped
-    spec.jobTemplate.spec.scheduling (an unknown field on 1.36; WorkloadWithJob's DropDisabledFields on 1.37)
-    and nobody said so. The e2e policy has GenericWorkload (and so WorkloadWithJob) off."""
-    ns = namespace("pilot")
-    denied = kube.denial(cronjob("gang", ns, {"schedulingPolicy": {"gang": {"minCount": 4}}}))
-    assert denied.status == 403, denied.message
-    assert "WorkloadWithJob" in denied.message and "spec.jobTemplate.spec.scheduling" in denied.message, denied.message
-    assert kube.get_or_none("batch/v1", "CronJob", "gang", ns) is None
-    kube.create(cronjob("plain", ns, None))  # not sent at all: nothing to judge

@@ -28,7 +28,8 @@ _kube.RESOURCES.setdefault(KIND, (PLURAL, True))
 
 
 def _crd() -> dict[str, Any]:
-    schema = {"type": "object", "properties": {"spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}
+    spec = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    schema = {"type": "object", "properties": {"spec": spec}}
     return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
             "metadata": {"name": f"{PLURAL}.{GROUP}"},
             "spec": {"group": GROUP, "scope": "Namespaced",

@@ -179,6 +179,8 @@ def _jobs(obj: Mapping[str, Any], kind: str, ref: Any) -> int:
 @rule(SHARED_CLAIM_LIMIT, kinds=KINDS, phases=("validate",), operations=("CREATE", "UPDATE"))
 def shared_claim_limit(obj: dict[str, Any], ctx: Context) -> Outcome:
     """More Pods can share a named ResourceClaim than its 256 `reservedFor` entries: the rest stay Pending."""
+    if not shared_claims(obj, ctx.kind):  # no named claim: no gate or PodGroup lookup on the hot path
+        return NO_OUTCOME
     groups = GroupLookup(ctx)
     claims = shared_claims(obj, ctx.kind, groups=groups)
     autoscaler, degraded = _autoscaler(obj, ctx) if claims else (None, ())

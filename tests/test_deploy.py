@@ -25,6 +25,7 @@ from cryptography import x509
 
 from webhook.kube_api import REQUIRED_RBAC
 from webhook.objects import KINDS as OBJECT_KINDS
+from webhook.rules.gates import GATES
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
@@ -67,11 +68,15 @@ WORKLOAD_KINDS = {
     *((k.group, v, k.resource) for k in OBJECT_KINDS for v in k.versions),
     # v1alpha2: the only version Kubernetes 1.36 serves (issue 13 item 8).
     *(("scheduling.k8s.io", v, r) for v in ("v1beta1", "v1alpha3", "v1alpha2") for r in ("podgroups", "workloads")),
+    # CompositePodGroup (1.37, alpha): listed with the other scheduling kinds; only v1alpha3 is served.
+    *(("scheduling.k8s.io", v, "compositepodgroups") for v in ("v1beta1", "v1alpha3", "v1alpha2")),
 }
 CLAIM_KINDS = {("resource.k8s.io", "v1", "resourceclaims"), ("resource.k8s.io", "v1", "resourceclaimtemplates")}
 DEVICE_KINDS = {("resource.k8s.io", "v1", "deviceclasses"),
                 *(("resource.k8s.io", v, "devicetaintrules") for v in ("v1", "v1beta2", "v1alpha3"))}
-SLICE_KINDS = {("resource.k8s.io", "v1", "resourceslices")}
+SLICE_KINDS = {("resource.k8s.io", "v1", "resourceslices"),
+               # ResourcePoolStatusRequest: only gate findings apply; fails open beside the slices.
+               ("resource.k8s.io", "v1alpha3", "resourcepoolstatusrequests")}
 ALL_KINDS = WORKLOAD_KINDS | CLAIM_KINDS | DEVICE_KINDS | SLICE_KINDS
 # Validation that fails closed: what the policy protects and what is immutable once admitted.
 FAIL_CLOSED = CLAIM_KINDS | DEVICE_KINDS
@@ -384,6 +389,20 @@ def test_rules_cover_exactly_the_kinds_the_engine_handles(rendered: tuple[str, l
             cluster = {r for r in rule["resources"] for v in rule["apiVersions"]
                        if ("resource.k8s.io", v, r) in DEVICE_KINDS | SLICE_KINDS}
             assert rule["scope"] == ("Cluster" if cluster else "Namespaced"), rule
+
+
+def _plural(kind: str) -> str:
+    return kind.lower() + ("es" if kind.endswith("s") else "s")
+
+
+def test_every_gated_kind_is_routed_to_both_phases(rendered: tuple[str, list[dict[str, Any]]]) -> None:
+    """Issue 25 item 5: a kind the gate catalogue checks is sent by a mutating and a validating webhook."""
+    _, objs = rendered
+    gated = {kind for gate in GATES for kind, _ in gate.checks}
+    wanted = {(k.rpartition("/")[0], _plural(k.rpartition("/")[2])) for k in gated}
+    for config in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        routed = {(g, r) for hook in one(objs, config)["webhooks"] for g, _, r in rule_kinds(hook)}
+        assert not wanted - routed, f"{config}: gated kinds no webhook sends: {sorted(wanted - routed)}"
 
 
 def test_failure_policy_per_group_of_kinds(rendered: tuple[str, list[dict[str, Any]]]) -> None:

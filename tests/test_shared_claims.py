@@ -130,7 +130,97 @@ def test_podgroup_claim_suggested_only_where_the_gate_is_on() -> None:
     off = run(deployment(300))[0].remediation
     assert "once DRAWorkloadResourceClaims is on" in off
     on = run(deployment(300), policy(DRAWorkloadResourceClaims=True, GenericWorkload=True))[0].remediation
-    assert "or a PodGroup claim (PodGroup spec.resourceClaims)" in on
+    assert "or a PodGroup claim (PodGroup spec.resourceClaims" in on
+
+
+# --- claims shared by a PodGroup (issue 25 item 1) ---------------------------------------------------
+# PodGroup shape: docs/dra-1.37.md §2.6 (scheduling.k8s.io PodGroup spec.resourceClaims, KEP-5729 example).
+
+GROUP_ON = {"DRAWorkloadResourceClaims": True, "GenericWorkload": True}
+
+
+def grouped_deployment(replicas: int, group: str = "trainers") -> dict[str, Any]:
+    obj = deployment(replicas)
+    obj["spec"]["template"]["spec"]["schedulingGroup"] = {"podGroupName": group}
+    return obj
+
+
+def podgroup(entry: dict[str, Any], name: str = "trainers") -> dict[str, Any]:
+    return {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": 300}}, "resourceClaims": [entry]}}
+
+
+SAME = {"name": "resource", "resourceClaimName": "external-gpu-deployment"}
+
+
+def test_pods_reserved_through_their_podgroup_are_one_consumer() -> None:
+    """The layout the rule's own remediation recommends is never denied."""
+    view = StaticView(podgroups=[podgroup(SAME)])
+    assert run(grouped_deployment(300), policy(**GROUP_ON), view) == []
+    # ... and the remediation that recommends it is what the gate makes true:
+    assert "reserved once for the whole group" in run(deployment(300), policy(**GROUP_ON), view)[0].remediation
+
+
+def test_a_podgroup_counts_only_with_the_gate_on_and_the_same_entry() -> None:
+    view = StaticView(podgroups=[podgroup(SAME)])
+    assert [f.message.split(" can use")[0] for f in run(grouped_deployment(300), view=view)] == ["up to 375 Pods"]
+    other = StaticView(podgroups=[podgroup({**SAME, "name": "other"})])
+    assert run(grouped_deployment(300), policy(**GROUP_ON), other)
+    elsewhere = StaticView(podgroups=[podgroup(SAME, name="another-group")])
+    assert run(grouped_deployment(300), policy(**GROUP_ON), elsewhere) == []  # unseen group: counted as one
+
+
+def test_podgroups_and_ungrouped_pods_add_up() -> None:
+    def rjob(name: str, replicas: int, parallelism: int, group: str | None) -> dict[str, Any]:
+        spec = copy.deepcopy(POD_SPEC)
+        if group:
+            spec["schedulingGroup"] = {"podGroupName": group}
+        return {"name": name, "replicas": replicas,
+                "template": {"spec": {"parallelism": parallelism, "template": {"spec": spec}}}}
+
+    jobset = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "js"},
+              "spec": {"replicatedJobs": [rjob("workers", 4, 200, "trainers"), rjob("eval", 1, 256, None)]}}
+    view = StaticView(podgroups=[podgroup(SAME)])
+    (finding,) = run(jobset, policy(**GROUP_ON), view)
+    assert finding.message.startswith("up to 257 consumers (Pods, and 1 reserved as PodGroups)"), finding.message
+    jobset["spec"]["replicatedJobs"][1]["template"]["spec"]["parallelism"] = 255
+    assert run(jobset, policy(**GROUP_ON), view) == []
+
+
+def test_a_jobs_own_scheduling_claim_is_one_consumer_per_job() -> None:
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+           "spec": {"parallelism": 400, "scheduling": {"resourceClaims": [SAME]}, "template": {"spec": POD_SPEC}}}
+    assert run(job, policy(**GROUP_ON, WorkloadWithJob=True)) == []
+    assert run(job, policy(**GROUP_ON))  # the Job controller builds no PodGroup without WorkloadWithJob
+
+
+def cronjob(parallelism: int, concurrency: str | None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"schedule": "*/5 * * * *",
+                            "jobTemplate": {"spec": {"parallelism": parallelism, "template": {"spec": POD_SPEC}}}}
+    if concurrency:
+        spec["concurrencyPolicy"] = concurrency
+    return {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "c"}, "spec": spec}
+
+
+@pytest.mark.parametrize("concurrency", [None, "Allow"])
+def test_a_cronjob_that_allows_overlap_counts_two_jobs(concurrency: str | None) -> None:
+    (finding,) = run(cronjob(200, concurrency))
+    assert finding.message.startswith("up to 400 Pods (concurrencyPolicy Allow: two or more Jobs at once)")
+    assert run(cronjob(128, concurrency)) == []
+
+
+@pytest.mark.parametrize("concurrency", ["Forbid", "Replace"])
+def test_a_cronjob_running_one_job_counts_one(concurrency: str) -> None:
+    assert run(cronjob(256, concurrency)) == []
+    assert run(cronjob(257, concurrency))
+
+
+def test_the_message_says_what_kube_scheduler_does_at_entry_257() -> None:
+    (finding,) = run(deployment(300))
+    assert "PreBind update of status.reservedFor fails validation" in finding.message
+    assert "retried until a reservation frees" in finding.message
+    assert "maximum number of consumers" not in finding.message  # not kube-scheduler's words
 
 
 # --- an autoscaler's maximum ------------------------------------------------------------------------

@@ -52,6 +52,7 @@ WITH_KUBELET = (*_CONTROL_PLANE, "kubelet")
 
 POD = "Pod"
 JOB = "batch/Job"
+CRONJOB = "batch/CronJob"
 PODGROUP = "scheduling.k8s.io/PodGroup"
 WORKLOAD = "scheduling.k8s.io/Workload"
 COMPOSITE = "scheduling.k8s.io/CompositePodGroup"
@@ -213,8 +214,10 @@ GATES: tuple[Gate, ...] = (
         "WorkloadWithJob",
         _ALPHA_OFF,
         _ALPHA_OFF,
-        ((JOB, spec_field("scheduling")),),
-        "Job spec.scheduling (1.37; absent from the 1.36 API)",
+        # The Job strategy's DropDisabledFields (kubernetes/kubernetes 1.37 pkg/api/job, "shared by the Job
+        # and CronJob registry strategies") drops JobSpec.scheduling, so a CronJob's jobTemplate loses it too.
+        ((JOB, spec_field("scheduling")), (CRONJOB, spec_field("jobTemplate.spec.scheduling"))),
+        "Job spec.scheduling and CronJob spec.jobTemplate.spec.scheduling (1.37; absent from the 1.36 API)",
         requires=("GenericWorkload",),
     ),
     Gate(

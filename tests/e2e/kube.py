@@ -24,6 +24,7 @@ RESOURCES: dict[str, tuple[str, bool]] = {
     "ResourceClaim": ("resourceclaims", True), "ResourceClaimTemplate": ("resourceclaimtemplates", True),
     "DeviceClass": ("deviceclasses", False), "ResourceSlice": ("resourceslices", False),
     "DeviceTaintRule": ("devicetaintrules", False),
+    "ResourcePoolStatusRequest": ("resourcepoolstatusrequests", False),
     "PodGroup": ("podgroups", True), "Workload": ("workloads", True),
     "MutatingWebhookConfiguration": ("mutatingwebhookconfigurations", False),
     "ValidatingWebhookConfiguration": ("validatingwebhookconfigurations", False),

@@ -87,3 +87,36 @@ def test_an_autoscaler_of_another_deployment_does_not_count(kube, namespace):
     eventually(lambda: _dry_run(kube, other) != "allowed", "the webhook seeing the HPA", FOLLOW_WITHIN)
     created = kube.create(_shared("x", ns, 2))  # the HPA names "other", not "x"
     assert not [w for w in created.warnings if "shared-claim-limit" in w], created.warnings
+
+
+# --- claims shared by a PodGroup (issue 25 item 1) ----------------------------------------------------
+# The 1.36.2 API server serves PodGroup as scheduling.k8s.io/v1alpha2 (DRAWorkloadResourceClaims alpha, on
+# with AllAlpha): spec.resourceClaims is stored. With the gate on in the policy, 300 Pods that join the group
+# and list its claim entry are one reservedFor consumer (resourceclaim.BindTo: one podgroups reference).
+GROUP_CLAIMS = {"    DRAWorkloadResourceClaims: false\n    GenericWorkload: false\n":
+                "    DRAWorkloadResourceClaims: true\n    GenericWorkload: true\n"}
+ENTRY = {"name": "gpu", "resourceClaimName": "shared-gpus"}
+
+
+def test_pods_sharing_the_claim_through_their_podgroup_are_one_consumer(kube, namespace, policy):
+    from tests.e2e.conftest import policy_variant
+
+    policy(policy_variant(GROUP_CLAIMS))
+    ns = namespace("mig")
+    kube.create(claim("shared-gpus", ns))
+    group = {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+             "metadata": {"name": "trainers", "namespace": ns},
+             "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}, "resourceClaims": [ENTRY]}}
+    kube.create(group)
+    assert kube.get("scheduling.k8s.io/v1alpha2", "PodGroup", "trainers", ns)["spec"]["resourceClaims"] == [ENTRY]
+    grouped = _shared("embed", ns, 300)
+    grouped["spec"]["template"]["spec"]["schedulingGroup"] = {"podGroupName": "trainers"}
+    created = kube.create(grouped)
+    assert not [w for w in created.warnings if "shared-claim-limit" in w], created.warnings
+    stored = kube.get("apps/v1", "Deployment", "embed", ns)["spec"]["template"]["spec"]
+    assert stored["schedulingGroup"] == {"podGroupName": "trainers"} and stored["resourceClaims"] == [ENTRY]
+    # The same Deployment without the group: 375 Pods each take an entry, and the message says what
+    # kube-scheduler does at entry 257.
+    denied = kube.denial(_shared("solo", ns, 300))
+    assert "up to 375 Pods can use ResourceClaim shared-gpus" in denied.message, denied.message
+    assert "PreBind update of status.reservedFor fails validation" in denied.message, denied.message

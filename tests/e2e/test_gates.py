@@ -31,3 +31,33 @@ def test_gate_on_in_the_policy_lets_the_api_server_store_the_field(kube, namespa
     stored = kube.get("resource.k8s.io/v1", "ResourceClaim", "shared", ns)
     assert stored["spec"]["devices"]["requests"][0]["exactly"]["capacity"] == CAPACITY
     assert not [w for w in created.warnings if "DRAConsumableCapacity" in w], created.warnings
+
+
+POOL_STATUS_OFF = policy_variant({"    GenericWorkload: false\n": "    GenericWorkload: false\n"
+                                                                "    DRAResourcePoolStatus: false\n"})
+
+
+def pool_status_request(name: str) -> dict:
+    """A ResourcePoolStatusRequest (resource.k8s.io/v1alpha3, cluster-scoped; DRAResourcePoolStatus)."""
+    return {"apiVersion": "resource.k8s.io/v1alpha3", "kind": "ResourcePoolStatusRequest",
+            "metadata": {"name": name}, "spec": {"driver": "gpu.example.com", "limit": 10}}
+
+
+def test_resource_pool_status_request_is_sent_and_its_gate_reported(kube, policy):
+    """Issue 25 item 5: the kind is routed (before, no webhook rule named it and the API server stored it)."""
+    policy(POOL_STATUS_OFF)
+    denied = kube.denial(pool_status_request("gpu-pools"))
+    assert denied.status == 403, denied.message
+    assert "DRAResourcePoolStatus" in denied.message, denied.message
+    assert kube.get_or_none("resource.k8s.io/v1alpha3", "ResourcePoolStatusRequest", "gpu-pools") is None
+
+
+POOL_STATUS_ON = policy_variant({"    GenericWorkload: false\n": "    GenericWorkload: false\n"
+                                                               "    DRAResourcePoolStatus: true\n"})
+
+
+def test_resource_pool_status_request_with_the_gate_on_is_stored(kube, policy):
+    policy(POOL_STATUS_ON)
+    kube.create(pool_status_request("gpu-pools-on"))
+    assert kube.get("resource.k8s.io/v1alpha3", "ResourcePoolStatusRequest", "gpu-pools-on")["spec"]["driver"]
+

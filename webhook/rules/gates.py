@@ -18,6 +18,7 @@ from typing import Any
 from webhook.gate_catalogue import (
     CLAIM,
     COMPOSITE,
+    CRONJOB,
     DEVICE_CLASS,
     GATES,
     GATES_BY_NAME,
@@ -52,6 +53,7 @@ from webhook.rules.ids import GATED_FEATURE
 __all__ = [
     "CLAIM",
     "COMPOSITE",
+    "CRONJOB",
     "DEVICE_CLASS",
     "GATES",
     "GATES_BY_NAME",
@@ -116,7 +118,7 @@ _DEFAULT_NOTE: Mapping[str, str] = {
 # Fields younger than their gate: (gate, kind) -> first version whose API has the field. Job spec.scheduling
 # is not in the 1.36 API (the 1.36 OpenAPI of kubernetes-validate rejects it; tests/e2e/test_api_facts_136.py
 # shows 1.36.2 drop it); the API server drops it there as an unknown field whatever WorkloadWithJob says.
-_FIELD_SINCE: Mapping[tuple[str, str], str] = {("WorkloadWithJob", JOB): "1.37"}
+_FIELD_SINCE: Mapping[tuple[str, str], str] = {("WorkloadWithJob", JOB): "1.37", ("WorkloadWithJob", CRONJOB): "1.37"}
 
 # --- the rule ------------------------------------------------------------------------------------
 

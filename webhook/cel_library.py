@@ -1,0 +1,187 @@
+"""The parts of the scheduler's CEL environment for device selectors that ``cel-expr-python`` lacks.
+
+Upstream (kubernetes/kubernetes staging/src/k8s.io/dynamic-resource-allocation/cel/compile.go, ``newCompiler``
+and ``mapper``/``newStringInterfaceMapWithDefault``; tests in compile_test.go at 052bb7dc) builds the
+environment from k8s.io/apiserver/pkg/cel/environment's base set. Here:
+
+* ``rewrite_lookups``: ``device.attributes[D]`` and ``device.capacity[D]`` on a domain the device does not
+  have give an empty map, as the scheduler's map-with-default ``Find`` does; ``in``, ``size()`` and iteration
+  see the real map ("domain-check-negative": ``"no-such-domain" in device.attributes`` is false). Done by
+  rewriting the index expression to ``(D in device.X ? device.X[D] : {})`` before compiling (``[?D]``, an
+  optional index, gives ``optional.of`` that map: ``Find`` never reports the domain absent). Not covered: a
+  lookup through an alias (``cel.bind(m, device.attributes, m["d"])``) or the select form
+  ``device.attributes.d``; a missing domain there is an error (unknown), never a wrong "no match".
+* ``includes`` (``DRAListTypeAttributes``): a list attribute includes a value when one element equals it, a
+  scalar when it equals it (compile_test.go "includes-function-on-*").
+* Kubernetes' list library (k8s.io/apiserver/pkg/cel/library/lists.go): ``isSorted``, ``sum``, ``min``,
+  ``max`` (not its list ``indexOf``/``lastIndexOf``: the runtime's strings extension owns those names and
+  cannot take another overload); ``sets.contains``/``equivalent``/``intersects`` (cel-go ext/sets.go);
+  regex ``find``/``findAll`` (library/regex.go; Python ``re`` instead of RE2: the same for the
+  expressions selectors use, not for RE2-only or Python-only syntax).
+
+Not available (the selector's answer stays *unknown*, never "no match"): two-variable comprehensions, IP/CIDR,
+URLs, and the per-expression cost limit (see ``webhook.cel_devices`` module docstring).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable
+from typing import Any
+
+from cel_expr_python import cel  # type: ignore[import-untyped]
+
+_LOOKUP = re.compile(r"\bdevice\s*\.\s*(attributes|capacity)\s*\[")
+_OPEN, _CLOSE = "([{", ")]}"
+
+
+def _string_end(text: str, i: int) -> int:
+    """Index just past the string literal starting at ``text[i]`` (a quote, maybe after r/b prefixes)."""
+    j = i
+    while j < len(text) and text[j] in "rRbB":
+        j += 1
+    raw = any(c in "rR" for c in text[i:j])
+    quote = text[j:j + 3] if text[j:j + 3] in ('"""', "'''") else text[j]
+    k = j + len(quote)
+    while k < len(text):
+        if not raw and text[k] == "\\":
+            k += 2
+            continue
+        if text.startswith(quote, k):
+            return k + len(quote)
+        k += 1
+    raise ValueError("unterminated string literal")
+
+
+def _is_string_start(text: str, i: int) -> bool:
+    if text[i] in "\"'":
+        return True
+    m = re.match(r"[rRbB]{1,2}[\"']", text[i:i + 3])
+    return m is not None and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_"))
+
+
+def _close(text: str, i: int) -> int:
+    """Index of the bracket closing the one just before ``i``."""
+    depth = 1
+    while i < len(text):
+        c = text[i]
+        if _is_string_start(text, i):
+            i = _string_end(text, i)
+            continue
+        if c in _OPEN:
+            depth += 1
+        elif c in _CLOSE:
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    raise ValueError("unbalanced brackets")
+
+
+def rewrite_lookups(expression: str) -> str:
+    """``device.attributes[D]`` -> ``(D in device.attributes ? device.attributes[D] : {})`` (and capacity),
+    outside string literals and comments; other text is kept as it is."""
+    out, i = [], 0
+    while i < len(expression):
+        if _is_string_start(expression, i):
+            end = _string_end(expression, i)
+            out.append(expression[i:end])
+            i = end
+            continue
+        if expression.startswith("//", i):
+            end = expression.find("\n", i)
+            end = len(expression) if end < 0 else end
+            out.append(expression[i:end])
+            i = end
+            continue
+        m = _LOOKUP.match(expression, i)
+        if m and (i == 0 or expression[i - 1] not in "._" and not expression[i - 1].isalnum()):
+            end = _close(expression, m.end())
+            key = rewrite_lookups(expression[m.end():end])
+            field = f"device.{m.group(1)}"
+            optional = key.lstrip().startswith("?")  # m[?d]: Find gives a present (maybe empty) map
+            key = key.lstrip()[1:] if optional else key
+            found = f"(({key}) in {field} ? {field}[{key}] : {{}})"
+            out.append(f"optional.of{found}" if optional else found)
+            i = end + 1
+            continue
+        out.append(expression[i])
+        i += 1
+    return "".join(out)
+
+
+# -- functions -------------------------------------------------------------------------------------------
+
+
+def _sortable(compare: Callable[[Any, Any], int]) -> Callable[[Any], Any]:
+    def cmp(a: Any, b: Any) -> int:
+        if isinstance(a, dict):
+            return compare(a, b)
+        if type(a) is not type(b) and not {type(a), type(b)} <= {int, float}:
+            raise ValueError("no such overload")
+        return (a > b) - (a < b)
+    return functools.cmp_to_key(cmp)
+
+
+def _includes(container: Any, value: Any) -> bool:
+    return value in container if isinstance(container, list) else container == value
+
+
+def _sum(items: list[Any]) -> Any:
+    if any(isinstance(x, dict) or isinstance(x, (str, bool)) for x in items):
+        raise ValueError("sum: no such overload")
+    return sum(items) if items else 0
+
+
+def _extreme(pick: Callable[..., Any], compare: Callable[[Any, Any], int]) -> Callable[[list[Any]], Any]:
+    def run(items: list[Any]) -> Any:
+        if not items:
+            raise ValueError("min/max of an empty list")
+        return pick(items, key=_sortable(compare))
+    return run
+
+
+def _regex(pattern: str) -> re.Pattern[str]:
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"invalid regex: {exc}") from exc
+
+
+def _find(text: str, pattern: str) -> str:
+    m = _regex(pattern).search(text)
+    return m.group(0) if m else ""
+
+
+def _find_all(text: str, pattern: str, limit: int = -1) -> list[str]:
+    found = [m.group(0) for m in _regex(pattern).finditer(text)]
+    return found if limit < 0 else found[:limit]
+
+
+def library_functions(fn: Callable[..., Any], compare: Callable[[Any, Any], int]) -> list[Any]:
+    """FunctionDecls for ``webhook.cel_devices._env``; ``compare`` orders two quantities or two semvers."""
+    T = cel.Type
+    L = T.List(T.DYN)
+    key = _sortable(compare)
+    kinds = [("string", T.STRING), ("int", T.INT), ("bool", T.BOOL), ("semver", T.Map(T.STRING, T.DYN))]
+
+    def is_sorted(items: list[Any]) -> bool:
+        return all(key(a) <= key(b) for a, b in zip(items, items[1:], strict=False))
+
+    return [
+        # One overload per element type: the runtime matches no (list, dyn) overload at run time.
+        fn("includes", *[(f"dra_includes_list_{n}", T.BOOL, [T.List(t), t], True, _includes) for n, t in kinds],
+           *[(f"dra_includes_{n}", T.BOOL, [t, t], True, _includes) for n, t in kinds]),
+        fn("isSorted", ("k8s_list_is_sorted", T.BOOL, [L], True, is_sorted)),
+        fn("sum", ("k8s_list_sum", T.DYN, [L], True, _sum)),
+        fn("min", ("k8s_list_min", T.DYN, [L], True, _extreme(min, compare))),
+        fn("max", ("k8s_list_max", T.DYN, [L], True, _extreme(max, compare))),
+        fn("sets.contains", ("sets_contains", T.BOOL, [L, L], False, lambda a, b: all(x in a for x in b))),
+        fn("sets.equivalent", ("sets_equivalent", T.BOOL, [L, L], False,
+                               lambda a, b: all(x in a for x in b) and all(x in b for x in a))),
+        fn("sets.intersects", ("sets_intersects", T.BOOL, [L, L], False, lambda a, b: any(x in a for x in b))),
+        fn("find", ("k8s_regex_find", T.STRING, [T.STRING, T.STRING], True, _find)),
+        fn("findAll", ("k8s_regex_find_all", L, [T.STRING, T.STRING], True, _find_all),
+           ("k8s_regex_find_all_n", L, [T.STRING, T.STRING, T.INT], True, _find_all)),
+    ]

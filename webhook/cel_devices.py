@@ -1,20 +1,31 @@
 """DRA device selectors in CEL, evaluated against the devices of the cluster's ResourceSlices.
 
 The environment follows the scheduler's (kubernetes/kubernetes staging/src/k8s.io/dynamic-resource-allocation/
-cel/compile.go, read at commit 00faa5e7: ``newCompiler`` and ``CompilationResult.DeviceMatches``): one variable
-``device`` with ``driver``, ``attributes[domain][id]`` and ``capacity[domain][id]`` (a Quantity), plus
-``allowMultipleAllocations`` (1.34+, consumable capacity); unqualified attribute names take the driver as
-domain (``parseQualifiedName``); looking up a domain the device does not have gives an empty map, not an
-error (``newStringInterfaceMapWithDefault``); version attributes are semvers. Supported beyond standard CEL:
-``cel.bind`` (ext.Bindings), the strings extension, Kubernetes' Quantity library (``quantity``,
-``isQuantity``, ``compareTo``, ``isGreaterThan``, ``isLessThan``, ``sign``, ``isInteger``, ``asInteger``,
-``asApproximateFloat``, ``add``, ``sub``) and Semver library (``semver``, ``isSemver``, ``major``, ``minor``,
-``patch``, ``compareTo``, ``isGreaterThan``, ``isLessThan``). Anything else fails to compile here and the
-selector's answer is *unknown*, never "no match".
+cel/compile.go, read at commit 00faa5e7 and its tests at 052bb7dc: ``newCompiler`` and
+``CompilationResult.DeviceMatches``): one variable ``device`` with ``driver``, ``attributes[domain][id]`` and
+``capacity[domain][id]`` (a Quantity), plus ``allowMultipleAllocations`` (1.34+, consumable capacity);
+unqualified attribute names take the driver as domain (``parseQualifiedName``); looking up a domain the device
+does not have gives an empty map while ``in``/``size()``/iteration see the real map (``mapper.Find``; done by
+``webhook.cel_library.rewrite_lookups``); version attributes are semvers; list attributes
+(``DRAListTypeAttributes``) are lists, with ``includes``. Supported beyond standard CEL: ``cel.bind``
+(ext.Bindings), the strings extension (with ``format``), optional types, Kubernetes' Quantity library
+(``quantity``, ``isQuantity``, ``compareTo``, ``isGreaterThan``, ``isLessThan``, ``sign``, ``isInteger``,
+``asInteger``, ``asApproximateFloat``, ``add``, ``sub``), Semver library (``semver``, ``isSemver``, ``major``,
+``minor``, ``patch``, ``compareTo``, ``isGreaterThan``, ``isLessThan``), and webhook/cel_library.py's list,
+sets and regex functions. Anything else (two-variable comprehensions, IP/CIDR, URLs, list ``indexOf``) fails
+to compile here and the selector's answer is *unknown*, never "no match".
 
-Runtime: ``cel-expr-python`` (Google's C++ CEL runtime; bench/results.md "CEL runtime" has the comparison).
-Quantities and semvers travel through CEL as one-key maps (``{"@quantity": "<exact decimal>"}``) because
-the runtime cannot carry Python objects; the custom functions unwrap them.
+Cost limit (``resourceapi.CELSelectorExpressionMaxCost`` = 1,000,000): the runtime exposes no cost, so none is
+measured. It is exact for what the webhook judges: the API server rejects a selector whose worst-case estimate
+exceeds the limit ("too complex, exceeds cost limit", validation.go ``validateCELSelector``) before
+validating admission runs, and the estimate bounds the runtime cost the scheduler's ``cel.CostLimit`` checks
+(tests/e2e/test_satisfiable.py). Not exact offline (``check`` on files): such a selector is evaluated here
+although the API server would refuse it.
+
+Runtime: ``cel-expr-python`` (Google's C++ CEL runtime; bench/results.md "CEL runtime" and
+docs/cel-runtimes.md have the comparisons). Quantities and semvers travel through CEL as one-key maps
+(``{"@quantity": "<exact decimal>"}``) because the runtime cannot carry Python objects; the custom functions
+unwrap them.
 """
 
 from __future__ import annotations

@@ -110,3 +110,19 @@ def test_never_matching_claims_stay_unallocated_and_an_accepted_one_is_allocated
         if not kube.list("resource.k8s.io/v1beta2", "DeviceTaintRule"):
             kube.delete("resource.k8s.io/v1", "ResourceSlice", SLICE)
         kube.delete("resource.k8s.io/v1", "DeviceClass", CLASS)
+
+
+# Five nested iterations over the attribute domains (at most 32 each, compile.go's declared map size): the
+# worst-case estimate is far past resourceapi.CELSelectorExpressionMaxCost (1,000,000).
+TOO_COSTLY = "device.attributes.all(a, " * 5 + "true" + ")" * 5
+
+
+def test_a_selector_past_the_cost_limit_never_reaches_the_webhook(kube, namespace):
+    """validation.go ``validateCELSelector`` rejects an estimated cost over the limit, and strategy
+    validation runs before validating admission (registry ``Store.Create``: ``BeforeCreate``, then
+    ``createValidation``); the estimate bounds the runtime cost, so no selector the webhook judges can
+    exceed the limit when the scheduler runs it (webhook/cel_library.py docstring)."""
+    ns = namespace("pilot")
+    with pytest.raises(Exception, match="exceeds cost limit"):
+        kube.create(claim("costly", ns, CLASS, count=1, selectors=[{"cel": {"expression": TOO_COSTLY}}]),
+                    dry_run=True)

@@ -112,6 +112,15 @@ SEMANTICS = [
     ("device.attributes['dra.example.com'].s.find('[0-9]+') == '42'", {"s": {"string": "gpu42x"}}, True),
     ("device.attributes['dra.example.com'].s.findAll('[0-9]') == ['4', '2']", {"s": {"string": "gpu42x"}}, True),
     ("'%s-%d'.format(['a', 1]) == 'a-1'", {}, True),
+    # IP and CIDR libraries (k8s.io/apiserver/pkg/cel/library/ip.go, cidr.go), e.g. a dranet interface address.
+    ("cidr('10.0.0.0/8').containsIP(device.attributes['dra.example.com'].ip)", {"ip": {"string": "10.1.2.3"}}, True),
+    ("cidr('10.0.0.0/8').containsIP(ip('11.0.0.1'))", {}, False),
+    ("isIP('::ffff:1.2.3.4') || isIP('fe80::1%eth0')", {}, False),  # IPv4-mapped and zones are refused
+    ("cidr('10.0.0.1/8').masked() == cidr('10.0.0.0/8') && cidr('10.0.0.1/8').ip() == ip('10.0.0.1')", {}, True),
+    ("cidr('10.0.0.0/8').containsCIDR('10.1.0.0/16') && cidr('10.0.0.0/8').prefixLength() == 8", {}, True),
+    ("ip('192.168.0.1').isGlobalUnicast() && !ip('169.254.0.1').isGlobalUnicast()", {}, True),
+    ("ip('ff02::1').isLinkLocalMulticast() && ip('::1').family() == 6", {}, True),
+    ("isCIDR('10.0.0.0/255.0.0.0')", {}, False),
 ]
 
 
@@ -122,7 +131,7 @@ def test_map_with_default_and_libraries(expression: str, attributes: dict[str, A
 
 @pytest.mark.parametrize("expression", [
     "[1].all(i, v, v > 0)",  # two-variable comprehensions (cel-go ext.TwoVarComprehensions)
-    "isIP('10.0.0.1')",  # Kubernetes IP library
+    "string(ip('10.0.0.1')) == '10.0.0.1'",  # the IP library's string() conversion
     "url('https://example.com').getHost() == 'example.com'",  # Kubernetes URL library
 ])
 def test_what_the_runtime_lacks_is_a_compile_error_so_unknown(expression: str) -> None:

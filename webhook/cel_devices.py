@@ -12,7 +12,7 @@ does not have gives an empty map while ``in``/``size()``/iteration see the real 
 (``quantity``, ``isQuantity``, ``compareTo``, ``isGreaterThan``, ``isLessThan``, ``sign``, ``isInteger``,
 ``asInteger``, ``asApproximateFloat``, ``add``, ``sub``), Semver library (``semver``, ``isSemver``, ``major``,
 ``minor``, ``patch``, ``compareTo``, ``isGreaterThan``, ``isLessThan``), and webhook/cel_library.py's list,
-sets and regex functions. Anything else (two-variable comprehensions, IP/CIDR, URLs, list ``indexOf``) fails
+sets, regex and IP/CIDR functions. Anything else (two-variable comprehensions, URLs, list ``indexOf``) fails
 to compile here and the selector's answer is *unknown*, never "no match".
 
 Cost limit (``resourceapi.CELSelectorExpressionMaxCost`` = 1,000,000): the runtime exposes no cost, so none is
@@ -42,7 +42,7 @@ import orjson
 from cel_expr_python import cel  # type: ignore[import-untyped]
 from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings  # type: ignore[import-untyped]
 
-from webhook.cel_library import library_functions, rewrite_lookups
+from webhook.cel_library import ip_functions, library_functions, rewrite_lookups
 from webhook.quantity import from_json, parse_quantity  # resource.ParseQuantity, as the CEL library uses it
 
 Q_KEY, V_KEY = "@quantity", "@semver"
@@ -172,6 +172,7 @@ def _env() -> Any:
         fn("add", ("k8s_quantity_add", M, [M, M], True, _q_add), ("k8s_quantity_add_int", M, [M, T.INT], True, _q_add)),
         fn("sub", ("k8s_quantity_sub", M, [M, M], True, _q_sub), ("k8s_quantity_sub_int", M, [M, T.INT], True, _q_sub)),
         *library_functions(fn, _compare),
+        *ip_functions(fn),
     ]
     return cel.NewEnv(
         variables={"device": T.Map(T.STRING, T.DYN)},

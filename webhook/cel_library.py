@@ -18,14 +18,18 @@ environment from k8s.io/apiserver/pkg/cel/environment's base set. Here:
   cannot take another overload); ``sets.contains``/``equivalent``/``intersects`` (cel-go ext/sets.go);
   regex ``find``/``findAll`` (library/regex.go; Python ``re`` instead of RE2: the same for the
   expressions selectors use, not for RE2-only or Python-only syntax).
+* The IP and CIDR libraries (library/ip.go, cidr.go): ``ip``, ``isIP``, ``family``, ``is*`` tests (Go's
+  netip definitions), ``cidr``, ``isCIDR``, ``containsIP``, ``containsCIDR``, ``ip()``, ``masked``,
+  ``prefixLength``; zones and IPv4-mapped IPv6 addresses refused as ip.go's ``parseIPAddr`` does.
 
-Not available (the selector's answer stays *unknown*, never "no match"): two-variable comprehensions, IP/CIDR,
-URLs, and the per-expression cost limit (see ``webhook.cel_devices`` module docstring).
+Not available (the selector's answer stays *unknown*, never "no match"): two-variable comprehensions, URLs,
+``string(ip)``/``string(cidr)``, and a cost measurement (see ``webhook.cel_devices`` module docstring).
 """
 
 from __future__ import annotations
 
 import functools
+import ipaddress
 import re
 from collections.abc import Callable
 from typing import Any
@@ -120,7 +124,7 @@ def _sortable(compare: Callable[[Any, Any], int]) -> Callable[[Any], Any]:
             return compare(a, b)
         if type(a) is not type(b) and not {type(a), type(b)} <= {int, float}:
             raise ValueError("no such overload")
-        return (a > b) - (a < b)
+        return int(a > b) - int(a < b)
     return functools.cmp_to_key(cmp)
 
 
@@ -184,4 +188,87 @@ def library_functions(fn: Callable[..., Any], compare: Callable[[Any, Any], int]
         fn("find", ("k8s_regex_find", T.STRING, [T.STRING, T.STRING], True, _find)),
         fn("findAll", ("k8s_regex_find_all", L, [T.STRING, T.STRING], True, _find_all),
            ("k8s_regex_find_all_n", L, [T.STRING, T.STRING, T.INT], True, _find_all)),
+    ]
+
+
+# -- IP and CIDR (k8s.io/apiserver/pkg/cel/library/ip.go and cidr.go): one-key maps, as quantities are --------
+
+IP_KEY, CIDR_KEY = "@ip", "@cidr"
+
+
+def _parse_ip(text: Any) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """netip.ParseAddr as ip.go's ``parseIPAddr`` uses it: no zone, no IPv4-mapped IPv6 address."""
+    if not isinstance(text, str) or "%" in text:
+        raise ValueError(f"IP address {text!r} with zone value is not allowed" if "%" in str(text)
+                         else "not an IP")
+    addr = ipaddress.ip_address(text)
+    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+        raise ValueError(f"IPv4-mapped IPv6 address {text!r} is not allowed")
+    return addr
+
+
+def _parse_cidr(text: Any) -> ipaddress.IPv4Interface | ipaddress.IPv6Interface:
+    """netip.ParsePrefix as cidr.go uses it: host bits may be set (``ip()`` keeps them, ``masked()`` drops)."""
+    if not isinstance(text, str) or "/" not in text or not text.rsplit("/", 1)[1].isdigit():
+        raise ValueError(f"network address parse error: {text!r}")
+    _parse_ip(text.rsplit("/", 1)[0])
+    return ipaddress.ip_interface(text)
+
+
+def _ip(value: Any) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    return _parse_ip(value[IP_KEY] if isinstance(value, dict) and IP_KEY in value else value)
+
+
+def _cidr(value: Any) -> ipaddress.IPv4Interface | ipaddress.IPv6Interface:
+    return _parse_cidr(value[CIDR_KEY] if isinstance(value, dict) and CIDR_KEY in value else value)
+
+
+def _is_link_local_multicast(value: Any) -> bool:
+    a = _ip(value)
+    net = "224.0.0.0/24" if a.version == 4 else "ff02::/16"
+    return a in ipaddress.ip_network(net) if a.version == 4 else (int(a) >> 112) & 0xFF0F == 0xFF02
+
+
+def _is_global_unicast(value: Any) -> bool:
+    """Go's netip.Addr.IsGlobalUnicast (not Python's is_global: private ranges count as global unicast)."""
+    a = _ip(value)
+    if a.version == 4 and str(a) in ("0.0.0.0", "255.255.255.255"):
+        return False
+    return not (a.is_unspecified or a.is_loopback or a.is_multicast or a.is_link_local)
+
+
+def _valid(parse: Callable[[Any], Any], text: Any) -> bool:
+    try:
+        parse(text)
+    except ValueError:
+        return False
+    return True
+
+
+def ip_functions(fn: Callable[..., Any]) -> list[Any]:
+    """FunctionDecls of the IP and CIDR libraries (``string(ip)``/``string(cidr)`` excepted)."""
+    T = cel.Type
+    M = T.Map(T.STRING, T.DYN)
+    S, B = T.STRING, T.BOOL
+    return [
+        fn("ip", ("string_to_ip", M, [S], False, lambda s: {IP_KEY: str(_parse_ip(s))}),
+           ("cidr_ip", M, [M], True, lambda c: {IP_KEY: str(_cidr(c).ip)})),
+        fn("isIP", ("is_ip", B, [S], False, lambda s: _valid(_parse_ip, s))),
+        fn("family", ("ip_family", T.INT, [M], True, lambda a: _ip(a).version)),
+        fn("isUnspecified", ("ip_is_unspecified", B, [M], True, lambda a: _ip(a).is_unspecified)),
+        fn("isLoopback", ("ip_is_loopback", B, [M], True, lambda a: _ip(a).is_loopback)),
+        fn("isLinkLocalMulticast", ("ip_is_link_local_multicast", B, [M], True, _is_link_local_multicast)),
+        fn("isLinkLocalUnicast", ("ip_is_link_local_unicast", B, [M], True, lambda a: _ip(a).is_link_local)),
+        fn("isGlobalUnicast", ("ip_is_global_unicast", B, [M], True, _is_global_unicast)),
+        fn("cidr", ("string_to_cidr", M, [S], False, lambda s: {CIDR_KEY: str(_parse_cidr(s))})),
+        fn("isCIDR", ("is_cidr", B, [S], False, lambda s: _valid(_parse_cidr, s))),
+        fn("containsIP", ("cidr_contains_ip_string", B, [M, S], True, lambda c, a: _ip(a) in _cidr(c).network),
+           ("cidr_contains_ip_ip", B, [M, M], True, lambda c, a: _ip(a) in _cidr(c).network)),
+        fn("containsCIDR",
+           ("cidr_contains_cidr_string", B, [M, S], True,
+            lambda c, o: _cidr(o).network.subnet_of(_cidr(c).network)),  # type: ignore[arg-type]
+           ("cidr_contains_cidr", B, [M, M], True,
+            lambda c, o: _cidr(o).network.subnet_of(_cidr(c).network))),  # type: ignore[arg-type]
+        fn("masked", ("cidr_masked", M, [M], True, lambda c: {CIDR_KEY: str(_cidr(c).network)})),
+        fn("prefixLength", ("cidr_prefix_length", T.INT, [M], True, lambda c: _cidr(c).network.prefixlen)),
     ]

@@ -112,6 +112,15 @@ SEMANTICS = [
     ("device.attributes['dra.example.com'].s.find('[0-9]+') == '42'", {"s": {"string": "gpu42x"}}, True),
     ("device.attributes['dra.example.com'].s.findAll('[0-9]') == ['4', '2']", {"s": {"string": "gpu42x"}}, True),
     ("'%s-%d'.format(['a', 1]) == 'a-1'", {}, True),
+    # Two-variable comprehensions (cel-go ext.TwoVarComprehensions).
+    ("[5, 6].all(i, v, v > i) && !([1, 2].all(i, v, v > 1))", {}, True),
+    ("device.attributes['dra.example.com'].n.exists(i, v, i == 2 && v == 7)", {"n": {"ints": [5, 6, 7]}}, True),
+    ("device.attributes['dra.example.com'].n.existsOne(i, v, v > 5)", {"n": {"ints": [5, 6, 7]}}, False),
+    ("device.attributes['dra.example.com'].n.transformList(i, v, i > 0, v * i) == [6, 14]",
+     {"n": {"ints": [5, 6, 7]}}, True),
+    ("device.attributes.all(domain, attrs, domain == 'dra.example.com' && size(attrs) == 1)",
+     {"n": {"ints": [5]}}, True),
+    ("[[1, 2], [3]].all(i, l, l.all(j, x, x > i))", {}, True),
     # IP and CIDR libraries (k8s.io/apiserver/pkg/cel/library/ip.go, cidr.go), e.g. a dranet interface address.
     ("cidr('10.0.0.0/8').containsIP(device.attributes['dra.example.com'].ip)", {"ip": {"string": "10.1.2.3"}}, True),
     ("cidr('10.0.0.0/8').containsIP(ip('11.0.0.1'))", {}, False),
@@ -130,7 +139,7 @@ def test_map_with_default_and_libraries(expression: str, attributes: dict[str, A
 
 
 @pytest.mark.parametrize("expression", [
-    "[1].all(i, v, v > 0)",  # two-variable comprehensions (cel-go ext.TwoVarComprehensions)
+    "{'a': 1}.transformMap(k, v, v + 1) == {'a': 2}",  # two-variable transformMap (ext.TwoVarComprehensions)
     "string(ip('10.0.0.1')) == '10.0.0.1'",  # the IP library's string() conversion
     "url('https://example.com').getHost() == 'example.com'",  # Kubernetes URL library
 ])

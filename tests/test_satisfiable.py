@@ -138,8 +138,8 @@ def _eval(expression: str, dev: dict[str, Any], driver: str = EXAMPLE_DRIVER) ->
     ("device.attributes['gpu.nvidia.com'].productName == 'x'", None),
     # Kubernetes' IP library (issue 25 item 2): a UUID is not an IP.
     ("isIP(device.attributes['gpu.dra-example-driver.sigs.k8s.io'].uuid)", False),
-    # Not supported here (two-variable comprehensions): unknown.
-    ("[1].all(i, v, v > 0)", None),
+    # Not supported here (transformMap of two-variable comprehensions): unknown.
+    ("{'a': 1}.transformMap(k, v, v + 1) == {'a': 2}", None),
     ("quantity('not a quantity') == device.capacity['gpu.dra-example-driver.sigs.k8s.io'].memory", None),
 ])
 def test_selector_semantics(expression: str, expected: bool | None) -> None:
@@ -215,11 +215,12 @@ def test_multiple_allocations_lift_the_count() -> None:
 def test_unknown_answers_never_report() -> None:
     view = example_view(example_slice("node-1", 2))
     # A selector this runtime lacks, an attribute the devices lack (a CEL runtime error in the scheduler).
-    for expr in ("[device.attributes['gpu.dra-example-driver.sigs.k8s.io'].uuid].all(i, v, v == 'x')",
+    for expr in ("{'a': device.attributes['gpu.dra-example-driver.sigs.k8s.io'].uuid}.transformMap(k, v, v) == {}",
                  "device.attributes['gpu.dra-example-driver.sigs.k8s.io'].nope == 1"):
         findings, degraded = run(template(expr), view)
         assert findings == [], expr
-    assert any("selector not supported here" in d for d in run(template("[1].all(i, v, v == 0)"), view)[1])
+    unsupported = template("{'a': 1}.transformMap(k, v, v) == {}")
+    assert any("selector not supported here" in d for d in run(unsupported, view)[1])
     # Offline, and slices unknown: nothing to say.
     assert run(template(EXAMPLE_MODEL.replace("LATEST", "NO")), OfflineView()) == ([], ())
     assert run(template(EXAMPLE_MODEL.replace("LATEST", "NO")), StaticView(device_classes=[EXAMPLE_CLASS]))[0] == []

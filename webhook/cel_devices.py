@@ -12,8 +12,8 @@ does not have gives an empty map while ``in``/``size()``/iteration see the real 
 (``quantity``, ``isQuantity``, ``compareTo``, ``isGreaterThan``, ``isLessThan``, ``sign``, ``isInteger``,
 ``asInteger``, ``asApproximateFloat``, ``add``, ``sub``), Semver library (``semver``, ``isSemver``, ``major``,
 ``minor``, ``patch``, ``compareTo``, ``isGreaterThan``, ``isLessThan``), and webhook/cel_library.py's list,
-sets, regex and IP/CIDR functions. Anything else (two-variable comprehensions, URLs, list ``indexOf``) fails
-to compile here and the selector's answer is *unknown*, never "no match".
+sets, regex, IP/CIDR functions and two-variable comprehensions. Anything else (``transformMap``, URLs, list
+``indexOf``) fails to compile here and the selector's answer is *unknown*, never "no match".
 
 Cost limit (``resourceapi.CELSelectorExpressionMaxCost`` = 1,000,000): the runtime exposes no cost, so none is
 measured. It is exact for what the webhook judges: the API server rejects a selector whose worst-case estimate

@@ -22,7 +22,12 @@ environment from k8s.io/apiserver/pkg/cel/environment's base set. Here:
   netip definitions), ``cidr``, ``isCIDR``, ``containsIP``, ``containsCIDR``, ``ip()``, ``masked``,
   ``prefixLength``; zones and IPv4-mapped IPv6 addresses refused as ip.go's ``parseIPAddr`` does.
 
-Not available (the selector's answer stays *unknown*, never "no match"): two-variable comprehensions, URLs,
+* Two-variable comprehensions (cel-go ext.TwoVarComprehensions): ``all``, ``exists``, ``existsOne`` and
+  ``transformList`` with two variables, rewritten onto the one-variable macros over [index or key, value]
+  pairs.
+
+Not available (the selector's answer stays *unknown*, never "no match"): ``transformMap``/``transformMapEntry``,
+URLs,
 ``string(ip)``/``string(cidr)``, and a cost measurement (see ``webhook.cel_devices`` module docstring).
 """
 
@@ -38,6 +43,10 @@ from cel_expr_python import cel  # type: ignore[import-untyped]
 
 _LOOKUP = re.compile(r"\bdevice\s*\.\s*(attributes|capacity)\s*\[")
 _OPEN, _CLOSE = "([{", ")]}"
+# cel-go ext.TwoVarComprehensions (in the base environment): X.all(i, v, p), X.exists(...), X.existsOne(...),
+# X.transformList(i, v, [filter,] e). transformMap/transformMapEntry build maps and are not rewritten (unknown).
+_TWO_VAR = re.compile(r"\.\s*(all|exists|existsOne|transformList)\s*\(")
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _string_end(text: str, i: int) -> int:
@@ -83,6 +92,47 @@ def _close(text: str, i: int) -> int:
     raise ValueError("unbalanced brackets")
 
 
+def _split_args(text: str) -> list[str]:
+    """The top-level comma-separated parts of a call's argument text."""
+    parts, depth, start, i = [], 0, 0, 0
+    while i < len(text):
+        if _is_string_start(text, i):
+            i = _string_end(text, i)
+            continue
+        c = text[i]
+        if c in _OPEN:
+            depth += 1
+        elif c in _CLOSE:
+            depth -= 1
+        elif c == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+        i += 1
+    return [*parts, text[start:]]
+
+
+def _two_var(macro: str, names: list[str], bodies: list[str], depth: int) -> str:
+    """``.all(i, v, p)`` -> ``.draPairs().all(P, cel.bind(i, P[0], cel.bind(v, P[1], p)))`` (``draPairs``:
+    [index, element] of a list, [key, value] of a map), so the one-variable macros do the iterating."""
+    pair = f"dra_pair{depth}"
+
+    def bind(body: str) -> str:
+        return f"cel.bind({names[0]}, {pair}[0], cel.bind({names[1]}, {pair}[1], {body}))"
+    if macro == "transformList":
+        if len(bodies) == 2:
+            return f".draPairs().filter({pair}, {bind(bodies[0])}).map({pair}, {bind(bodies[1])})"
+        return f".draPairs().map({pair}, {bind(bodies[0])})"
+    if len(bodies) != 1:
+        raise ValueError(f"{macro} takes three arguments")
+    return f".draPairs().{'exists_one' if macro == 'existsOne' else macro}({pair}, {bind(bodies[0])})"
+
+
+def _pairs(container: Any) -> list[list[Any]]:
+    if isinstance(container, dict):
+        return [[k, v] for k, v in container.items()]
+    return [[i, v] for i, v in enumerate(container)]
+
+
 def rewrite_lookups(expression: str) -> str:
     """``device.attributes[D]`` -> ``(D in device.attributes ? device.attributes[D] : {})`` (and capacity),
     outside string literals and comments; other text is kept as it is."""
@@ -99,6 +149,15 @@ def rewrite_lookups(expression: str) -> str:
             out.append(expression[i:end])
             i = end
             continue
+        two = _TWO_VAR.match(expression, i)
+        if two:
+            end = _close(expression, two.end())
+            args = _split_args(expression[two.end():end])
+            if len(args) in (3, 4) and all(_IDENT.fullmatch(a.strip()) for a in args[:2]):
+                out.append(_two_var(two.group(1), [a.strip() for a in args[:2]],
+                                    [rewrite_lookups(a) for a in args[2:]], expression.count("(", 0, i)))
+                i = end + 1
+                continue
         m = _LOOKUP.match(expression, i)
         if m and (i == 0 or expression[i - 1] not in "._" and not expression[i - 1].isalnum()):
             end = _close(expression, m.end())
@@ -177,6 +236,8 @@ def library_functions(fn: Callable[..., Any], compare: Callable[[Any, Any], int]
         # One overload per element type: the runtime matches no (list, dyn) overload at run time.
         fn("includes", *[(f"dra_includes_list_{n}", T.BOOL, [T.List(t), t], True, _includes) for n, t in kinds],
            *[(f"dra_includes_{n}", T.BOOL, [t, t], True, _includes) for n, t in kinds]),
+        fn("draPairs", ("dra_pairs_list", L, [L], True, _pairs),
+           ("dra_pairs_map", L, [T.Map(T.DYN, T.DYN)], True, _pairs)),
         fn("isSorted", ("k8s_list_is_sorted", T.BOOL, [L], True, is_sorted)),
         fn("sum", ("k8s_list_sum", T.DYN, [L], True, _sum)),
         fn("min", ("k8s_list_min", T.DYN, [L], True, _extreme(min, compare))),

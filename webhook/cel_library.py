@@ -135,7 +135,8 @@ def _pairs(container: Any) -> list[list[Any]]:
 
 def rewrite_lookups(expression: str) -> str:
     """``device.attributes[D]`` -> ``(D in device.attributes ? device.attributes[D] : {})`` (and capacity),
-    outside string literals and comments; other text is kept as it is."""
+    and two-variable comprehensions onto one-variable ones (``_two_var``), outside string literals and
+    comments; other text is kept as it is."""
     out, i = [], 0
     while i < len(expression):
         if _is_string_start(expression, i):

@@ -28,7 +28,7 @@ FEATURES = {
     "member function on a custom type (memory.compareTo(quantity(...)))": EXPRESSIONS[1],
     "cel.bind (ext.Bindings, in the DRA environment)": f"cel.bind(d, device.attributes['{DRIVER}'], d.index >= 0)",
     "strings extension (lowerAscii)": f"device.attributes['{DRIVER}'].model.lowerAscii() == 'latest-gpu-model'",
-    "unknown function rejected at compile time": "isIP('x')",
+    "unknown function rejected at compile time": "noSuchFunction('x')",
 }
 
 

@@ -136,8 +136,10 @@ def _eval(expression: str, dev: dict[str, Any], driver: str = EXAMPLE_DRIVER) ->
     # ...while a missing attribute is an error in the scheduler too: unknown, never False.
     ("device.attributes['gpu.dra-example-driver.sigs.k8s.io'].nope == 1", None),
     ("device.attributes['gpu.nvidia.com'].productName == 'x'", None),
-    # Not supported here (Kubernetes' IP library): unknown.
-    ("isIP(device.attributes['gpu.dra-example-driver.sigs.k8s.io'].uuid)", None),
+    # Kubernetes' IP library (issue 25 item 2): a UUID is not an IP.
+    ("isIP(device.attributes['gpu.dra-example-driver.sigs.k8s.io'].uuid)", False),
+    # Not supported here (transformMap of two-variable comprehensions): unknown.
+    ("{'a': 1}.transformMap(k, v, v + 1) == {'a': 2}", None),
     ("quantity('not a quantity') == device.capacity['gpu.dra-example-driver.sigs.k8s.io'].memory", None),
 ])
 def test_selector_semantics(expression: str, expected: bool | None) -> None:
@@ -213,11 +215,12 @@ def test_multiple_allocations_lift_the_count() -> None:
 def test_unknown_answers_never_report() -> None:
     view = example_view(example_slice("node-1", 2))
     # A selector this runtime lacks, an attribute the devices lack (a CEL runtime error in the scheduler).
-    for expr in ("isIP(device.attributes['gpu.dra-example-driver.sigs.k8s.io'].uuid)",
+    for expr in ("{'a': device.attributes['gpu.dra-example-driver.sigs.k8s.io'].uuid}.transformMap(k, v, v) == {}",
                  "device.attributes['gpu.dra-example-driver.sigs.k8s.io'].nope == 1"):
         findings, degraded = run(template(expr), view)
         assert findings == [], expr
-    assert any("selector not supported here" in d for d in run(template("isIP('x')"), view)[1])
+    unsupported = template("{'a': 1}.transformMap(k, v, v) == {}")
+    assert any("selector not supported here" in d for d in run(unsupported, view)[1])
     # Offline, and slices unknown: nothing to say.
     assert run(template(EXAMPLE_MODEL.replace("LATEST", "NO")), OfflineView()) == ([], ())
     assert run(template(EXAMPLE_MODEL.replace("LATEST", "NO")), StaticView(device_classes=[EXAMPLE_CLASS]))[0] == []

@@ -1,20 +1,31 @@
 """DRA device selectors in CEL, evaluated against the devices of the cluster's ResourceSlices.
 
 The environment follows the scheduler's (kubernetes/kubernetes staging/src/k8s.io/dynamic-resource-allocation/
-cel/compile.go, read at commit 00faa5e7: ``newCompiler`` and ``CompilationResult.DeviceMatches``): one variable
-``device`` with ``driver``, ``attributes[domain][id]`` and ``capacity[domain][id]`` (a Quantity), plus
-``allowMultipleAllocations`` (1.34+, consumable capacity); unqualified attribute names take the driver as
-domain (``parseQualifiedName``); looking up a domain the device does not have gives an empty map, not an
-error (``newStringInterfaceMapWithDefault``); version attributes are semvers. Supported beyond standard CEL:
-``cel.bind`` (ext.Bindings), the strings extension, Kubernetes' Quantity library (``quantity``,
-``isQuantity``, ``compareTo``, ``isGreaterThan``, ``isLessThan``, ``sign``, ``isInteger``, ``asInteger``,
-``asApproximateFloat``, ``add``, ``sub``) and Semver library (``semver``, ``isSemver``, ``major``, ``minor``,
-``patch``, ``compareTo``, ``isGreaterThan``, ``isLessThan``). Anything else fails to compile here and the
-selector's answer is *unknown*, never "no match".
+cel/compile.go, read at commit 00faa5e7 and its tests at 052bb7dc: ``newCompiler`` and
+``CompilationResult.DeviceMatches``): one variable ``device`` with ``driver``, ``attributes[domain][id]`` and
+``capacity[domain][id]`` (a Quantity), plus ``allowMultipleAllocations`` (1.34+, consumable capacity);
+unqualified attribute names take the driver as domain (``parseQualifiedName``); looking up a domain the device
+does not have gives an empty map while ``in``/``size()``/iteration see the real map (``mapper.Find``; done by
+``webhook.cel_library.rewrite_lookups``); version attributes are semvers; list attributes
+(``DRAListTypeAttributes``) are lists, with ``includes``. Supported beyond standard CEL: ``cel.bind``
+(ext.Bindings), the strings extension (with ``format``), optional types, Kubernetes' Quantity library
+(``quantity``, ``isQuantity``, ``compareTo``, ``isGreaterThan``, ``isLessThan``, ``sign``, ``isInteger``,
+``asInteger``, ``asApproximateFloat``, ``add``, ``sub``), Semver library (``semver``, ``isSemver``, ``major``,
+``minor``, ``patch``, ``compareTo``, ``isGreaterThan``, ``isLessThan``), and webhook/cel_library.py's list,
+sets, regex, IP/CIDR functions and two-variable comprehensions. Anything else (``transformMap``, URLs, list
+``indexOf``) fails to compile here and the selector's answer is *unknown*, never "no match".
 
-Runtime: ``cel-expr-python`` (Google's C++ CEL runtime; bench/results.md "CEL runtime" has the comparison).
-Quantities and semvers travel through CEL as one-key maps (``{"@quantity": "<exact decimal>"}``) because
-the runtime cannot carry Python objects; the custom functions unwrap them.
+Cost limit (``resourceapi.CELSelectorExpressionMaxCost`` = 1,000,000): the runtime exposes no cost, so none is
+measured. It is exact for what the webhook judges: the API server rejects a selector whose worst-case estimate
+exceeds the limit ("too complex, exceeds cost limit", validation.go ``validateCELSelector``) before
+validating admission runs, and the estimate bounds the runtime cost the scheduler's ``cel.CostLimit`` checks
+(tests/e2e/test_satisfiable.py). Not exact offline (``check`` on files): such a selector is evaluated here
+although the API server would refuse it.
+
+Runtime: ``cel-expr-python`` (Google's C++ CEL runtime; bench/results.md "CEL runtime" and
+docs/cel-runtimes.md have the comparisons). Quantities and semvers travel through CEL as one-key maps
+(``{"@quantity": "<exact decimal>"}``) because the runtime cannot carry Python objects; the custom functions
+unwrap them.
 """
 
 from __future__ import annotations
@@ -23,14 +34,15 @@ import re
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any, Protocol
 
 import orjson
 from cel_expr_python import cel  # type: ignore[import-untyped]
-from cel_expr_python.ext import ext_bindings, ext_strings  # type: ignore[import-untyped]
+from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings  # type: ignore[import-untyped]
 
+from webhook.cel_library import ip_functions, library_functions, rewrite_lookups
 from webhook.quantity import from_json, parse_quantity  # resource.ParseQuantity, as the CEL library uses it
 
 Q_KEY, V_KEY = "@quantity", "@semver"
@@ -159,17 +171,18 @@ def _env() -> Any:
         fn("asApproximateFloat", ("k8s_quantity_as_float", T.DOUBLE, [M], True, lambda a: float(_q(a)))),
         fn("add", ("k8s_quantity_add", M, [M, M], True, _q_add), ("k8s_quantity_add_int", M, [M, T.INT], True, _q_add)),
         fn("sub", ("k8s_quantity_sub", M, [M, M], True, _q_sub), ("k8s_quantity_sub_int", M, [M, T.INT], True, _q_sub)),
+        *library_functions(fn, _compare),
+        *ip_functions(fn),
     ]
     return cel.NewEnv(
         variables={"device": T.Map(T.STRING, T.DYN)},
         functions=functions,
-        extensions=[ext_bindings.ExtBindings(), ext_strings.ExtStrings()],
+        extensions=[ext_bindings.ExtBindings(), ext_strings.ExtStrings(), ext_optional.ExtOptional()],
     )
 
 
 _ENV_LOCK = threading.Lock()
 _ENV: Any = None
-_LITERAL = re.compile(r'"((?:[^"\\]|\\.)*)"|\'((?:[^\'\\]|\\.)*)\'')
 _COMPILED: dict[str, Selector] = {}
 COMPILE_CACHE_SIZE = 1024  # distinct selector texts kept compiled (class selectors + recent request selectors)
 CARRY = 256  # request selectors re-evaluated ahead of requests when slices change
@@ -182,9 +195,6 @@ class Selector:
     expression: str
     program: Any
     error: str | None
-    # String literals of the expression: attribute/capacity domains it may look up. A device gets an empty
-    # map for each it lacks, as the scheduler's map-with-default does, so the lookup is not an error.
-    literals: frozenset[str] = field(default=frozenset())
 
 
 def compile_selector(expression: str) -> Selector:
@@ -197,11 +207,10 @@ def compile_selector(expression: str) -> Selector:
         if _ENV is None:
             _ENV = _env()
         try:
-            program, error = _ENV.compile(expression), None
-        except RuntimeError as exc:
+            program, error = _ENV.compile(rewrite_lookups(expression)), None
+        except (RuntimeError, ValueError) as exc:
             program, error = None, _short(str(exc))
-    literals = frozenset(a or b for a, b in _LITERAL.findall(expression))
-    sel = Selector(expression, program, error, literals)
+    sel = Selector(expression, program, error)
     if len(_COMPILED) >= COMPILE_CACHE_SIZE:
         _COMPILED.pop(next(iter(_COMPILED)), None)
     _COMPILED[expression] = sel
@@ -233,6 +242,8 @@ def _qualified(name: str, driver: str) -> tuple[str, str]:
 
 
 def _attribute(value: Any) -> Any:
+    """One DeviceAttribute as CEL sees it; the list forms (``DRAListTypeAttributes``, 1.36+) are CEL lists
+    (compile.go ``newCompiler``/``getAttributeValue``; compile_test.go "list-of-int", "list-of-semver")."""
     if not isinstance(value, dict):
         raise ValueError("unsupported attribute value")
     for key in ("int", "bool", "string"):
@@ -240,6 +251,11 @@ def _attribute(value: Any) -> Any:
             return value[key]
     if "version" in value:
         return semver_value(value["version"])
+    for key in ("ints", "bools", "strings"):
+        if isinstance(value.get(key), list):
+            return list(value[key])
+    if isinstance(value.get("versions"), list):
+        return [semver_value(v) for v in value["versions"]]
     raise ValueError("unsupported attribute value")
 
 
@@ -278,16 +294,8 @@ def evaluate(selector: Selector, device: Device) -> bool | None:
     """True/False as the scheduler would decide for this device; None when unknown (unsupported, error)."""
     if selector.program is None or device.data is None:
         return None
-    data = device.data
-    extra = [d for d in selector.literals if d not in data["attributes"] or d not in data["capacity"]]
-    if extra:
-        data = {
-            **data,
-            "attributes": {**{d: {} for d in extra}, **data["attributes"]},
-            "capacity": {**{d: {} for d in extra}, **data["capacity"]},
-        }
     try:
-        result = selector.program.eval(data={"device": data}).value()
+        result = selector.program.eval(data={"device": device.data}).value()
     except RuntimeError:
         return None
     return result if isinstance(result, bool) else None

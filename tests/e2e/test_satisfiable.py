@@ -46,6 +46,11 @@ def cel_claim(name: str, ns: str, memory: str, count: int) -> dict[str, Any]:
                  selectors=[{"cel": {"expression": MODEL}}, {"cel": {"expression": memory_at_least(memory)}}])
 
 
+# Issue 25 item 2: a domain no device has is absent for `in` (the scheduler's map-with-default answers lookups
+# only), so this claim matches every device; before the fix the webhook called it unsatisfiable.
+NOT_OTHER = "!('other.example.com' in device.attributes)"
+
+
 def claim_user(name: str, ns: str, claim_name: str) -> dict[str, Any]:
     p = pod(name, ns, resource=None)
     p["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim_name}]
@@ -65,6 +70,8 @@ def test_never_matching_claims_stay_unallocated_and_an_accepted_one_is_allocated
         too_big = cel_claim("too-big", ns, "96Gi", 1)  # no device has 96Gi
         too_many = cel_claim("too-many", ns, "64Gi", 3)  # two devices have >= 64Gi
         fits = cel_claim("fits", ns, "64Gi", 2)
+        not_other = claim("not-other", ns, CLASS, count=1,
+                          selectors=[{"cel": {"expression": MODEL}}, {"cel": {"expression": NOT_OTHER}}])
         # The webhook's view follows the new slice and class by watch: wait until it judges.
         eventually(lambda: _ours(kube.create(too_big, dry_run=True).warnings), "the webhook seeing the slice", 15)
         warned = _ours(kube.create(too_big).warnings)
@@ -72,7 +79,8 @@ def test_never_matching_claims_stay_unallocated_and_an_accepted_one_is_allocated
         warned = _ours(kube.create(too_many).warnings)
         assert len(warned) == 1 and "3 devices needed on one node, but at most 2" in warned[0], warned
         assert _ours(kube.create(fits).warnings) == []
-        for name in ("too-big", "too-many", "fits"):
+        assert _ours(kube.create(not_other).warnings) == []
+        for name in ("too-big", "too-many", "fits", "not-other"):
             kube.create(claim_user(f"use-{name}", ns, name))
 
         def allocated() -> dict | None:
@@ -82,6 +90,8 @@ def test_never_matching_claims_stay_unallocated_and_an_accepted_one_is_allocated
         assert sorted(r["device"] for r in results["devices"]["results"]) == ["gpu-0", "gpu-1"]
         eventually(lambda: kube.get("v1", "Pod", "use-fits", ns)["spec"].get("nodeName") == GPU_NODE,
                    "its Pod bound", 30)
+        eventually(lambda: (kube.get("resource.k8s.io/v1", "ResourceClaim", "not-other", ns).get("status") or {})
+                   .get("allocation"), "claim not-other allocated by kube-scheduler", 60)
 
         def unschedulable(name: str) -> bool:
             conds = kube.get("v1", "Pod", f"use-{name}", ns).get("status", {}).get("conditions") or []
@@ -93,10 +103,26 @@ def test_never_matching_claims_stay_unallocated_and_an_accepted_one_is_allocated
                 "allocation"), name
             assert not kube.get("v1", "Pod", f"use-{name}", ns)["spec"].get("nodeName")
     finally:
-        for name in ("too-big", "too-many", "fits"):
+        for name in ("too-big", "too-many", "fits", "not-other"):
             kube.delete("v1", "Pod", f"use-{name}", ns)
         # No slice event while a DeviceTaintRule exists (kube-scheduler v1.36.2 panics, test_outage.py
         # KNOWN_SCHEDULER_PANIC): the slice stays in that case.
         if not kube.list("resource.k8s.io/v1beta2", "DeviceTaintRule"):
             kube.delete("resource.k8s.io/v1", "ResourceSlice", SLICE)
         kube.delete("resource.k8s.io/v1", "DeviceClass", CLASS)
+
+
+# Five nested iterations over the attribute domains (at most 32 each, compile.go's declared map size): the
+# worst-case estimate is far past resourceapi.CELSelectorExpressionMaxCost (1,000,000).
+TOO_COSTLY = "device.attributes.all(a, " * 5 + "true" + ")" * 5
+
+
+def test_a_selector_past_the_cost_limit_never_reaches_the_webhook(kube, namespace):
+    """validation.go ``validateCELSelector`` rejects an estimated cost over the limit, and strategy
+    validation runs before validating admission (registry ``Store.Create``: ``BeforeCreate``, then
+    ``createValidation``); the estimate bounds the runtime cost, so no selector the webhook judges can
+    exceed the limit when the scheduler runs it (webhook/cel_library.py docstring)."""
+    ns = namespace("pilot")
+    with pytest.raises(Exception, match="exceeds cost limit"):
+        kube.create(claim("costly", ns, CLASS, count=1, selectors=[{"cel": {"expression": TOO_COSTLY}}]),
+                    dry_run=True)

@@ -12,12 +12,14 @@ Teams steer those Pods with explicit ResourceClaimTemplates instead (see the REA
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from webhook.claim_objects import (
     CLAIM_KINDS,
     STANDARD_NUMA_ATTRIBUTE,
     STANDARD_NUMA_DOMAIN,
+    RequestSlot,
     is_nonstandard_numa_attribute,
     is_scheduler_claim,
     iter_cel_selectors,
@@ -37,13 +39,28 @@ def judged(obj: dict[str, Any], ctx: Context) -> bool:
     return ctx.operation == "CREATE" and not is_scheduler_claim(obj, ctx.user, ctx.policy.scheduler_usernames)
 
 
+def scoped_requests(obj: dict[str, Any], ctx: Context) -> Iterator[RequestSlot]:
+    """Requests and subrequests for a DeviceClass under migration (``webhook.migration_scope``): claims of
+    other DRA drivers (CPU, NIC, Neuron) are none of the migration's business and are left alone."""
+    scope = ctx.policy.scope
+    known = None if scope.everything else ctx.view.device_classes().value
+    drivers = scope.drivers_with(known)
+    for slot in iter_requests(obj, ctx.kind):
+        if scope.covers(slot.body.get("deviceClassName"), known, drivers):
+            yield slot
+
+
 def _namespace(obj: dict[str, Any], ctx: Context) -> str:
     return ctx.namespace or str((obj.get("metadata") or {}).get("namespace") or "")
 
 
 @rule(ids.DEVICE_CLASS_NOT_ALLOWED, _CLAIM_KINDS, operations=("CREATE",))
 def device_class_not_allowed(obj: dict[str, Any], ctx: Context) -> Outcome:
-    """Every request and subrequest names a class from ``claims.allowedDeviceClasses`` (unset: any)."""
+    """Every request and subrequest names a class from ``claims.allowedDeviceClasses`` (unset: any).
+
+    Unlike the other claim rules this one is not limited to the migration's scope: an allowlist is the
+    policy's explicit word about every claim (list the CPU or NIC driver's classes too, or leave it unset).
+    """
     allowed = ctx.policy.allowed_classes
     if allowed is None or not judged(obj, ctx):
         return NO_OUTCOME
@@ -56,7 +73,7 @@ def device_class_not_allowed(obj: dict[str, Any], ctx: Context) -> Outcome:
             f"use one of the allowed DeviceClasses: {shown}",
             (f"{slot.path}.deviceClassName",),
         )
-        for slot in iter_requests(obj, ctx.kind)
+        for slot in iter_requests(obj, ctx.kind)  # an explicit allowlist covers every driver's classes
         if slot.body.get("deviceClassName") not in allowed
     ]
     return Outcome(findings) if findings else NO_OUTCOME
@@ -69,7 +86,7 @@ def device_count_exceeds(obj: dict[str, Any], ctx: Context) -> Outcome:
     if limit is None or not judged(obj, ctx):
         return NO_OUTCOME
     findings = []
-    for slot in iter_requests(obj, ctx.kind):
+    for slot in scoped_requests(obj, ctx):
         count = slot.body.get("count", 1)
         if (slot.body.get("allocationMode") or "ExactCount") != "ExactCount" or not isinstance(count, int):
             continue
@@ -105,8 +122,9 @@ def allocation_mode_all(obj: dict[str, Any], ctx: Context) -> Outcome:
             "use allocationMode ExactCount with an explicit count",
             (f"{slot.path}.allocationMode",),
         )
-        for slot in iter_requests(obj, ctx.kind)
+        for slot in scoped_requests(obj, ctx)
         if slot.body.get("allocationMode") == "All" and slot.body.get("adminAccess") is not True
+        and slot.body.get("deviceClassName") not in ctx.policy.spec.claims.allocationModeAllClasses
     ]
     return Outcome(findings) if findings else NO_OUTCOME
 
@@ -132,7 +150,7 @@ def admin_access_namespace(obj: dict[str, Any], ctx: Context) -> Outcome:
             f"drop adminAccess, or create the claim in an admin-access namespace: {allowed}",
             (f"{slot.path}.adminAccess",),
         )
-        for slot in iter_requests(obj, ctx.kind)
+        for slot in scoped_requests(obj, ctx)
         if not slot.subrequest and slot.body.get("adminAccess") is True
     ]
     return Outcome(findings) if findings else NO_OUTCOME
@@ -153,7 +171,7 @@ def nonstandard_numa_attribute(obj: dict[str, Any], ctx: Context) -> Outcome:
         new = ctx.operation == "CREATE"
         hits = [(p, e) for p, e in iter_device_class_selectors(obj) if new or e not in old]
         return _numa_findings(hits, [])
-    if not judged(obj, ctx):
+    if not judged(obj, ctx) or next(scoped_requests(obj, ctx), None) is None:
         return NO_OUTCOME
     selectors = list(iter_cel_selectors(obj, ctx.kind))
     return _numa_findings(selectors, list(iter_constraint_attributes(obj, ctx.kind)))

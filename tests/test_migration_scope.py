@@ -15,8 +15,11 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.fakeapi import FakeAPI
+from tests.fakeapi import device_class as fake_class
 from tests.helpers import review
 from webhook.admission import admit as admit_chain
+from webhook.cli import main
 from webhook.migration_scope import class_drivers, scope_of
 from webhook.policy.compiled import CompiledPolicy, compile_policy
 from webhook.policy.model import MigrationPolicy
@@ -91,6 +94,16 @@ def test_every_scoped_rule_leaves_the_cpu_claim_alone() -> None:
     assert tolerations.toleration_too_broad(cpu, c).findings
 
 
+def test_the_allowlist_leaves_a_class_the_cluster_shows_is_another_drivers() -> None:
+    doc = load("policy.yaml")
+    del doc["spec"]["migration"]
+    pol = compile_policy(MigrationPolicy.model_validate(doc), yaml.safe_dump(doc).encode())
+    view = StaticView(device_classes=[load("deviceclass-dracpu.yaml")])
+    assert not claims.device_class_not_allowed(load("claim-dracpu.yaml"), ctx(pol, view)).findings
+    # Offline dra.cpu could be a mistyped GPU class: the allowlist still judges it.
+    assert claims.device_class_not_allowed(load("claim-dracpu.yaml"), ctx(pol)).findings
+
+
 def test_default_drivers_come_from_the_mapped_classes_when_the_cluster_has_them() -> None:
     view = StaticView(device_classes=[device_class("gpu.example.com", "gpu.example.com"),
                                       device_class("gpu-large.example.com", "gpu.example.com"),
@@ -158,3 +171,29 @@ def test_report_does_not_count_a_cpu_claim_pod_as_migrated() -> None:
     assert [(p.name, p.actual) for p in report.pods] == [("gpu-pod", "dra-claim")]
     row = next(n for n in report.namespaces if n.name == "ml-a")
     assert dict(row.actual) == {"dra-claim": 1}
+
+
+def test_lint_explains_the_scope_offline_and_with_the_cluster(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text(_without_migration((DATA / "policy.yaml").read_text()))
+    assert main(["lint", "--at", "2026-12-01", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "DeviceClasses under migration (the classes resources map): gpu.example.com" in out
+    assert "DRA drivers under migration: not known offline" in out
+    with FakeAPI() as api:
+        api.put(fake_class("gpu.example.com", "example.com/gpu", driver="gpu.example.com"),
+                load("deviceclass-dracpu.yaml"))
+        kubeconfig = api.write_kubeconfig(tmp_path)
+        assert main(["lint", "--at", "2026-12-01", "--kubeconfig", kubeconfig, str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "DRA drivers under migration (read from those DeviceClasses' device.driver selectors): " \
+           "gpu.example.com" in out
+    assert "dra.cpu" not in out
+
+
+def _without_migration(text: str) -> str:
+    """The claim tests' policy with its spec.migration block removed (the default scope)."""
+    lines = text.splitlines()
+    start = lines.index("  migration:")
+    return "\n".join(lines[:start] + lines[start + 3:]) + "\n"

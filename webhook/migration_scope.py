@@ -72,6 +72,13 @@ class MigrationScope:
         wanted = self.drivers_with(known) if drivers is None else drivers
         return bool(wanted & class_drivers(known[class_name]))
 
+    def foreign(self, class_name: Any, known: Mapping[str, Mapping[str, Any]] | None,
+                drivers: frozenset[str] | None = None) -> bool:
+        """Whether the cluster's DeviceClass shows a request is another driver's (offline: never known)."""
+        if self.covers(class_name, known, drivers) or not known or class_name not in known:
+            return False
+        return bool(class_drivers(known[class_name]))
+
     def describe(self, known: Mapping[str, Mapping[str, Any]] | None) -> list[str]:
         """What ``lint`` says about the scope it works with."""
         if self.everything:

@@ -28,6 +28,9 @@ warnings (exit 0; printed as file:line: warning: ...):
     spec.extendedResourceName is not the resource the policy maps them to
   - with --kubeconfig: featureGates set to true/false where the cluster (its /metrics) says otherwise
 
+After "policy OK" lint says what is under migration (spec.migration, or the DeviceClasses resources map and,
+with --kubeconfig, the DRA drivers those classes select): claims of other drivers are left alone.
+
 --webhook-rules: print (on stdout) the kustomize patches that add the webhook configuration rules for the
 CRDs the policy names in spec.workloadKinds; warnings then go to stderr.
 
@@ -130,4 +133,7 @@ def run(args: argparse.Namespace) -> int:
     n = len(report.warnings)
     note = f", {n} warning{'s' if n != 1 else ''}" if n else ""
     print(f"policy OK: {report.policy.identity} ({', '.join(report.policy.files)}){note}")
+    known = {str((c.get("metadata") or {}).get("name")): c for c in classes} if classes is not None else None
+    for line in report.policy.scope.describe(known):
+        print(f"  {line}")
     return 0

@@ -58,13 +58,17 @@ def _namespace(obj: dict[str, Any], ctx: Context) -> str:
 def device_class_not_allowed(obj: dict[str, Any], ctx: Context) -> Outcome:
     """Every request and subrequest names a class from ``claims.allowedDeviceClasses`` (unset: any).
 
-    Unlike the other claim rules this one is not limited to the migration's scope: an allowlist is the
-    policy's explicit word about every claim (list the CPU or NIC driver's classes too, or leave it unset).
+    Unlike the other claim rules this one also judges requests for classes outside the migration's scope,
+    unless the cluster's DeviceClass shows they are another driver's (dra-driver-cpu's ``dra.cpu``): an
+    allowlist exists to catch a mistyped or retired class, which offline looks like any unknown class.
     """
     allowed = ctx.policy.allowed_classes
     if allowed is None or not judged(obj, ctx):
         return NO_OUTCOME
     shown = ", ".join(sorted(allowed)) or "(none)"
+    scope = ctx.policy.scope
+    known = None if scope.everything else ctx.view.device_classes().value
+    drivers = scope.drivers_with(known)
     findings = [
         Finding(
             ids.DEVICE_CLASS_NOT_ALLOWED,
@@ -73,8 +77,9 @@ def device_class_not_allowed(obj: dict[str, Any], ctx: Context) -> Outcome:
             f"use one of the allowed DeviceClasses: {shown}",
             (f"{slot.path}.deviceClassName",),
         )
-        for slot in iter_requests(obj, ctx.kind)  # an explicit allowlist covers every driver's classes
+        for slot in iter_requests(obj, ctx.kind)
         if slot.body.get("deviceClassName") not in allowed
+        and not scope.foreign(slot.body.get("deviceClassName"), known, drivers)
     ]
     return Outcome(findings) if findings else NO_OUTCOME
 

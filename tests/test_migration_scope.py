@@ -166,11 +166,12 @@ def test_report_does_not_count_a_cpu_claim_pod_as_migrated() -> None:
                          "resourceClaims": [{"name": "r", "resourceClaimName": claim}]},
                 "status": {"phase": "Running"}}
     pods = [pod("cpu-pod", "cpu-request-4-cpus"), pod("gpu-pod", "gpu-request")]
+    pods[0]["metadata"]["annotations"] = {"dra-migration.io/path": "dra-claim"}  # written before the scope
     ns = [{"metadata": {"name": "ml-a"}}]
     report = build_report(pol, MIGRATED, ns, pods, claims_in, [load("deviceclass-dracpu.yaml")])
     assert [(p.name, p.actual) for p in report.pods] == [("gpu-pod", "dra-claim")]
     row = next(n for n in report.namespaces if n.name == "ml-a")
-    assert dict(row.actual) == {"dra-claim": 1}
+    assert dict(row.actual) == {"dra-claim": 1} and dict(row.intended) == {}
 
 
 def test_lint_explains_the_scope_offline_and_with_the_cluster(tmp_path: Path,

@@ -284,9 +284,10 @@ def _tally_pods(
             continue
         meta = p.get("metadata") or {}
         intended = (meta.get("annotations") or {}).get(path_key)
-        actual = actual_path(_without_foreign_claims(p, foreign) if foreign else p, names)
-        if actual is None and intended is None:
-            continue
+        seen = _without_foreign_claims(p, foreign) if foreign else p
+        actual = actual_path(seen, names)
+        if actual is None and (intended is None or seen is not p and _claim_count(seen) < _claim_count(p)):
+            continue  # no devices, or only another DRA driver's claims (whatever its annotation says)
         r = rows.row(meta.get("namespace", ""))
         if intended is not None:
             r.intended[intended] += 1
@@ -335,6 +336,10 @@ class _Foreign:
                    for s in iter_requests(claim, "ResourceClaim")):
             meta = claim.get("metadata") or {}
             self.into.add((sys.intern(str(meta.get("namespace", ""))), str(meta.get("name", ""))))
+
+
+def _claim_count(pod: dict[str, Any]) -> int:
+    return len((pod.get("spec") or {}).get("resourceClaims") or [])
 
 
 def _without_foreign_claims(pod: dict[str, Any], foreign: frozenset[tuple[str, str]]) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from webhook.objects import (
     requested_names,
 )
 from webhook.patch import clone, private_path
-from webhook.placement import DEFAULT_SCHEDULER, Usage, hardware, plan, serves_dra, usage
+from webhook.placement import DEFAULT_SCHEDULER, Usage, hardware, per_node, plan, serves_dra, usage
 from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.model import Resource
 from webhook.rules import ids
@@ -445,7 +445,8 @@ def steer_node_pool(obj: dict[str, Any], ctx: Context) -> Outcome:
     nodeSelectorTerm and never duplicated.
 
     Pods that ask for no policy resource are left alone; a Pod whose own nodeSelector or affinity rules
-    the pool out gets a finding instead of a silent rewrite.
+    the pool out gets a finding instead of a silent rewrite. DaemonSets and their Pods are never steered
+    (``placement.per_node``).
     """
     policy = ctx.policy
     pools = policy.spec.nodePools
@@ -454,6 +455,8 @@ def steer_node_pool(obj: dict[str, Any], ctx: Context) -> Outcome:
     findings: list[Finding] = []
     if AFFINITY not in template_writes(obj, ctx):
         return Outcome(findings)  # e.g. a started Job: its template is immutable
+    if per_node(ctx.kind, ctx.group, obj):
+        return Outcome(findings)  # a DaemonSet serves the nodes of every pool (issue #24 item 12)
     for ref in examined_templates(obj, ctx):
         u = usage(ref.spec(obj), policy)
         want = plan(u, ctx.stage, policy).pool

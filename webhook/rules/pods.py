@@ -434,6 +434,12 @@ def _other_scheduler(ref: PodTemplateRef, u: Usage, want: str | None, ctx: Conte
 
 
 
+def _steerable(obj: dict[str, Any], ctx: Context) -> bool:
+    """Whether node affinity may be written here: not into an immutable template (a started Job), not for a
+    DaemonSet or its Pods, which serve the nodes of every pool (issue #24 item 12, ``placement.per_node``)."""
+    return AFFINITY in template_writes(obj, ctx) and not per_node(ctx.kind, ctx.group, obj)
+
+
 @pod_rule(ids.STEER_NODE_POOL, phases=("mutate",), mutating=True)
 def steer_node_pool(obj: dict[str, Any], ctx: Context) -> Outcome:
     """GPU Pods go to a pool that serves them: the stage's (legacy ``devicePlugin``, else ``dra``), else the other.
@@ -453,10 +459,8 @@ def steer_node_pool(obj: dict[str, Any], ctx: Context) -> Outcome:
     marker = policy.key(NODE_POOL_ANNOTATION)
     mutated: dict[str, Any] | None = None
     findings: list[Finding] = []
-    if AFFINITY not in template_writes(obj, ctx):
-        return Outcome(findings)  # e.g. a started Job: its template is immutable
-    if per_node(ctx.kind, ctx.group, obj):
-        return Outcome(findings)  # a DaemonSet serves the nodes of every pool (issue #24 item 12)
+    if not _steerable(obj, ctx):
+        return Outcome(findings)
     for ref in examined_templates(obj, ctx):
         u = usage(ref.spec(obj), policy)
         want = plan(u, ctx.stage, policy).pool

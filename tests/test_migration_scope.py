@@ -18,6 +18,7 @@ import yaml
 from tests.fakeapi import FakeAPI
 from tests.fakeapi import device_class as fake_class
 from tests.helpers import review
+from webhook import gauges
 from webhook.admission import admit as admit_chain
 from webhook.cli import main
 from webhook.migration_scope import class_drivers, scope_of
@@ -157,18 +158,30 @@ def test_a_policy_without_mapped_classes_judges_every_claim() -> None:
     assert not scope_of((), [], None).covers("anything", None)
 
 
-def test_report_does_not_count_a_cpu_claim_pod_as_migrated() -> None:
-    pol = policy()
-    claims_in = [load("claim-dracpu.yaml"), gpu_claim()]
-    def pod(name: str, claim: str) -> dict[str, Any]:
-        return {"metadata": {"name": name, "namespace": "ml-a"},
-                "spec": {"nodeName": "n1", "containers": [{"name": "c"}],
-                         "resourceClaims": [{"name": "r", "resourceClaimName": claim}]},
-                "status": {"phase": "Running"}}
-    pods = [pod("cpu-pod", "cpu-request-4-cpus"), pod("gpu-pod", "gpu-request")]
+def _claim_pod(name: str, claim: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "ml-a"},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c"}],
+                     "resourceClaims": [{"name": "r", "resourceClaimName": claim}]},
+            "status": {"phase": "Running"}}
+
+
+def _scenario() -> gauges.ClusterObjects:
+    pods = [_claim_pod("cpu-pod", "cpu-request-4-cpus"), _claim_pod("gpu-pod", "gpu-request")]
     pods[0]["metadata"]["annotations"] = {"dra-migration.io/path": "dra-claim"}  # written before the scope
-    ns = [{"metadata": {"name": "ml-a"}}]
-    report = build_report(pol, MIGRATED, ns, pods, claims_in, [load("deviceclass-dracpu.yaml")])
+    return gauges.ClusterObjects(namespaces=[{"metadata": {"name": "ml-a"}}], pods=pods,
+                                 claims=[load("claim-dracpu.yaml"), gpu_claim()],
+                                 device_classes=[load("deviceclass-dracpu.yaml")])
+
+
+def test_the_gauges_count_only_the_gpu_claim_pod() -> None:
+    pods = [(labels, value) for name, labels, value in gauges.samples(policy(), MIGRATED, _scenario())
+            if name == "dra_webhook_migration_pods" and value]
+    assert [(labels["actual"], value) for labels, value in pods] == [("dra-claim", 1)]
+
+
+def test_report_does_not_count_a_cpu_claim_pod_as_migrated() -> None:
+    objs = _scenario()
+    report = build_report(policy(), MIGRATED, objs.namespaces, objs.pods, objs.claims, objs.device_classes)
     assert [(p.name, p.actual) for p in report.pods] == [("gpu-pod", "dra-claim")]
     row = next(n for n in report.namespaces if n.name == "ml-a")
     assert dict(row.actual) == {"dra-claim": 1} and dict(row.intended) == {}

@@ -211,3 +211,29 @@ def _without_migration(text: str) -> str:
     lines = text.splitlines()
     start = lines.index("  migration:")
     return "\n".join(lines[:start] + lines[start + 3:]) + "\n"
+
+
+def _pod_with_cpu_claim(gpus: int) -> dict[str, Any]:
+    limits = {"example.com/gpu": gpus} if gpus else {}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ml-a"},
+            "spec": {"resourceClaims": [{"name": "cpus", "resourceClaimTemplateName": "cpus"}],
+                     "containers": [{"name": "c", "image": "registry.example.com/app:1",
+                                     "resources": {"limits": limits, "claims": [{"name": "cpus"}]}}]}}
+
+
+def _cpu_template() -> dict[str, Any]:
+    claim = load("claim-dracpu.yaml")
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "cpus", "namespace": "ml-a"}, "spec": {"spec": claim["spec"]}}
+
+
+@pytest.mark.parametrize(("gpus", "path"), [(1, "dra-extended-resource"), (0, None)])
+def test_a_pods_path_leaves_out_another_drivers_claim(gpus: int, path: str | None) -> None:
+    view = StaticView(device_classes=[load("deviceclass-dracpu.yaml")], resource_claim_templates=[_cpu_template()])
+    patch = admit(_pod_with_cpu_claim(gpus), policy(), view).mutate.patch
+    written = {k: v for op in patch if op["path"] == "/metadata/annotations" for k, v in op["value"].items()}
+    assert written.get("dra-migration.io/path") == path
+    # The view cannot show the template: the claim counts as the migration's, as before.
+    offline = admit(_pod_with_cpu_claim(gpus), policy()).mutate.patch
+    assert any(op["path"] == "/metadata/annotations" and op["value"].get("dra-migration.io/path")
+               == ("mixed" if gpus else "dra-claim") for op in offline)

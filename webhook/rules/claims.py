@@ -12,13 +12,15 @@ Teams steer those Pods with explicit ResourceClaimTemplates instead (see the REA
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from typing import Any
 
 from webhook.claim_objects import (
     CLAIM_KINDS,
     STANDARD_NUMA_ATTRIBUTE,
     STANDARD_NUMA_DOMAIN,
+    TEMPLATE_KIND,
     RequestSlot,
     is_nonstandard_numa_attribute,
     is_scheduler_claim,
@@ -28,6 +30,8 @@ from webhook.claim_objects import (
     iter_requests,
     nonstandard_numa_in_cel,
 )
+from webhook.objects import pod_claims
+from webhook.placement import Usage, usage
 from webhook.rules import ids
 from webhook.rules.base import NO_OUTCOME, Context, Finding, Outcome, rule
 
@@ -48,6 +52,43 @@ def scoped_requests(obj: dict[str, Any], ctx: Context) -> Iterator[RequestSlot]:
     for slot in iter_requests(obj, ctx.kind):
         if scope.covers(slot.body.get("deviceClassName"), known, drivers):
             yield slot
+
+
+def foreign_claims(podspec: Mapping[str, Any], ctx: Context) -> frozenset[str]:
+    """Names of a pod spec's claim entries that the cluster view shows ask only for another driver's devices.
+
+    A claim or template the view cannot produce (offline, not created yet, over budget) counts as the
+    migration's, as before: only what the cluster shows is left out. Looked up only for specs with claims.
+    """
+    scope = ctx.policy.scope
+    entries = pod_claims(podspec)
+    if scope.everything or not entries:
+        return frozenset()
+    known = ctx.view.device_classes().value
+    drivers = scope.drivers_with(known)
+    out: set[str] = set()
+    for entry in entries:
+        if entry.get("resourceClaimName"):
+            kind, found = "ResourceClaim", ctx.view.get_resource_claim(ctx.namespace, str(entry["resourceClaimName"]))
+        elif entry.get("resourceClaimTemplateName"):
+            kind, found = TEMPLATE_KIND, ctx.view.get_resource_claim_template(
+                ctx.namespace, str(entry["resourceClaimTemplateName"]))
+        else:
+            continue
+        slots = list(iter_requests(found.value, kind)) if found.value is not None else []
+        if slots and not any(scope.covers(s.body.get("deviceClassName"), known, drivers) for s in slots):
+            out.add(str(entry.get("name", "")))
+    return frozenset(out)
+
+
+def scoped_usage(podspec: Mapping[str, Any], ctx: Context) -> Usage:
+    """``placement.usage`` without the claims of other DRA drivers (``foreign_claims``): a GPU Pod that also
+    has a CPU driver's claim takes the GPU path, not ``mixed``; a Pod with only such claims takes none."""
+    u = usage(podspec, ctx.policy)
+    if not u.claims:
+        return u
+    foreign = foreign_claims(podspec, ctx)
+    return replace(u, claims=tuple(c for c in u.claims if c not in foreign)) if foreign else u
 
 
 def _namespace(obj: dict[str, Any], ctx: Context) -> str:

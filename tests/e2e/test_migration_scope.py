@@ -79,6 +79,9 @@ def test_cpu_driver_claim_is_left_alone_and_not_counted(cluster, kube, namespace
 
         kube.create(_claim_pod("cpu-pod", ns, cpu["metadata"]["name"]))
         kube.create(_claim_pod("gpu-pod", ns, "gpu"))
+        paths = {name: (kube.get("v1", "Pod", name, ns)["metadata"].get("annotations") or {}).get(
+            "dra-migration.io/path") for name in ("cpu-pod", "gpu-pod")}
+        assert paths == {"cpu-pod": None, "gpu-pod": "dra-claim"}
         eventually(lambda: kube.get("v1", "Pod", "gpu-pod", ns)["spec"].get("nodeName"), "the GPU Pod bound", 60)
         run = subprocess.run(
             [sys.executable, "-m", "webhook", "report", "--kubeconfig", str(cluster.cp.admin_kubeconfig),

@@ -237,3 +237,19 @@ def test_a_pods_path_leaves_out_another_drivers_claim(gpus: int, path: str | Non
     offline = admit(_pod_with_cpu_claim(gpus), policy()).mutate.patch
     assert any(op["path"] == "/metadata/annotations" and op["value"].get("dra-migration.io/path")
                == ("mixed" if gpus else "dra-claim") for op in offline)
+
+
+def test_lint_warns_when_the_migration_leaves_out_a_mapped_class(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    text = (DATA / "policy.yaml").read_text().replace(
+        "deviceClasses: [gpu.example.com, nic.example.com, legacy-gpu.example.com]", "deviceClasses: [nic.example.com]")
+    path = tmp_path / "policy.yaml"
+    path.write_text(text)
+    assert main(["lint", "--at", "2026-12-01", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "warning: spec.resources[0].deviceClassName: DeviceClass 'gpu.example.com' serves example.com/gpu but " \
+           "is not in spec.migration.deviceClasses" in out
+    path.write_text(text.replace("deviceClasses: [nic.example.com]",
+                                 "deviceClasses: [nic.example.com]\n    drivers: [gpu.example.com]"))
+    assert main(["lint", "--at", "2026-12-01", str(path)]) == 0
+    assert "warning" not in capsys.readouterr().out

@@ -22,6 +22,7 @@ warnings (exit 0; printed as file:line: warning: ...):
   - cohorts that can never match because an earlier cohort matches all their namespaces first
   - schedule entries out of date order, or two on the same date
   - a deviceClassName mapped by two resources
+  - a deviceClassName of resources that spec.migration.deviceClasses leaves out (no spec.migration.drivers)
   - a feature gate enabled that the policy's kubernetesVersion does not have
   - trainingJobs.deviceTolerations that tolerate NoExecute without a bound
   - with --kubeconfig: DeviceClasses named by the policy that do not exist in the cluster, or whose

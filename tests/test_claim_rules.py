@@ -45,6 +45,13 @@ def make_policy(**claims_overrides: Any) -> CompiledPolicy:
 POLICY = make_policy()
 
 
+def scoped_policy(*classes: str) -> CompiledPolicy:
+    """The test policy with more DeviceClasses under migration (spec.migration.deviceClasses)."""
+    doc = load("policy.yaml")
+    doc["spec"]["migration"]["deviceClasses"] += list(classes)
+    return compile_policy(MigrationPolicy.model_validate(doc), yaml.safe_dump(doc).encode())
+
+
 def make_ctx(
     kind: str,
     *,
@@ -319,7 +326,7 @@ def test_copied_scheduler_annotation_without_pod_owner_is_judged() -> None:
     obj = load("claim-scheduler.yaml")
     del obj["metadata"]["ownerReferences"]
     assert run(claims.device_class_not_allowed, obj).findings
-    assert run(claims.device_count_exceeds, obj).findings
+    assert run(claims.device_count_exceeds, obj, policy=scoped_policy("legacy-gpu.example.com")).findings
 
 
 def test_claim_rules_do_not_register_for_update() -> None:
@@ -393,7 +400,8 @@ def test_engine_denies_bad_claim_in_migrated_stage_with_field_paths() -> None:
     sub.update(deviceClassName="vendor-gpu.example.com", allocationMode="All")
     del sub["count"]
     sub["tolerations"] = [{"operator": "Exists"}]
-    admitted = admit_chain(parse_request(review(obj)["request"]), POLICY, None, MIGRATED)
+    policy = scoped_policy("vendor-gpu.example.com")
+    admitted = admit_chain(parse_request(review(obj)["request"]), policy, None, MIGRATED)
     mutate, validate = admitted.mutate, admitted.validate
     assert mutate.allowed and validate is not None
     assert not validate.allowed

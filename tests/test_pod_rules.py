@@ -762,3 +762,48 @@ def test_a_sharing_name_no_pool_advertises_is_outside_the_decision() -> None:
 
     assert usage({"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpumem": 1}}}]},
                  POLICY).shared == ()
+
+
+# ---- issue 24 item 12: DaemonSets that serve GPU nodes are not confined to one pool --------------------------
+
+
+def _gpu_agent(kind: str = "DaemonSet") -> dict[str, Any]:
+    """A node agent on every GPU node (the shape of a DCGM-based health check that takes one GPU per node)."""
+    spec = {"nodeSelector": {"gpu.example.com/present": "true"},
+            "containers": [{"name": "agent", "image": "registry.example.com/agent:1.0",
+                            "resources": {"limits": {"example.com/gpu": 1}}}]}
+    return {"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": "gpu-health", "namespace": "mig-a"},
+            "spec": {"selector": {"matchLabels": {"app": "gpu-health"}},
+                     "template": {"metadata": {"labels": {"app": "gpu-health"}}, "spec": spec}}}
+
+
+def _daemon_pod(controller: bool = True) -> dict[str, Any]:
+    """A Pod as the DaemonSet controller creates it: pinned to its node with a metadata.name matchFields term
+    (pkg/controller/daemon/util/daemonset_util.go ReplaceDaemonSetPodNodeNameNodeAffinity)."""
+    pod = _pod_for(None)
+    pod["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "gpu-health",
+                                           "uid": "0c4b0e4e-0000-4000-8000-000000000002", "controller": controller}]
+    pod["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["gpu-7"]}]}]}}}
+    return pod
+
+
+@pytest.mark.parametrize("namespace", ["mig-a", "default"])  # the dra and the devicePlugin stage
+def test_a_daemonset_template_is_not_steered(namespace: str) -> None:
+    obj = _gpu_agent()
+    obj["metadata"]["namespace"] = namespace
+    res = run(obj, namespace)
+    assert res.allowed and "affinity" not in res.patched["spec"]["template"]["spec"]
+    assert annotation(res.patched["spec"]["template"], "node-pool") is None
+    # The same template in a Deployment is steered: only the DaemonSet is exempt.
+    deployment = _gpu_agent("Deployment")
+    deployment["metadata"]["namespace"] = namespace
+    assert pool_of(run(deployment, namespace).patched["spec"]["template"]) is not None
+
+
+def test_a_pod_the_daemonset_controller_made_keeps_only_its_node_affinity() -> None:
+    pod = _daemon_pod()
+    res = run(pod, "mig-a")
+    assert res.allowed and res.patched["spec"]["affinity"] == pod["spec"]["affinity"]
+    assert annotation(res.patched, "node-pool") is None
+    assert pool_of(run(_daemon_pod(controller=False), "mig-a").patched) == "dra"  # not its controller

@@ -170,3 +170,24 @@ def plan(u: Usage, stage: str, policy: CompiledPolicy) -> Plan:
         fallback = None  # never a pool that cannot serve it: the scheduler's, or a sharing name's
 
     return Plan(fallback, _stage_path(u, stage))
+
+
+def per_node(kind: str, group: str, obj: Mapping[str, Any]) -> bool:
+    """A DaemonSet, or a Pod a DaemonSet controls: it runs on every node it selects, so no pool confines it.
+
+    GPU-node agents (DCGM exporter, device monitors, node-health checks) are DaemonSets that must reach the
+    nodes of both pools. The DaemonSet controller picks the nodes from the template's own nodeSelector and
+    affinity, then pins each Pod to its node with a required ``metadata.name`` matchFields term (kubernetes
+    v1.36 pkg/controller/daemon/util/daemonset_util.go ``ReplaceDaemonSetPodNodeNameNodeAffinity``, called
+    from daemon_controller.go ``syncNodes``): a pool term added to the template would drop the other pool's
+    nodes, and one added to a Pod would leave a Pod meant for the other pool's node unschedulable.
+    """
+    if group == "apps" and kind == "DaemonSet":
+        return True
+    if kind != "Pod":
+        return False
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if isinstance(ref, dict) and ref.get("controller") is True:
+            return ref.get("kind") == "DaemonSet" and str(ref.get("apiVersion", "")).startswith("apps/")
+    return False
+

@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from webhook.claim_objects import iter_requests
 from webhook.policy.compiled import CompiledCohort, CompiledPolicy
 from webhook.view import extended_resource_map
 
@@ -227,14 +228,17 @@ def build_report(
 
     Namespaces listed are those in a cohort or with device Pods; terminal Pods (Succeeded/Failed) are left
     out, since the report is about what runs now. Each iterable is read once, in order (DeviceClasses,
-    Namespaces, Pods, claims), and only output rows are kept: they may be streams of paged lists
-    (``webhook.kube_lists``), so memory follows the report, not the cluster.
+    Namespaces, claims, Pods), and only output rows are kept: they may be streams of paged lists
+    (``webhook.kube_lists``), so memory follows the report, not the cluster. Of the claims only the names of
+    those outside the migration's scope are kept (``webhook.migration_scope``): a Pod whose claims are all
+    another driver's (CPU, NIC) did not take the ``dra-claim`` path of the migration.
     """
     classes = list(device_classes) if device_classes is not None else None
     rows = _Rows(policy, now, {n["metadata"]["name"]: (n["metadata"].get("labels") or {}) for n in namespaces})
+    foreign: set[tuple[str, str]] = set()
+    injected = _injected_claims(rows, claims, policy.key("tolerations-injected"), _Foreign(policy, classes, foreign))
     drift, unannotated, compared = _tally_pods(
-        rows, pods, device_resource_names(policy, classes or ()), policy.key("path"))
-    injected = _injected_claims(rows, claims, policy.key("tolerations-injected"))
+        rows, pods, device_resource_names(policy, classes or ()), policy.key("path"), frozenset(foreign))
     return Report(
         generated=now,
         policy=policy.identity,
@@ -267,7 +271,8 @@ class _Rows:
 
 
 def _tally_pods(
-    rows: _Rows, pods: Iterable[dict[str, Any]], names: frozenset[str], path_key: str
+    rows: _Rows, pods: Iterable[dict[str, Any]], names: frozenset[str], path_key: str,
+    foreign: frozenset[tuple[str, str]] = frozenset(),
 ) -> tuple[list[PodRow], list[PodRow], list[PodRow]]:
     """Count intended and actual paths per namespace; (drifted Pods, device Pods without the annotation,
     every Pod compared)."""
@@ -279,9 +284,10 @@ def _tally_pods(
             continue
         meta = p.get("metadata") or {}
         intended = (meta.get("annotations") or {}).get(path_key)
-        actual = actual_path(p, names)
-        if actual is None and intended is None:
-            continue
+        seen = _without_foreign_claims(p, foreign) if foreign else p
+        actual = actual_path(seen, names)
+        if actual is None and (intended is None or seen is not p and _claim_count(seen) < _claim_count(p)):
+            continue  # no devices, or only another DRA driver's claims (whatever its annotation says)
         r = rows.row(meta.get("namespace", ""))
         if intended is not None:
             r.intended[intended] += 1
@@ -314,10 +320,52 @@ def _taint_unevictable(pod: dict[str, Any]) -> bool:
         (status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName"))
 
 
-def _injected_claims(rows: _Rows, claims: Iterable[dict[str, Any]], injected_key: str) -> list[ClaimRow]:
-    """Claims the webhook injected device tolerations into, counted per namespace."""
+class _Foreign:
+    """Records the (namespace, name) of every claim with no request under migration."""
+
+    def __init__(self, policy: CompiledPolicy, classes: list[dict[str, Any]] | None,
+                 into: set[tuple[str, str]]) -> None:
+        self.scope, self.into = policy.scope, into
+        self.known = {str((c.get("metadata") or {}).get("name")): c for c in classes} if classes else None
+        self.drivers = self.scope.drivers_with(self.known)
+
+    def note(self, claim: dict[str, Any]) -> None:
+        if self.scope.everything:
+            return
+        if not any(self.scope.covers(s.body.get("deviceClassName"), self.known, self.drivers)
+                   for s in iter_requests(claim, "ResourceClaim")):
+            meta = claim.get("metadata") or {}
+            self.into.add((sys.intern(str(meta.get("namespace", ""))), str(meta.get("name", ""))))
+
+
+def _claim_count(pod: dict[str, Any]) -> int:
+    return len((pod.get("spec") or {}).get("resourceClaims") or [])
+
+
+def _without_foreign_claims(pod: dict[str, Any], foreign: frozenset[tuple[str, str]]) -> dict[str, Any]:
+    """The Pod as ``actual_path`` should see it: without the claims of other DRA drivers.
+
+    A claim is named in ``spec.resourceClaims[].resourceClaimName`` or, made from a template, in
+    ``status.resourceClaimStatuses[].resourceClaimName``; a template claim not made yet stays (unknown).
+    """
+    ns = str((pod.get("metadata") or {}).get("namespace", ""))
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    generated = {s.get("name"): s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or []}
+    kept = [r for r in spec.get("resourceClaims") or []
+            if (ns, str(r.get("resourceClaimName") or generated.get(r.get("name")) or "")) not in foreign]
+    statuses = [s for s in status.get("resourceClaimStatuses") or []
+                if (ns, str(s.get("resourceClaimName") or "")) not in foreign]
+    return {**pod, "spec": {**spec, "resourceClaims": kept}, "status": {**status, "resourceClaimStatuses": statuses}}
+
+
+def _injected_claims(rows: _Rows, claims: Iterable[dict[str, Any]], injected_key: str,
+                     foreign: _Foreign | None = None) -> list[ClaimRow]:
+    """Claims the webhook injected device tolerations into, counted per namespace (and, through ``foreign``,
+    the claims outside the migration noted)."""
     injected: list[ClaimRow] = []
     for c in claims:
+        if foreign is not None:
+            foreign.note(c)
         meta = c.get("metadata") or {}
         value = (meta.get("annotations") or {}).get(injected_key)
         if value is None:

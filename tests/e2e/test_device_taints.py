@@ -58,6 +58,8 @@ def maintenance(cluster):
     kube = cluster.kube
     variant = policy_variant({
         "    allowedDeviceClasses: [gpu.example.com]": f"    allowedDeviceClasses: [gpu.example.com, {CLASS}]",
+        # Its driver is another than the policy's GPU one: under migration too (issue #24 item 11).
+        "  claims:\n": f"  migration: {{deviceClasses: [gpu.example.com, {CLASS}]}}\n  claims:\n",
         "effect: NoExecute, tolerationSeconds: 3600}": f"effect: NoExecute, tolerationSeconds: {TOLERATION_SECONDS}}}",
     })
     cluster.webhook.use_policy(variant)

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests.e2e.conftest import policy_variant
 from tests.e2e.objects import GPU_NODE, claim, device_class, pod
 from tests.e2e.waits import eventually
 
@@ -62,7 +63,13 @@ def _ours(warnings: list[str]) -> list[str]:
     return [w for w in warnings if RULE in w]
 
 
-def test_never_matching_claims_stay_unallocated_and_an_accepted_one_is_allocated(kube, namespace):
+# The suite's CEL driver is another driver than the policy's GPU one: put its class under migration, or claim
+# rules leave its claims alone (issue #24 item 11).
+SCOPED = policy_variant({"  claims:\n": f"  migration: {{deviceClasses: [gpu.example.com, {CLASS}]}}\n  claims:\n"})
+
+
+def test_never_matching_claims_stay_unallocated_and_an_accepted_one_is_allocated(kube, namespace, policy):
+    policy(SCOPED)
     ns = namespace("pilot")  # pilot: findings are warnings, so the claims are stored and the scheduler judges
     kube.create(device_class(CLASS, DRIVER))
     kube.create(cel_slice())

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from webhook import review
+from webhook import delivery, review
 from webhook.commands import EXIT_ASKED, EXIT_INPUT, EXIT_NO, EXIT_OK, CliError, Subparsers, load_policy
 from webhook.defaults import default_policy
 from webhook.inputs import NAMESPACED_DEFAULT, InputError, Item, meta_of, parse_at, read_items
@@ -63,7 +63,9 @@ def add_parser(sub: Subparsers) -> None:
         "ResourceSlices, PodGroups, Namespaces, ResourceClaims, ResourceClaimTemplates and HorizontalPodAutoscalers "
         "in the input are used as the cluster; --cluster-objects adds more from a snapshot without judging them. "
         "Objects of a kind the webhook has no rules for (neither built in nor named in the policy's workloadKinds) "
-        "are listed as NOT EXAMINED.\n\n"
+        "are listed as NOT EXAMINED. Objects in a namespace the webhook configuration's namespaceSelector leaves out "
+        "(as shipped: kube-system, kube-node-lease, cert-manager, dra-webhook; or --webhook-config) are listed as "
+        "NOT SENT: the cluster never sends them to the webhook.\n\n"
         "Exit codes: 0 all allowed; 1 something denied; 2 input or policy error (the other documents "
         "are still checked); 3 with --fail-on-unexamined, some object was not examined.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -90,6 +92,10 @@ def add_parser(sub: Subparsers) -> None:
     p.add_argument("--fail-on-unexamined", action="store_true",
                    help=f"exit {EXIT_UNEXAMINED} when an object's kind is not examined by the webhook (and nothing "
                    "was denied)")
+    p.add_argument("--webhook-config", type=Path, default=None, metavar="FILE",
+                   help="the Mutating/ValidatingWebhookConfigurations the cluster has (e.g. `kubectl kustomize "
+                   "deploy/overlays/prod` output): their namespaceSelectors decide which objects are sent "
+                   "(default: those deploy/base installs)")
     p.add_argument("-o", "--output", choices=["text", "json"], default="text", help="output format")
     p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
 
@@ -114,10 +120,11 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"input error: {exc}") from None
     errors: list[str] = []
     cluster = _read_cluster_objects(args.cluster_objects, errors)
+    sent = _delivery(getattr(args, "webhook_config", None))
     items = _read_inputs(_expand_paths(paths, args.recursive, errors), args.namespace, args.operation, errors)
     if not items:
         return EXIT_INPUT
-    results = _check_items(items, policy, now, cluster)
+    results = _check_items(items, policy, now, sent, cluster)
     if args.output == "json":
         sys.stdout.write(orjson.dumps({"policy": policy.identity, "results": results},
                                       option=orjson.OPT_INDENT_2).decode() + "\n")
@@ -161,17 +168,36 @@ def _read_cluster_objects(paths: list[str], errors: list[str]) -> list[review.Ad
     return requests
 
 
+def _delivery(config: Path | None) -> delivery.Delivery:
+    """The namespaceSelectors the cluster's webhook configuration has: ``config``'s, else the shipped ones."""
+    if config is None:
+        return delivery.shipped()
+    try:
+        docs = [i.request.object or {} for i in read_items(str(config), None, "CREATE", [])]
+        return delivery.from_configs(docs, str(config))
+    except (OSError, ValueError, InputError) as exc:
+        raise CliError(f"input error: --webhook-config {config}: {exc}") from None
+
+
 def _check_items(items: list[Item], policy: CompiledPolicy, now: dt.datetime,
+                 sent: delivery.Delivery | None = None,
                  cluster: Sequence[review.AdmissionRequest] = ()) -> list[dict[str, Any]]:
-    """Each object through both phases, with the snapshot's and the input's cluster objects as the view."""
+    """Each object through both phases, with the snapshot's and the input's cluster objects as the view; objects
+    the cluster would never send to the webhook (``sent``: the webhook configuration's namespaceSelectors) are
+    only listed."""
     from webhook.admission import admit
 
     view = input_view([*cluster, *(i.request for i in items)])
+    labels = _namespace_labels(items)
     results = []
     for item in items:
         view_use = VIEW_ONLY.get((item.request.group, item.request.kind))
+        unsent = None if sent is None or view_use else sent.why_not_sent(
+            item.request.namespace, labels.get(item.request.namespace))
         if view_use:
             results.append(_unexamined(item, view_use))
+        elif unsent:
+            results.append({**_unexamined(item, unsent), "examined": False, "sent": False})
         elif not examined(item.request.group, item.request.kind, policy.workload_kinds):
             results.append(_unexamined(item))
         else:
@@ -184,7 +210,7 @@ def _exit_code(results: list[dict[str, Any]], errors: list[str], fail_on_unexami
         return EXIT_INPUT
     if any(not r["allowed"] for r in results):
         return EXIT_NO
-    if fail_on_unexamined and any(not r["examined"] for r in results):
+    if fail_on_unexamined and any(not r["examined"] and r.get("sent", True) for r in results):
         return EXIT_UNEXAMINED
     return EXIT_OK
 
@@ -246,13 +272,28 @@ def input_view(requests: list[review.AdmissionRequest]) -> ClusterView:
                       autoscalers=by_kind.get("HorizontalPodAutoscaler"))
 
 
+def _namespace_labels(items: list[Item]) -> dict[str, dict[str, str]]:
+    """Labels of the Namespaces in the input (the namespaceSelector sees them), by name."""
+    return {str(meta_of(i.request.object or {}).get("name")): dict(meta_of(i.request.object or {}).get("labels") or {})
+            for i in items if i.request.group == "" and i.request.kind == "Namespace"}
+
+
+def _not_examined_hint(req: review.AdmissionRequest) -> str:
+    """What to do about a kind the webhook has no rules for: ``workloadKinds`` only names kinds with pod templates."""
+    if "." not in req.group:
+        return ""
+    if delivery.has_pod_template(req.object or {}):
+        return " (a CRD with pod templates: name it in the policy's spec.workloadKinds)"
+    return " (it has no pod template, so spec.workloadKinds cannot name it)"
+
+
 def _unexamined(item: Item, view_use: str = "") -> dict[str, Any]:
     req = item.request
     gk = f"{req.group}/{req.kind}" if req.group else req.kind
     return {
         "source": item.source, "object": _describe(item), "allowed": True, "examined": bool(view_use),
         "stage": "", "cohort": "", "message": view_use or f"not examined: the webhook has no rules for {gk}"
-        + (" (a CRD with pod templates: name it in the policy's spec.workloadKinds)" if "." in req.group else ""),
+        + _not_examined_hint(req),
         "findings": [], "warnings": [], "patch": [], "auditAnnotations": {},
     }
 
@@ -290,6 +331,9 @@ def _result(item: Item, admitted: Admitted) -> dict[str, Any]:
 
 def _print_text(r: dict[str, Any]) -> None:
     verdict = "DENIED" if not r["allowed"] else "ALLOWED" if r["examined"] else "NOT EXAMINED"
+    if r.get("sent") is False:
+        print(f"\n{r['object']} ({r['source']}): NOT SENT\n  {r['message']}")
+        return
     if r["examined"] and not r["stage"] and r["message"] and not r["findings"] and r["allowed"]:
         verdict = "CLUSTER VIEW"
     where = f" [stage {r['stage']}{', cohort ' + r['cohort'] if r['cohort'] else ''}]" if r["stage"] else ""

@@ -22,11 +22,15 @@ warnings (exit 0; printed as file:line: warning: ...):
   - cohorts that can never match because an earlier cohort matches all their namespaces first
   - schedule entries out of date order, or two on the same date
   - a deviceClassName mapped by two resources
+  - a deviceClassName of resources that spec.migration.deviceClasses leaves out (no spec.migration.drivers)
   - a feature gate enabled that the policy's kubernetesVersion does not have
   - trainingJobs.deviceTolerations that tolerate NoExecute without a bound
   - with --kubeconfig: DeviceClasses named by the policy that do not exist in the cluster, or whose
     spec.extendedResourceName is not the resource the policy maps them to
   - with --kubeconfig: featureGates set to true/false where the cluster (its /metrics) says otherwise
+
+After "policy OK" lint says what is under migration (spec.migration, or the DeviceClasses resources map and,
+with --kubeconfig, the DRA drivers those classes select): claims of other drivers are left alone.
 
 --webhook-rules: print (on stdout) the kustomize patches that add the webhook configuration rules for the
 CRDs the policy names in spec.workloadKinds; warnings then go to stderr.
@@ -130,4 +134,7 @@ def run(args: argparse.Namespace) -> int:
     n = len(report.warnings)
     note = f", {n} warning{'s' if n != 1 else ''}" if n else ""
     print(f"policy OK: {report.policy.identity} ({', '.join(report.policy.files)}){note}")
+    known = {str((c.get("metadata") or {}).get("name")): c for c in classes} if classes is not None else None
+    for line in report.policy.scope.describe(known):
+        print(f"  {line}")
     return 0

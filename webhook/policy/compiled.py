@@ -19,6 +19,7 @@ from typing import Any
 from webhook import custom_kinds
 from webhook.cluster_gates import GateSources
 from webhook.gate_catalogue import effective_gates
+from webhook.migration_scope import MigrationScope, scope_of
 from webhook.objects import TemplateFinder
 from webhook.policy.model import (
     Action,
@@ -141,6 +142,7 @@ class CompiledPolicy:
     rule_actions: Mapping[str, Action] = field(default_factory=dict)
     rule_error_action: Action = Action.Warn  # spec.enforcement.ruleErrors
     allowed_classes: frozenset[str] | None = None
+    scope: MigrationScope = field(default_factory=lambda: scope_of((), None, None))  # spec.migration
     admin_namespaces: re.Pattern[str] | None = None
     retired: re.Pattern[str] | None = None  # spec.retiredResourceNames, compiled
     training_labels: tuple[tuple[str, str], ...] = ()
@@ -293,6 +295,8 @@ def compile_policy(policy: MigrationPolicy, raw: bytes, files: tuple[str, ...] =
         allowed_classes=(
             frozenset(spec.claims.allowedDeviceClasses) if spec.claims.allowedDeviceClasses is not None else None
         ),
+        scope=scope_of((r.deviceClassName for r in spec.resources), spec.migration.deviceClasses,
+                       spec.migration.drivers),
         admin_namespaces=_glob(spec.claims.adminAccessNamespaces),
         retired=_glob(spec.retiredResourceNames),
         training_labels=tuple(spec.trainingJobs.labels.items()),

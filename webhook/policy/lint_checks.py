@@ -38,6 +38,7 @@ def warnings(
     found += _shadowed_cohorts(policy)
     found += _schedule_order(policy)
     found += _classes_mapped_twice(policy)
+    found += _mapped_classes_outside_the_migration(policy)
     found += _gates_not_in_version(policy)
     found += _broken_gate_dependencies(policy)
     found += _unbounded_injected_tolerations(policy)
@@ -137,6 +138,18 @@ def _classes_mapped_twice(policy: CompiledPolicy) -> list[tuple[Loc, str]]:
         else:
             first[res.deviceClassName] = i
     return out
+
+
+def _mapped_classes_outside_the_migration(policy: CompiledPolicy) -> list[tuple[Loc, str]]:
+    """A class ``resources`` maps but ``spec.migration.deviceClasses`` leaves out (and no driver list could
+    bring back): its claims would be left alone like another driver's (issue #24 item 11)."""
+    scope = policy.scope
+    if not scope.explicit_classes or scope.explicit_drivers:
+        return []
+    return [(("spec", "resources", i, "deviceClassName"),
+             f"DeviceClass {res.deviceClassName!r} serves {res.name} but is not in spec.migration.deviceClasses: "
+             "claims on it get no claim rules or tolerations and are not counted as migrated")
+            for i, res in enumerate(policy.spec.resources) if res.deviceClassName not in scope.classes]
 
 
 def _gates_not_in_version(policy: CompiledPolicy) -> list[tuple[Loc, str]]:

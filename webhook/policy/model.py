@@ -173,6 +173,11 @@ class Claims(Strict):
     allowAllocationModeAll: bool = Field(
         default=False, description="Whether requests may use allocationMode All (every matching device on a node)."
     )
+    allocationModeAllClasses: list[str] = Field(
+        default_factory=list,
+        description="DeviceClasses whose requests may use allocationMode All even when allowAllocationModeAll is "
+        "false (e.g. a class for whole-node benchmarks).",
+    )
     adminAccessNamespaces: list[str] = Field(
         default_factory=list, description="Namespace name globs where requests may set adminAccess: true."
     )
@@ -285,6 +290,28 @@ class PolicyException(Strict):
         return v
 
 
+class Migration(Strict):
+    deviceClasses: list[str] | None = Field(
+        default=None,
+        description="DeviceClasses under migration: claim rules, toleration injection, the gauges and `report` "
+        "look only at requests for these. Unset: the deviceClassName of every entry of `resources`.",
+    )
+    drivers: list[str] | None = Field(
+        default=None,
+        description="DRA drivers under migration: a request is also in scope when the cluster's DeviceClass "
+        "selects one of them (device.driver == ...). Unset: the drivers the in-scope DeviceClasses select, "
+        "when the DeviceClass objects are known. Claims of other drivers (CPU, NIC, Neuron) are left alone.",
+    )
+
+    @field_validator("deviceClasses", "drivers")
+    @classmethod
+    def _names(cls, v: list[str] | None) -> list[str] | None:
+        for name in v or ():
+            if not _DNS_SUBDOMAIN.match(name) or len(name) > 253:
+                raise ValueError(f"{name!r} is not a valid DeviceClass or driver name (DNS subdomain)")
+        return v
+
+
 class PolicySpec(Strict):
     annotationPrefix: str = Field(
         default="dra-migration.io", description="DNS subdomain; annotation keys written are <prefix>/<name>."
@@ -324,6 +351,10 @@ class PolicySpec(Strict):
         default_factory=list, description="Groups of namespaces with a stage schedule; the first matching cohort wins."
     )
     defaultStage: Stage = Field(default=Stage.legacy, description="Stage of namespaces no cohort matches.")
+    migration: Migration = Field(
+        default_factory=Migration,
+        description="Which DeviceClasses and DRA drivers the migration is about; other claims are left alone.",
+    )
     claims: Claims = Field(
         default_factory=Claims, description="Limits for ResourceClaims and ResourceClaimTemplates."
     )

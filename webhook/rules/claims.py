@@ -12,12 +12,16 @@ Teams steer those Pods with explicit ResourceClaimTemplates instead (see the REA
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from typing import Any
 
 from webhook.claim_objects import (
     CLAIM_KINDS,
     STANDARD_NUMA_ATTRIBUTE,
     STANDARD_NUMA_DOMAIN,
+    TEMPLATE_KIND,
+    RequestSlot,
     is_nonstandard_numa_attribute,
     is_scheduler_claim,
     iter_cel_selectors,
@@ -26,6 +30,8 @@ from webhook.claim_objects import (
     iter_requests,
     nonstandard_numa_in_cel,
 )
+from webhook.objects import pod_claims
+from webhook.placement import Usage, usage
 from webhook.rules import ids
 from webhook.rules.base import NO_OUTCOME, Context, Finding, Outcome, rule
 
@@ -37,17 +43,73 @@ def judged(obj: dict[str, Any], ctx: Context) -> bool:
     return ctx.operation == "CREATE" and not is_scheduler_claim(obj, ctx.user, ctx.policy.scheduler_usernames)
 
 
+def scoped_requests(obj: dict[str, Any], ctx: Context) -> Iterator[RequestSlot]:
+    """Requests and subrequests for a DeviceClass under migration (``webhook.migration_scope``): claims of
+    other DRA drivers (CPU, NIC, Neuron) are none of the migration's business and are left alone."""
+    scope = ctx.policy.scope
+    known = None if scope.everything else ctx.view.device_classes().value
+    drivers = scope.drivers_with(known)
+    for slot in iter_requests(obj, ctx.kind):
+        if scope.covers(slot.body.get("deviceClassName"), known, drivers):
+            yield slot
+
+
+def foreign_claims(podspec: Mapping[str, Any], ctx: Context) -> frozenset[str]:
+    """Names of a pod spec's claim entries that the cluster view shows ask only for another driver's devices.
+
+    A claim or template the view cannot produce (offline, not created yet, over budget) counts as the
+    migration's, as before: only what the cluster shows is left out. Looked up only for specs with claims.
+    """
+    scope = ctx.policy.scope
+    entries = pod_claims(podspec)
+    if scope.everything or not entries:
+        return frozenset()
+    known = ctx.view.device_classes().value
+    drivers = scope.drivers_with(known)
+    out: set[str] = set()
+    for entry in entries:
+        if entry.get("resourceClaimName"):
+            kind, found = "ResourceClaim", ctx.view.get_resource_claim(ctx.namespace, str(entry["resourceClaimName"]))
+        elif entry.get("resourceClaimTemplateName"):
+            kind, found = TEMPLATE_KIND, ctx.view.get_resource_claim_template(
+                ctx.namespace, str(entry["resourceClaimTemplateName"]))
+        else:
+            continue
+        slots = list(iter_requests(found.value, kind)) if found.value is not None else []
+        if slots and not any(scope.covers(s.body.get("deviceClassName"), known, drivers) for s in slots):
+            out.add(str(entry.get("name", "")))
+    return frozenset(out)
+
+
+def scoped_usage(podspec: Mapping[str, Any], ctx: Context) -> Usage:
+    """``placement.usage`` without the claims of other DRA drivers (``foreign_claims``): a GPU Pod that also
+    has a CPU driver's claim takes the GPU path, not ``mixed``; a Pod with only such claims takes none."""
+    u = usage(podspec, ctx.policy)
+    if not u.claims:
+        return u
+    foreign = foreign_claims(podspec, ctx)
+    return replace(u, claims=tuple(c for c in u.claims if c not in foreign)) if foreign else u
+
+
 def _namespace(obj: dict[str, Any], ctx: Context) -> str:
     return ctx.namespace or str((obj.get("metadata") or {}).get("namespace") or "")
 
 
 @rule(ids.DEVICE_CLASS_NOT_ALLOWED, _CLAIM_KINDS, operations=("CREATE",))
 def device_class_not_allowed(obj: dict[str, Any], ctx: Context) -> Outcome:
-    """Every request and subrequest names a class from ``claims.allowedDeviceClasses`` (unset: any)."""
+    """Every request and subrequest names a class from ``claims.allowedDeviceClasses`` (unset: any).
+
+    Unlike the other claim rules this one also judges requests for classes outside the migration's scope,
+    unless the cluster's DeviceClass shows they are another driver's (dra-driver-cpu's ``dra.cpu``): an
+    allowlist exists to catch a mistyped or retired class, which offline looks like any unknown class.
+    """
     allowed = ctx.policy.allowed_classes
     if allowed is None or not judged(obj, ctx):
         return NO_OUTCOME
     shown = ", ".join(sorted(allowed)) or "(none)"
+    scope = ctx.policy.scope
+    known = None if scope.everything else ctx.view.device_classes().value
+    drivers = scope.drivers_with(known)
     findings = [
         Finding(
             ids.DEVICE_CLASS_NOT_ALLOWED,
@@ -58,6 +120,7 @@ def device_class_not_allowed(obj: dict[str, Any], ctx: Context) -> Outcome:
         )
         for slot in iter_requests(obj, ctx.kind)
         if slot.body.get("deviceClassName") not in allowed
+        and not scope.foreign(slot.body.get("deviceClassName"), known, drivers)
     ]
     return Outcome(findings) if findings else NO_OUTCOME
 
@@ -69,7 +132,7 @@ def device_count_exceeds(obj: dict[str, Any], ctx: Context) -> Outcome:
     if limit is None or not judged(obj, ctx):
         return NO_OUTCOME
     findings = []
-    for slot in iter_requests(obj, ctx.kind):
+    for slot in scoped_requests(obj, ctx):
         count = slot.body.get("count", 1)
         if (slot.body.get("allocationMode") or "ExactCount") != "ExactCount" or not isinstance(count, int):
             continue
@@ -105,8 +168,9 @@ def allocation_mode_all(obj: dict[str, Any], ctx: Context) -> Outcome:
             "use allocationMode ExactCount with an explicit count",
             (f"{slot.path}.allocationMode",),
         )
-        for slot in iter_requests(obj, ctx.kind)
+        for slot in scoped_requests(obj, ctx)
         if slot.body.get("allocationMode") == "All" and slot.body.get("adminAccess") is not True
+        and slot.body.get("deviceClassName") not in ctx.policy.spec.claims.allocationModeAllClasses
     ]
     return Outcome(findings) if findings else NO_OUTCOME
 
@@ -132,7 +196,7 @@ def admin_access_namespace(obj: dict[str, Any], ctx: Context) -> Outcome:
             f"drop adminAccess, or create the claim in an admin-access namespace: {allowed}",
             (f"{slot.path}.adminAccess",),
         )
-        for slot in iter_requests(obj, ctx.kind)
+        for slot in scoped_requests(obj, ctx)
         if not slot.subrequest and slot.body.get("adminAccess") is True
     ]
     return Outcome(findings) if findings else NO_OUTCOME
@@ -153,7 +217,7 @@ def nonstandard_numa_attribute(obj: dict[str, Any], ctx: Context) -> Outcome:
         new = ctx.operation == "CREATE"
         hits = [(p, e) for p, e in iter_device_class_selectors(obj) if new or e not in old]
         return _numa_findings(hits, [])
-    if not judged(obj, ctx):
+    if not judged(obj, ctx) or next(scoped_requests(obj, ctx), None) is None:
         return NO_OUTCOME
     selectors = list(iter_cel_selectors(obj, ctx.kind))
     return _numa_findings(selectors, list(iter_constraint_attributes(obj, ctx.kind)))

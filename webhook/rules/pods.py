@@ -31,7 +31,7 @@ from webhook.objects import (
     requested_names,
 )
 from webhook.patch import clone, private_path
-from webhook.placement import DEFAULT_SCHEDULER, Usage, hardware, plan, serves_dra, usage
+from webhook.placement import DEFAULT_SCHEDULER, Usage, hardware, per_node, plan, serves_dra, usage
 from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.model import Resource
 from webhook.rules import ids
@@ -445,6 +445,12 @@ def _other_scheduler(ref: PodTemplateRef, u: Usage, want: str | None, ctx: Conte
 
 
 
+def _steerable(obj: dict[str, Any], ctx: Context) -> bool:
+    """Whether node affinity may be written here: not into an immutable template (a started Job), not for a
+    DaemonSet or its Pods, which serve the nodes of every pool (issue #24 item 12, ``placement.per_node``)."""
+    return AFFINITY in template_writes(obj, ctx) and not per_node(ctx.kind, ctx.group, obj)
+
+
 @pod_rule(ids.STEER_NODE_POOL, phases=("mutate",), mutating=True)
 def steer_node_pool(obj: dict[str, Any], ctx: Context) -> Outcome:
     """GPU Pods go to a pool that serves them: the stage's (legacy ``devicePlugin``, else ``dra``), else the other.
@@ -456,15 +462,16 @@ def steer_node_pool(obj: dict[str, Any], ctx: Context) -> Outcome:
     nodeSelectorTerm and never duplicated.
 
     Pods that ask for no policy resource are left alone; a Pod whose own nodeSelector or affinity rules
-    the pool out gets a finding instead of a silent rewrite.
+    the pool out gets a finding instead of a silent rewrite. DaemonSets and their Pods are never steered
+    (``placement.per_node``).
     """
     policy = ctx.policy
     pools = policy.spec.nodePools
     marker = policy.key(NODE_POOL_ANNOTATION)
     mutated: dict[str, Any] | None = None
     findings: list[Finding] = []
-    if AFFINITY not in template_writes(obj, ctx):
-        return Outcome(findings)  # e.g. a started Job: its template is immutable
+    if not _steerable(obj, ctx):
+        return Outcome(findings)
     for ref in examined_templates(obj, ctx):
         u = usage(ref.spec(obj), policy)
         want = plan(u, ctx.stage, policy).pool

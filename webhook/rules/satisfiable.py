@@ -75,10 +75,13 @@ def _claim_findings(obj: dict[str, Any], ctx: Context, index: DeviceAnswers,
     findings: list[Finding] = []
     alternatives: dict[str, list[tuple[str, str]]] = {}  # firstAvailable request -> (path, why) per subrequest
     satisfiable: set[str] = set()
+    drivers = ctx.policy.scope.drivers_with(classes)
     for slot in claim_objects.iter_requests(obj, ctx.kind):
         class_name = slot.body.get("deviceClassName")
         if not isinstance(class_name, str) or not class_name:
             continue
+        if not ctx.policy.scope.covers(class_name, classes, drivers):
+            continue  # another DRA driver's request (CPU, NIC): not the migration's to judge
         own = _own_selectors(slot.body)
         why = _shortfall(index, classes, class_name, own, _need(slot.body), deadline, unknown)
         request = slot.name.split("/", 1)[0]

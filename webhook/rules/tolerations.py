@@ -23,7 +23,6 @@ from webhook.claim_objects import (
     TEMPLATE_KIND,
     RequestSlot,
     claim_labels,
-    iter_requests,
     normalize_toleration,
     template_owner,
     toleration_identity,
@@ -31,7 +30,7 @@ from webhook.claim_objects import (
 from webhook.patch import clone
 from webhook.rules import ids
 from webhook.rules.base import NO_OUTCOME, Context, Finding, Outcome, rule
-from webhook.rules.claims import judged
+from webhook.rules.claims import judged, scoped_requests
 
 _CLAIM_KINDS = tuple(sorted(CLAIM_KINDS))
 INJECTED_ANNOTATION = "tolerations-injected"  # <prefix>/tolerations-injected
@@ -82,7 +81,7 @@ def toleration_too_broad(obj: dict[str, Any], ctx: Context) -> Outcome:
     sanctioned = {normalize_toleration(t) for t in ctx.policy.device_tolerations}
     limit = f"at most {max_seconds}" if max_seconds is not None else "a bounded value"
     findings = []
-    for slot in iter_requests(obj, ctx.kind):
+    for slot in scoped_requests(obj, ctx):
         tolerations = slot.body.get("tolerations")
         for j, tol in enumerate(tolerations if isinstance(tolerations, list) else []):
             if not isinstance(tol, dict) or normalize_toleration(tol) in sanctioned:
@@ -156,13 +155,15 @@ def inject_device_tolerations(obj: dict[str, Any], ctx: Context) -> Outcome:
     wanted = ctx.policy.device_tolerations
     if not wanted or not judged(obj, ctx) or not ctx.policy.gate_enabled("DRADeviceTaints"):
         return NO_OUTCOME
+    if next(scoped_requests(obj, ctx), None) is None:
+        return NO_OUTCOME  # no request under migration: another driver's claim is left as it is
     training, guessed = is_training_job_claim(obj, ctx)
     if not training:
         return Outcome(degraded=(guessed,)) if guessed else NO_OUTCOME
     mutated = clone(obj)
     findings: list[Finding] = []
     carried = added = 0
-    for slot in iter_requests(mutated, ctx.kind):
+    for slot in scoped_requests(mutated, ctx):
         finding, added_here = _inject_into(slot, wanted)
         if finding is not None:
             findings.append(finding)

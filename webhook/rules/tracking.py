@@ -29,9 +29,10 @@ from webhook import claim_objects
 from webhook.jsonish import as_dict, metadata_annotations
 from webhook.objects import pod_templates
 from webhook.patch import private_path
-from webhook.placement import plan, usage
+from webhook.placement import plan
 from webhook.rules import ids
 from webhook.rules.base import Context, Outcome, rule
+from webhook.rules.claims import scoped_requests, scoped_usage
 from webhook.rules.workloads import ANNOTATIONS, pod_rule, template_unchanged, template_writes
 
 TRACK_NAMES = ("path", "stage", "cohort", "policy")
@@ -75,6 +76,8 @@ def _set_annotations(holder: dict[str, Any], desired: dict[str, str], keys: Iter
 def _claim_outcome(obj: dict[str, Any], ctx: Context) -> Outcome:
     if claim_objects.is_scheduler_claim(obj, ctx.user, ctx.policy.scheduler_usernames):
         return Outcome()
+    if next(scoped_requests(obj, ctx), None) is None:
+        return Outcome()  # another DRA driver's claim (CPU, NIC): not part of the migration, not counted
     values = tracking_values(ctx, "dra-claim")
     mutated = dict(obj)
     if not _set_annotations(mutated, values, values):
@@ -98,7 +101,7 @@ def track_rollout(obj: dict[str, Any], ctx: Context) -> Outcome:
     paths: list[str] = []
     frozen = ANNOTATIONS not in template_writes(obj, ctx)  # e.g. a started Job's template is immutable
     for ref in pod_templates(obj, ctx.kind, ctx.group, ctx.policy.template_finders):
-        path = plan(usage(ref.spec(obj), ctx.policy), ctx.stage, ctx.policy).path
+        path = plan(scoped_usage(ref.spec(obj), ctx), ctx.stage, ctx.policy).path
         if path is None:
             continue
         paths.append(path)

@@ -57,7 +57,8 @@ def env(home: Path, kubeconfig: Path | None = None) -> dict[str, str]:
     """The environment for one helm call: everything Helm writes stays under ``home``."""
     out = {k: v for k, v in os.environ.items() if not k.startswith("HELM_") and k != "KUBECONFIG"}
     out.update(HOME=str(home), HELM_CACHE_HOME=str(home / "cache"), HELM_CONFIG_HOME=str(home / "config"),
-               HELM_DATA_HOME=str(home / "data"), XDG_CACHE_HOME=str(home / "xdg-cache"))
+               HELM_DATA_HOME=str(home / "data"), HELM_PLUGINS=str(home / "plugins"),
+               XDG_CACHE_HOME=str(home / "xdg-cache"))
     if kubeconfig is not None:
         out["KUBECONFIG"] = str(kubeconfig)
     return out
@@ -66,7 +67,7 @@ def env(home: Path, kubeconfig: Path | None = None) -> dict[str, str]:
 def run(helm: Path, home: Path, *args: str, kubeconfig: Path | None = None,
         check: bool = True) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run([str(helm), *args], capture_output=True, text=True, timeout=300,
-                          env=env(home, kubeconfig))
+                          env=env(home, kubeconfig), cwd=ROOT)
     if check:
         assert proc.returncode == 0, f"helm {' '.join(args)} failed:\n{proc.stderr}"
     return proc

@@ -17,7 +17,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "deploy" / "chart"
-HOW_TO_GET = "no helm: put the project's shared/helm folder (helm.xz + unpack.sh) next to the repository, or set DRA_HELM"
+HOW_TO_GET = ("no helm: put the project's shared/helm folder (helm.xz + unpack.sh) next to the repository, "
+              "or set DRA_HELM")
 
 
 def shared_dir() -> Path | None:

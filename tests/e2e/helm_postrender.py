@@ -5,7 +5,8 @@ its Service has no endpoint: the post-renderer drops both and turns each webhook
 into ``url: https://127.0.0.1:PORT/<path>`` (install.to_url). Everything else Helm renders is installed,
 upgraded and uninstalled as is. Helm 4 runs post-renderers as ``postrenderer/v1`` plugins
 (https://helm.sh/docs/plugins/developer/tutorial-postrenderer-plugin): ``write_plugin`` writes one into a
-temporary HELM_PLUGINS folder, calling ``python -m tests.e2e.helm_postrender PORT`` (helm runs from the repository root) (manifests on stdin and stdout).
+temporary HELM_PLUGINS folder, calling ``python -m tests.e2e.helm_postrender PORT`` (helm runs from the
+repository root; manifests on stdin and stdout).
 """
 
 from __future__ import annotations

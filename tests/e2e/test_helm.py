@@ -59,8 +59,8 @@ class Installed:
     def values(self, policy: str) -> str:
         ca = base64.b64encode((self.workdir / "certs" / "ca.crt").read_bytes()).decode()
         path = self.workdir / "values.yaml"
-        path.write_text(yaml.safe_dump({"certs": {"certManager": {"enabled": False}, "existingSecret": "dra-webhook-tls",
-                                                  "caBundle": ca}, "policy": {"inline": policy}}))
+        certs = {"certManager": {"enabled": False}, "existingSecret": "dra-webhook-tls", "caBundle": ca}
+        path.write_text(yaml.safe_dump({"certs": certs, "policy": {"inline": policy}}))
         return str(path)
 
     def deploy(self, verb: str, policy: str) -> None:
@@ -73,8 +73,8 @@ class Installed:
         (The Deployment that mounts it is post-rendered away; tests/test_chart.py checks that it names it.)
         """
         manifest = self.helm_run("get", "manifest", RELEASE, "-n", NAMESPACE).stdout
-        (name,) = [o["metadata"]["name"] for o in yaml.safe_load_all(manifest)
-                   if o and o["kind"] == "ConfigMap" and o["metadata"]["labels"]["app.kubernetes.io/component"] == "policy"]
+        (name,) = [o["metadata"]["name"] for o in yaml.safe_load_all(manifest) if o and o["kind"] == "ConfigMap"
+                   and o["metadata"]["labels"]["app.kubernetes.io/component"] == "policy"]
         data = self.kube.get("v1", "ConfigMap", name, NAMESPACE)["data"]
         (text,) = data.values()
         return self.webhook.use_policy(text) if running else self.webhook.write_policy(text)
@@ -110,7 +110,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
         webhook = Webhook(workdir, workdir / "certs", workdir / "webhook.kubeconfig", DEFAULT_POLICY)
         home = tmp / "helm-home"
         kube = Kube(cp.api())
-        inst = Installed(cp, kube, client.CoreV1Api(cp.api()), webhook, helm, home, workdir, write_plugin(home / "plugins", webhook.port))
+        renderer = write_plugin(home / "plugins", webhook.port)
+        inst = Installed(cp, kube, client.CoreV1Api(cp.api()), webhook, helm, home, workdir, renderer)
         # README "Install": the namespace first, with the base's Pod Security labels (Helm stores the release there).
         kube.create(yaml.safe_load((helm_cli.ROOT / "deploy" / "base" / "namespace.yaml").read_text()))
         inst.deploy("install", DEFAULT_POLICY.read_text())
@@ -121,7 +122,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
         if found.has_controllers:
             eventually(lambda: kube.get_or_none("v1", "ServiceAccount", "default", PROBE), "default SA", 30)
         else:
-            kube.create({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": PROBE}})
+            kube.create({"apiVersion": "v1", "kind": "ServiceAccount",
+                         "metadata": {"name": "default", "namespace": PROBE}})
         yield inst
     finally:
         if webhook is not None:

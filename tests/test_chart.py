@@ -95,6 +95,16 @@ def test_defaults_render_the_production_overlay(helm: Path, helm_home: Path) -> 
     assert_same(template(helm, helm_home), overlay)
 
 
+def test_packaged_chart_carries_the_linked_files(helm: Path, helm_home: Path, tmp_path: Path) -> None:
+    """files/ links into deploy/: `helm package` must resolve the links, so the .tgz renders the same objects."""
+    helm_cli.run(helm, helm_home, "package", str(helm_cli.CHART), "-d", str(tmp_path))
+    (tgz,) = tmp_path.glob("dra-migration-webhook-*.tgz")
+    from_dir = template(helm, helm_home)
+    proc = helm_cli.run(helm, helm_home, "template", RELEASE, str(tgz), "-n", NAMESPACE)
+    assert [doc for doc in yaml.safe_load_all(proc.stdout) if doc] == from_dir
+    assert len(from_dir) > 10
+
+
 def test_monitoring_on_renders_the_monitoring_component(helm: Path, helm_home: Path, tmp_path: Path) -> None:
     overlay = tmp_path / "deploy" / "overlays" / "monitoring"
     shutil.copytree(DEPLOY, tmp_path / "deploy", ignore=shutil.ignore_patterns("certs", "chart"))
@@ -189,7 +199,8 @@ def test_release_namespace_reaches_every_reference(helm: Path, helm_home: Path) 
     ({"webhooks": {"failurePolicy": {"workloads.validate.dra-migration.io": "Maybe"}}},
      "value must be one of 'Ignore', 'Fail'"),
     ({"certs": {"certManager": {"enabled": False}}}, "at '/certs/existingSecret': minLength: got 0, want 1"),
-    ({"policy": {"inline": "x: 1", "existingConfigMap": "p"}}, "at '/policy'"),
+    ({"policy": {"inline": "x: 1", "existingConfigMap": "p"}},
+     "policy.inline and policy.existingConfigMap are both set: the Deployment mounts one policy; set only one"),
     ({"deployment": {"resources": {"limits": {"memory": "lots"}}}}, "at '/deployment/resources/limits/memory'"),
     ({"replicas": 3}, "additional properties 'replicas' not allowed"),
 ])

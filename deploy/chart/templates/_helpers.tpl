@@ -37,6 +37,9 @@ release namespace on namespaced kinds. Input: {"ctx": $, "obj": map}.
 
 {{/* The policy ConfigMap's name: the user's, or a content-hashed one as kustomize's generator does. */}}
 {{- define "dra.policyConfigMap" -}}
+{{- if and .Values.policy.inline .Values.policy.existingConfigMap -}}
+{{- fail "policy.inline and policy.existingConfigMap are both set: the Deployment mounts one policy; set only one" -}}
+{{- end -}}
 {{- if .Values.policy.existingConfigMap -}}
 {{- .Values.policy.existingConfigMap -}}
 {{- else -}}

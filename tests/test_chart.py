@@ -84,6 +84,16 @@ def assert_same(chart: list[dict[str, Any]], overlay: list[dict[str, Any]]) -> N
         assert ours[key] == obj, f"{key}: the chart renders it differently from the overlay"
 
 
+def test_missing_helm_skips_with_one_line_and_fails_under_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DRA_HELM", "/nonexistent/helm")
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="no helm: put the project's shared/helm folder"):
+        helm_cli.require()
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="no helm"):
+        helm_cli.require()
+
+
 def test_lint_strict(helm: Path, helm_home: Path) -> None:
     proc = helm_cli.run(helm, helm_home, "lint", "--strict", str(helm_cli.CHART))
     assert "0 chart(s) failed" in proc.stdout

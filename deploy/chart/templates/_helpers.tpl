@@ -1,0 +1,56 @@
+{{/*
+The objects of one file of the kustomize tree (files/ links to deploy/), as {"items": [...]}.
+Comment-only documents are dropped.
+*/}}
+{{- define "dra.docs" -}}
+{{- $items := list -}}
+{{- range regexSplit "(?m)^---[ \t]*$" (.ctx.Files.Get .path) -1 -}}
+{{- $o := fromYaml . -}}
+{{- if $o.kind -}}{{- $items = append $items $o -}}{{- end -}}
+{{- end -}}
+{{- toYaml (dict "items" $items) -}}
+{{- end -}}
+
+{{/* The labels kustomize's base adds to every object, with Helm's own managed-by and chart labels. */}}
+{{- define "dra.labels" -}}
+app.kubernetes.io/name: dra-migration-webhook
+app.kubernetes.io/instance: dra-webhook
+app.kubernetes.io/part-of: dra-migration-webhook
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{/*
+One base object finished as kustomize finishes it: the common labels merged over its own, and the
+release namespace on namespaced kinds. Input: {"ctx": $, "obj": map}.
+*/}}
+{{- define "dra.finish" -}}
+{{- $o := .obj -}}
+{{- $labels := merge (fromYaml (include "dra.labels" .ctx)) ($o.metadata.labels | default dict) -}}
+{{- $_ := set $o.metadata "labels" $labels -}}
+{{- if not (has $o.kind (list "Namespace" "ClusterRole" "ClusterRoleBinding" "MutatingWebhookConfiguration" "ValidatingWebhookConfiguration")) -}}
+{{- $_ := set $o.metadata "namespace" .ctx.Release.Namespace -}}
+{{- end -}}
+{{- toYaml $o -}}
+{{- end -}}
+
+{{/* The policy ConfigMap's name: the user's, or a content-hashed one as kustomize's generator does. */}}
+{{- define "dra.policyConfigMap" -}}
+{{- if and .Values.policy.inline .Values.policy.existingConfigMap -}}
+{{- fail "policy.inline and policy.existingConfigMap are both set: the Deployment mounts one policy; set only one" -}}
+{{- end -}}
+{{- if .Values.policy.existingConfigMap -}}
+{{- .Values.policy.existingConfigMap -}}
+{{- else -}}
+{{- printf "dra-webhook-policy-%s" (include "dra.policy" . | sha256sum | trunc 10) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "dra.policy" -}}
+{{- .Values.policy.inline | default (.Files.Get "files/base/policy/default.yaml") -}}
+{{- end -}}
+
+{{- define "dra.tlsSecret" -}}
+{{- .Values.certs.existingSecret | default "dra-webhook-tls" -}}
+{{- end -}}

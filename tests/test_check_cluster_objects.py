@@ -40,6 +40,13 @@ def check_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, lis
     return code, json.loads(captured.out)["results"], captured.err
 
 
+def unscoped_policy(tmp_path: Path) -> str:
+    """A policy that maps no DeviceClass: every driver's claims are in the migration's scope
+    (webhook.migration_scope), so dra-example-driver's class is judged (the bundled policy maps gpu.example.com)."""
+    return manifest(tmp_path, {"apiVersion": "dra-migration.io/v1alpha1", "kind": "MigrationPolicy",
+                               "metadata": {"name": "unscoped"}, "spec": {}}, name="policy.yaml")
+
+
 def rules(result: dict[str, Any]) -> list[str]:
     return [f["rule"] for f in result["findings"]]
 
@@ -47,7 +54,7 @@ def rules(result: dict[str, Any]) -> list[str]:
 def test_a_claim_unsatisfiable_against_the_snapshots_slices(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cluster = snapshot(tmp_path, EXAMPLE_CLASS, example_slice("node-1", 8), example_slice("node-2", 8, "40Gi"))
     strict = manifest(tmp_path, template(EXAMPLE_MODEL, EXAMPLE_MEMORY.replace("4Gi", "96Gi")))
-    _, [result], _ = check_json(capsys, strict, "--cluster-objects", cluster)
+    _, [result], _ = check_json(capsys, "--policy", unscoped_policy(tmp_path), strict, "--cluster-objects", cluster)
     assert "unsatisfiable-claim" in rules(result)
     [finding] = [f for f in result["findings"] if f["rule"] == "unsatisfiable-claim"]
     assert "no device in the cluster matches (0 of 16 devices)" in finding["message"]
@@ -95,6 +102,6 @@ def test_slices_in_the_input_itself_are_the_view_too(tmp_path: Path, capsys: pyt
     strict = template(EXAMPLE_MODEL, EXAMPLE_MEMORY.replace("4Gi", "96Gi"))
     path = tmp_path / "all.yaml"
     path.write_text(yaml.safe_dump_all([EXAMPLE_CLASS, example_slice("node-1", 8), strict], sort_keys=False))
-    _, results, _ = check_json(capsys, str(path))
+    _, results, _ = check_json(capsys, "--policy", unscoped_policy(tmp_path), str(path))
     [claim] = [r for r in results if r["object"].startswith("ResourceClaimTemplate")]
     assert "unsatisfiable-claim" in rules(claim)

@@ -117,11 +117,11 @@ def _read_and_analyse(api: Any, selector: DeviceSelector | None, taint: Taint, p
     from webhook import kube_lists
     from webhook.extended_eviction import decide
 
-    extended = decide(policy.source.spec.extendedResourceTaintEviction, cluster.server_version(api))
     step = "resourceclaims"
+    extended = decide(policy.source.spec.extendedResourceTaintEviction, None)
 
     def read() -> Preflight:
-        nonlocal step
+        nonlocal step, extended
         step = "resourceclaims"
         claims = list(kube_lists.stream(api, "resourceclaims", project=lambda c: claim_use(c, selector, taint),
                                         on_page=progress.page))
@@ -131,6 +131,8 @@ def _read_and_analyse(api: Any, selector: DeviceSelector | None, taint: Taint, p
                 for p in kube_lists.stream(api, "pods", ns, project=keep, on_page=progress.page)]
         step = "podgroups"
         groups = cluster.podgroup_uids(api, reserving_groups(claims))
+        # After the first list: an unreachable cluster is one error line, not a version-read note first.
+        extended = decide(policy.source.spec.extendedResourceTaintEviction, cluster.server_version(api))
         return analyse(selector, taint, claims, pods, policy, extended_evicted=extended.evicted, group_uids=groups)
 
     try:

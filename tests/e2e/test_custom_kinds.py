@@ -26,13 +26,14 @@ _conftest = pytest.importorskip("tests.e2e.conftest", reason="the e2e harness (t
 _objects = pytest.importorskip("tests.e2e.objects")
 _waits = pytest.importorskip("tests.e2e.waits")
 _kube = pytest.importorskip("tests.e2e.kube")
+_crds = pytest.importorskip("tests.e2e.crds")
+installed, preserving_crd = _crds.installed, _crds.preserving_crd
 policy_variant, eventually, pod, Denied = _conftest.policy_variant, _waits.eventually, _objects.pod, _kube.Denied
 
 pytestmark = pytest.mark.controllers
 ROOT = Path(__file__).resolve().parents[2]
 GROUP, KIND, PLURAL = "e2e.example.com", "TrainingRun", "trainingruns"
 API = f"{GROUP}/v1"
-CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 STAGE, POOL = "dra-migration.io/stage", "dra-migration.io/node-pool"
 KINDS = f"""
   workloadKinds:
@@ -40,17 +41,6 @@ KINDS = f"""
 _kube.RESOURCES.setdefault(KIND, (PLURAL, True))  # so kube.create/get/patch/denial find the CRD's path
 CONFIGS = {"MutatingWebhookConfiguration": "mutatingwebhookconfigurations",
            "ValidatingWebhookConfiguration": "validatingwebhookconfigurations"}
-
-
-def _crd() -> dict[str, Any]:
-    spec = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-    schema = {"type": "object", "properties": {"spec": spec}}
-    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-            "metadata": {"name": f"{PLURAL}.{GROUP}"},
-            "spec": {"group": GROUP, "scope": "Namespaced",
-                     "names": {"plural": PLURAL, "singular": "trainingrun", "kind": KIND, "listKind": f"{KIND}List"},
-                     "versions": [{"name": "v1", "served": True, "storage": True,
-                                   "schema": {"openAPIV3Schema": schema}}]}}
 
 
 def _run(name: str, ns: str, resource: str = "example.com/gpu") -> dict[str, Any]:
@@ -63,20 +53,6 @@ def _run(name: str, ns: str, resource: str = "example.com/gpu") -> dict[str, Any
             "spec": {"launcher": {"template": {"spec": launcher}},
                      "roles": [{"name": "workers", "replicas": 4, "template": template({"role": "workers"})},
                                {"name": "evaluator", "template": template({"role": "evaluator"})}]}}
-
-
-@contextmanager
-def _crd_installed(kube: Any) -> Iterator[None]:
-    name = f"{PLURAL}.{GROUP}"
-    kube.call("POST", CRDS, _crd())
-    try:
-        eventually(lambda: any(c["type"] == "Established" and c["status"] == "True"
-                               for c in kube.call("GET", f"{CRDS}/{name}").obj.get("status", {}).get("conditions", [])),
-                   f"CRD {name} established", 60)
-        eventually(lambda: kube.call("GET", f"/apis/{API}/namespaces/default/{PLURAL}"), f"{API} served", 30)
-        yield
-    finally:
-        kube.call("DELETE", f"{CRDS}/{name}")
 
 
 @contextmanager
@@ -113,7 +89,7 @@ def test_a_crd_the_policy_names_is_examined_on_create_and_update(kube, namespace
     text = policy_variant({"  # as policies/default.yaml": "  # as policies/default.yaml" + KINDS})
     (tmp_path / "policy.yaml").write_text(text)
     policy(text)
-    with _crd_installed(kube), _webhook_rules(kube, tmp_path / "policy.yaml"):
+    with installed(kube, preserving_crd(GROUP, "v1", KIND, PLURAL)), _webhook_rules(kube, tmp_path / "policy.yaml"):
         # CREATE with the device plugin's name in a migrated namespace: denied by the API server's call.
         mig = namespace("mig")
         legacy = _run("legacy-name", mig, resource="vendor.example.com/gpu")

@@ -12,44 +12,17 @@ The offline counterpart (every optional list and map nulled in turn) is tests/te
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from tests.e2e import kube as _kube
+from tests.e2e.crds import installed, preserving_crd
 from tests.e2e.objects import pod
 from tests.e2e.waits import eventually
 
 GROUP, KIND, PLURAL, VERSION = "jobset.x-k8s.io", "JobSet", "jobsets", "v1alpha2"
 API = f"{GROUP}/{VERSION}"
-CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 LEGACY = "vendor.example.com/gpu"  # the device plugin's name in the e2e policy: denied when migrated
 _kube.RESOURCES.setdefault(KIND, (PLURAL, True))
-
-
-def _crd() -> dict[str, Any]:
-    spec = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-    schema = {"type": "object", "properties": {"spec": spec}}
-    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-            "metadata": {"name": f"{PLURAL}.{GROUP}"},
-            "spec": {"group": GROUP, "scope": "Namespaced",
-                     "names": {"plural": PLURAL, "singular": "jobset", "kind": KIND, "listKind": f"{KIND}List"},
-                     "versions": [{"name": VERSION, "served": True, "storage": True,
-                                   "schema": {"openAPIV3Schema": schema}}]}}
-
-
-@contextmanager
-def _crd_installed(kube: Any) -> Iterator[None]:
-    name = f"{PLURAL}.{GROUP}"
-    kube.call("POST", CRDS, _crd())
-    try:
-        eventually(lambda: any(c["type"] == "Established" and c["status"] == "True"
-                               for c in kube.call("GET", f"{CRDS}/{name}").obj.get("status", {}).get("conditions", [])),
-                   f"CRD {name} established", 60)
-        eventually(lambda: kube.call("GET", f"/apis/{API}/namespaces/default/{PLURAL}"), f"{API} served", 30)
-        yield
-    finally:
-        kube.call("DELETE", f"{CRDS}/{name}")
 
 
 def _gpu_spec(ns: str) -> dict[str, Any]:
@@ -81,7 +54,7 @@ CASES = {
 
 def test_a_jobset_with_nulls_is_still_sent_and_judged(kube, namespace):
     ns = namespace("mig")
-    with _crd_installed(kube):
+    with installed(kube, preserving_crd(GROUP, VERSION, KIND, PLURAL)):
         for case, replicated in CASES.items():
             obj = _jobset("nulls", ns, replicated(ns))
             # Sent means denied (device plugin name, migrated namespace); skipped means stored.

@@ -25,7 +25,7 @@ import yaml
 from kubernetes import client
 
 from tests import helm_cli
-from tests.e2e import binaries, procs
+from tests.e2e import binaries
 from tests.e2e.conftest import DEFAULT_POLICY, policy_variant
 from tests.e2e.controlplane import ControlPlane
 from tests.e2e.helm_postrender import write_plugin
@@ -126,10 +126,11 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
                          "metadata": {"name": "default", "namespace": PROBE}})
         yield inst
     finally:
+        # Only what this module started: procs.stop_all() would also stop the session's control plane,
+        # which the modules after this one still use.
         if webhook is not None:
             webhook.close()
         cp.stop()
-        procs.stop_all()
 
 
 def _stored(inst: Installed, objs: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -98,7 +98,10 @@ def _namespace(obj: dict[str, Any], ctx: Context) -> str:
 
 @rule(ids.DEVICE_CLASS_NOT_ALLOWED, _CLAIM_KINDS, operations=("CREATE",))
 def device_class_not_allowed(obj: dict[str, Any], ctx: Context) -> Outcome:
-    """Every request and subrequest names a class from ``claims.allowedDeviceClasses`` (unset: any).
+    """Requests, subrequests and a Pod's implicit class names use a class from ``claims.allowedDeviceClasses``.
+
+    Unset: any class. The implicit names (``deviceclass.resource.kubernetes.io/<class>``) of Pods and pod templates
+    are judged by ``implicit_class_not_allowed``.
 
     Unlike the other claim rules this one also judges requests for classes outside the migration's scope,
     unless the cluster's DeviceClass shows they are another driver's (dra-driver-cpu's ``dra.cpu``): an

@@ -100,6 +100,8 @@ def _path(template: dict[str, Any], u: Usage, ctx: Context) -> str | None:
     one this stage would have chosen (issue 24 item 14). Otherwise ``plan`` decides.
     """
     planned = plan(u, ctx.stage, ctx.policy)
+    if not u.gpu:
+        return planned.path  # claims only (or no devices): no pool, nothing steered
     marker = metadata_annotations(template).get(ctx.policy.key(NODE_POOL_ANNOTATION))
     if marker in ("dra", "devicePlugin") and marker != planned.pool:
         there = pool_path(u, str(marker), ctx.policy)

@@ -22,6 +22,7 @@ from tests import fakeapi
 from tests.e2e.waits import eventually
 from tests.helpers import ROOT, gpu_pod, review, start_server
 from webhook.admission import AdmissionResponse, handle
+from webhook.cli import main
 from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.loader import load
 from webhook.review import parse_request
@@ -134,6 +135,25 @@ def test_a_retired_name_still_counts_only_the_policy_offline(tmp_path: Path) -> 
     pod = gpu_pod(namespace="mig-a", resource="example.org/tpu")
     answer = _validate(load(tmp_path / "p.yaml"), UnsyncedView(), pod)
     assert not answer.allowed and not answer.verdicts[0].failed
+
+
+def test_check_offline_says_not_judged_and_with_the_classes_decides(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``check`` without DeviceClasses: allowed with the rule-error finding; with ``--cluster-objects`` holding the
+    cluster's DeviceClasses (here not the one asked for): denied as unmapped."""
+    _policy(tmp_path)
+    app = tmp_path / "app.yaml"
+    app.write_text(yaml.safe_dump(gpu_pod(namespace="mig-a", resource=NAME)))
+    code = main(["check", "--policy", str(tmp_path / "policy.yaml"), str(app)])
+    out = capsys.readouterr().out
+    assert code == 0 and f"Warn  {RULE} (rule-error): container \"trainer\" requests {NAME}: not judged" in out
+    snapshot = tmp_path / "cluster.yaml"
+    snapshot.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List",
+                                        "items": [_class("gpu.example.com", "gpu.example.com")]}))
+    code = main(["check", "--policy", str(tmp_path / "policy.yaml"), str(app), "--cluster-objects", str(snapshot)])
+    out = capsys.readouterr().out
+    assert code == 1 and f"Deny  {RULE}: container \"trainer\" requests {NAME}, but DeviceClass {CLASS} does not " \
+        "exist" in out
 
 
 # ---- item 6 -----------------------------------------------------------------------------------------------

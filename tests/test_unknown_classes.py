@@ -22,6 +22,7 @@ from tests import fakeapi
 from tests.e2e.waits import eventually
 from tests.helpers import ROOT, gpu_pod, review, start_server
 from webhook.admission import AdmissionResponse, handle
+from webhook.app import StaticPolicy, create_app
 from webhook.cli import main
 from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.loader import load
@@ -189,6 +190,25 @@ def test_allowed_class_and_another_drivers_class_pass(tmp_path: Path) -> None:
 
 
 # ---- readiness: never the cluster view ------------------------------------------------------------------
+
+
+class BrokenStatusView(UnsyncedView):
+    """A view that cannot even say how it is doing."""
+
+    def status(self) -> dict[str, Any]:
+        raise RuntimeError("informer state unreadable")
+
+
+def test_readiness_never_depends_on_the_view(tmp_path: Path) -> None:
+    app = create_app(StaticPolicy(_policy(tmp_path)), BrokenStatusView(), clock=lambda: NOW)
+    client = app.test_client()
+    resp = client.get("/readyz")
+    assert resp.status_code == 200
+    body = resp.get_json()
+    assert body["ready"] is True and "RuntimeError" in body["cluster"]["error"]
+    answer = client.post("/validate", json=review(gpu_pod(namespace="mig-a", resource=NAME), namespace="mig-a"))
+    response = answer.get_json()["response"]
+    assert response["allowed"] is True and "DeviceClasses not synced yet" in response["warnings"][0]
 
 
 def test_ready_while_the_device_class_watch_fails_and_answers_as_unknown(tmp_path: Path) -> None:

@@ -1,11 +1,16 @@
-"""Issue #24 item 5 on the real control plane: until the webhook's DeviceClass watch has synced, a Pod asking for a
-class by its implicit extended-resource name (``deviceclass.resource.kubernetes.io/<class>``) is not denied as
-unmapped. The webhook is ready all the while (readiness never depends on the cluster view), the API server stores
-the Pod with the ``rule-error`` warning that ``enforcement.ruleErrors`` (Warn) gives it, and once the watch has
-synced the same Pod is decided normally: denied while the class does not exist, admitted once it does.
+"""A DeviceClass asked for by its implicit extended-resource name, ``deviceclass.resource.kubernetes.io/<class>``, on
+the real control plane (issue #24 items 5 and 6).
 
-The watch is kept from syncing the way a real cluster does it to a webhook: the API server refuses the list
-(its ClusterRole loses ``deviceclasses`` for a while, then gets it back).
+Item 5: until the webhook's DeviceClass watch has synced, such a Pod is not denied as unmapped. The webhook is
+ready all the while (readiness never depends on the cluster view), the API server stores the Pod with the
+``rule-error`` warning that ``enforcement.ruleErrors`` (Warn) gives it, and once the watch has synced the same Pod
+is decided normally: denied while the class does not exist, admitted once it does. The watch is kept from syncing
+the way a real cluster does it to a webhook: the API server refuses the list (its ClusterRole loses
+``deviceclasses`` for a while, then gets it back).
+
+Item 6: kube-scheduler serves the implicit name with that class through a claim of its own, which no claim rule
+judges; so ``claims.allowedDeviceClasses`` holds at the Pod: a class the policy does not allow is denied in a
+migrated namespace, and in a pilot namespace (Warn) the stored Pod shows the path it would have taken.
 """
 
 from __future__ import annotations
@@ -13,12 +18,15 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
+
 from tests.e2e.conftest import Cluster, policy_variant
-from tests.e2e.objects import GPU_DRIVER, device_class, pod
+from tests.e2e.objects import GPU_DRIVER, GPU_NODE, device_class, pod
 from tests.e2e.waits import eventually
 
 CLASS = "e2e-implicit.example.com"
-NAME = f"deviceclass.resource.kubernetes.io/{CLASS}"
+PREFIX = "deviceclass.resource.kubernetes.io/"
+NAME = f"{PREFIX}{CLASS}"
 WEBHOOK_SA = ("dra-webhook", "dra-webhook")
 RBAC = "rbac.authorization.k8s.io/v1"
 
@@ -99,3 +107,34 @@ def test_implicit_class_name_before_and_after_the_device_class_watch_syncs(clust
             cluster.webhook.start()
         # The refusals this test caused on purpose; any other 403 still fails it (fixture `kube`).
         cluster.reported_forbidden.update(f for f in cluster.forbidden() if "deviceclasses" in f)
+
+
+OTHER = "e2e-unlisted.example.com"
+EXTENDED_CLAIM = "resource.kubernetes.io/extended-resource-claim"
+
+
+@pytest.mark.controllers
+def test_a_class_the_policy_does_not_allow_is_not_reachable_by_its_implicit_name(kube, namespace):
+    """The e2e policy allows gpu.example.com only; OTHER selects the same driver's devices."""
+    kube.create(device_class(OTHER, GPU_DRIVER))
+    try:
+        mig, pilot = namespace("mig"), namespace("pilot")
+        denied = eventually(lambda: kube.denial(pod("other", mig, resource=f"{PREFIX}{OTHER}"), dry_run=True),
+                            "the migrated namespace refusing the implicit name", 15)
+        assert f"device-class-not-allowed (migrated: Deny): container \"trainer\" requests {PREFIX}{OTHER}: " \
+            "DeviceClass not allowed by the policy" in denied.message, denied.message
+
+        stored = kube.create(pod("other", pilot, resource=f"{PREFIX}{OTHER}"))
+        assert any(w.startswith("device-class-not-allowed (pilot): ") for w in stored.warnings), stored.warnings
+
+        def bound() -> dict | None:
+            p = kube.get("v1", "Pod", "other", pilot)
+            return p if p["spec"].get("nodeName") and p.get("status", {}).get("extendedResourceClaimStatus") else None
+        p = eventually(bound, "the real scheduler binding the Pod through its own claim", 60)
+        assert p["spec"]["nodeName"] == GPU_NODE
+        [claim] = kube.list("resource.k8s.io/v1", "ResourceClaim", pilot)
+        # What the allowlist must cover: the scheduler's claim asks for OTHER, and no claim rule ever judges it.
+        assert claim["metadata"]["annotations"] == {EXTENDED_CLAIM: "true"}
+        assert [r["exactly"]["deviceClassName"] for r in claim["spec"]["devices"]["requests"]] == [OTHER]
+    finally:
+        kube.delete("resource.k8s.io/v1", "DeviceClass", OTHER)

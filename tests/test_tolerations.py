@@ -7,6 +7,7 @@ result is checked against the Kubernetes 1.37 schemas (kubernetes-validate, stri
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
 import jsonpatch
@@ -180,6 +181,16 @@ def test_every_toleration_message_names_the_toleration_in_full() -> None:
     for tol, described in cases:
         [finding] = run(toleration_too_broad, _with_only(load("claim-training.yaml"), tol), phase="validate").findings
         assert f"toleration ({described}) is too broad" in finding.message, finding.message
+
+
+def test_a_policy_toleration_error_names_the_toleration_in_full() -> None:
+    doc = load("policy.yaml")
+    doc["spec"]["trainingJobs"]["deviceTolerations"] = [{"key": "example.com/m", "effect": "NoSchedule",
+                                                         "tolerationSeconds": 60}]
+    with pytest.raises(ValueError, match=re.escape(
+            "tolerationSeconds only applies to effect NoExecute: toleration (key=example.com/m operator=Equal "
+            "value=(none) effect=NoSchedule tolerationSeconds=60)")):
+        MigrationPolicy.model_validate(doc)
 
 
 def _with_only(obj: dict[str, Any], tol: dict[str, Any]) -> dict[str, Any]:

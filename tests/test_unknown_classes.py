@@ -128,7 +128,7 @@ def test_known_classes_decide_normally(tmp_path: Path) -> None:
     assert present.allowed and present.verdicts == []
 
 
-def test_a_retired_name_still_counts_only_the_policy_offline(tmp_path: Path) -> None:
+def test_a_retired_name_is_still_judged_by_the_policy_alone(tmp_path: Path) -> None:
     """Item 5 is about implicit names: a name the policy itself retires is judged by the policy (unchanged)."""
     doc = yaml.safe_load((ROOT / "tests" / "data" / "live-policy.yaml").read_text())
     doc["spec"]["retiredResourceNames"] = ["example.org/*"]

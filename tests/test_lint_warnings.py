@@ -162,8 +162,8 @@ def test_unbounded_injected_toleration(tmp_path: Path) -> None:
     text = POLICY.replace("  cohorts:", "  trainingJobs:\n    labels: {kind: training}\n    deviceTolerations:\n"
                           "    - {key: example.com/maintenance, operator: Exists, effect: NoExecute}\n  cohorts:")
     [w] = _warnings(tmp_path, text)
-    assert "spec.trainingJobs.deviceTolerations[0]: device toleration example.com/maintenance tolerates " \
-           "NoExecute taints forever" in w
+    assert "spec.trainingJobs.deviceTolerations[0]: device toleration (key=example.com/maintenance operator=Exists " \
+           "value=(none) effect=NoExecute tolerationSeconds=(unset: forever)) tolerates NoExecute taints forever" in w
 
 
 def test_device_plugin_pool_that_does_not_say_what_it_advertises(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ result is checked against the Kubernetes 1.37 schemas (kubernetes-validate, stri
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
 import jsonpatch
@@ -165,6 +166,71 @@ def test_toleration_too_broad_in_template_subrequest() -> None:
     assert broad(obj) == ["spec.spec.devices.requests[0].firstAvailable[1].tolerations[0]"]
 
 
+def test_every_toleration_message_names_the_toleration_in_full() -> None:
+    """Issue 24 item 7: key, operator, value, effect and tolerationSeconds, defaults filled in."""
+    cases = [
+        ({"operator": "Exists"},
+         "key=(any) operator=Exists value=(none) effect=(all) tolerationSeconds=(unset: forever)"),
+        ({"effect": "NoExecute"},  # the shape of intel-monitor-admin-access.yaml's tolerations
+         "key=(any) operator=Equal value=(none) effect=NoExecute tolerationSeconds=(unset: forever)"),
+        ({"key": "example.com/x", "operator": "Equal", "value": "y", "effect": "NoExecute", "tolerationSeconds": 90000},
+         "key=example.com/x operator=Equal value=y effect=NoExecute tolerationSeconds=90000"),
+        ({"operator": "Exists", "effect": "NoSchedule"},
+         "key=(any) operator=Exists value=(none) effect=NoSchedule tolerationSeconds=(unset)"),
+    ]
+    for tol, described in cases:
+        [finding] = run(toleration_too_broad, _with_only(load("claim-training.yaml"), tol), phase="validate").findings
+        assert f"toleration ({described}) is too broad" in finding.message, finding.message
+
+
+def test_a_policy_toleration_error_names_the_toleration_in_full() -> None:
+    doc = load("policy.yaml")
+    doc["spec"]["trainingJobs"]["deviceTolerations"] = [{"key": "example.com/m", "effect": "NoSchedule",
+                                                         "tolerationSeconds": 60}]
+    with pytest.raises(ValueError, match=re.escape(
+            "tolerationSeconds only applies to effect NoExecute: toleration (key=example.com/m operator=Equal "
+            "value=(none) effect=NoSchedule tolerationSeconds=60)")):
+        MigrationPolicy.model_validate(doc)
+
+
+def _with_only(obj: dict[str, Any], tol: dict[str, Any]) -> dict[str, Any]:
+    """The first request with this one toleration (not schema-checked: only the message is looked at here)."""
+    obj = copy.deepcopy(obj)
+    next(iter_requests(obj, obj["kind"])).body["tolerations"] = [tol]
+    return obj
+
+
+def _monitoring_claim(namespace: str, subrequest: bool = False) -> dict[str, Any]:
+    """A DCGM-exporter-shaped claim: adminAccess, allocationMode All, tolerating every NoExecute taint forever."""
+    tolerations = [{"operator": "Exists", "effect": "NoExecute"}, {"operator": "Exists", "effect": "NoSchedule"}]
+    body: dict[str, Any] = {"deviceClassName": "gpu.example.com", "allocationMode": "All", "tolerations": tolerations}
+    request: dict[str, Any] = {"name": "gpu", "exactly": {**body, "adminAccess": True}}
+    if subrequest:
+        request = {"name": "gpu", "firstAvailable": [{"name": "any", **body}]}
+    obj = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+           "metadata": {"name": "dcgm-exporter", "namespace": namespace},
+           "spec": {"devices": {"requests": [request]}}}
+    kubernetes_validate.validate(obj, "1.37.0", strict=True)
+    return obj
+
+
+def test_monitoring_claim_in_an_admin_namespace_is_not_refused() -> None:
+    policy = make_policy(claims={**load("policy.yaml")["spec"]["claims"], "adminAccessNamespaces": ["gpu-*"]})
+    assert broad(_monitoring_claim("gpu-ops"), policy=policy, namespace="gpu-ops") == []
+    # Elsewhere the same claim is judged (admin-access-namespace refuses its adminAccess too) ...
+    assert broad(_monitoring_claim("ml-a"), policy=policy, namespace="ml-a") == [
+        "spec.devices.requests[0].exactly.tolerations[0]", "spec.devices.requests[0].exactly.tolerations[1]"]
+    # ... and so is a request without adminAccess in the admin namespace.
+    assert broad(_monitoring_claim("gpu-ops", subrequest=True), policy=policy, namespace="gpu-ops") == [
+        "spec.devices.requests[0].firstAvailable[0].tolerations[0]",
+        "spec.devices.requests[0].firstAvailable[0].tolerations[1]"]
+
+
+def test_monitoring_claim_is_judged_when_the_policy_allows_no_admin_namespace() -> None:
+    policy = make_policy(claims={**load("policy.yaml")["spec"]["claims"], "adminAccessNamespaces": []})
+    assert len(broad(_monitoring_claim("gpu-ops"), policy=policy, namespace="gpu-ops")) == 2
+
+
 # --- inject-device-tolerations ------------------------------------------------------------------
 
 
@@ -224,6 +290,9 @@ def test_sixteen_toleration_limit_adds_nothing_and_warns() -> None:
         (ids.INJECT_DEVICE_TOLERATIONS, True, ("spec.devices.requests[1].firstAvailable[0].tolerations",))
     ]
     assert "documented maximum of 16" in out.findings[0].message
+    assert ("adding the policy's 2 (key=example.com/maintenance operator=Exists value=(none) effect=NoExecute "
+            "tolerationSeconds=3600; key=example.com/degraded operator=Exists value=(none) effect=NoSchedule "
+            "tolerationSeconds=(unset))") in out.findings[0].message
     assert annotations(result)[KEY] == "4"
     # Second pass: still a warning, still no change.
     again = run(inject_device_tolerations, result)

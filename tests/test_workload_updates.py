@@ -16,6 +16,8 @@ import copy
 import json
 from typing import Any
 
+import pytest
+
 from tests.test_pod_rules import manifest, pool_of, run
 
 STAGE = "dra-migration.io/stage"
@@ -102,3 +104,72 @@ def test_metadata_only_update_of_a_statefulset_is_never_denied_nor_rolled_out():
     res = run(new, "mig-a", "UPDATE", old)
     assert res.allowed and res.findings == {}
     assert json.dumps(_template(res.patched), sort_keys=True) == json.dumps(_template(old), sort_keys=True)
+
+
+# ---- issue 24 item 14: after a stage change, annotations stay true to the template as stored ---------------
+
+
+PATH = "dra-migration.io/path"
+
+
+def _path(holder: dict[str, Any]) -> str | None:
+    return ((holder.get("metadata") or {}).get("annotations") or {}).get(PATH)
+
+
+def _pool_path(template: dict[str, Any]) -> str:
+    """The path the template takes on the pool its affinity selects (the pods policy's example.com/gpu)."""
+    return {"devicePlugin": "device-plugin", "dra": "dra-extended-resource"}[str(pool_of(template))]
+
+
+@pytest.mark.parametrize("name", ["deploy-gpu", "job-training"])
+def test_metadata_update_after_a_stage_change_keeps_the_object_true_to_its_template(name: str) -> None:
+    """A legacy-era Deployment (template steered to the device-plugin pool) and a started Job get a label UPDATE
+    in a pilot cohort: the template is kept as is, so the object must not claim the DRA path pilot would choose."""
+    old = _admitted_in_legacy(name)
+    if name == "job-training":
+        old["status"] = {"startTime": "2026-12-01T10:00:00Z"}
+    new = copy.deepcopy(old)
+    new["metadata"].setdefault("labels", {})["team"] = "research"
+    res = run(new, "pilot-a", "UPDATE", old)
+    template = _template(res.patched)
+    assert template == _template(old)
+    assert _path(template) == _pool_path(template) == "device-plugin"
+    assert _path(res.patched) == "device-plugin"  # was dra-extended-resource: a path the template does not take
+    assert res.patched["metadata"]["annotations"][STAGE] == "pilot"  # the controller's own stage is current
+
+
+def test_template_whose_affinity_may_not_change_is_annotated_with_the_path_of_its_pool() -> None:
+    """Kueue unsuspends a legacy-era JobSet and edits one template: JobSet's webhook allows its annotations but
+    no affinity change, so the kept device-plugin affinity decides the path written, on the template and above."""
+    old = _admitted_in_legacy("jobset")
+    old["spec"]["suspend"] = True
+    new = copy.deepcopy(old)
+    new["spec"]["suspend"] = False
+    _template(new, 1)["spec"]["nodeSelector"] = {"cloud.example.com/flavor": "a100"}
+    res = run(new, "pilot-a", "UPDATE", old)
+    workers = _template(res.patched, 1)
+    assert pool_of(workers) == "devicePlugin" and workers["metadata"]["annotations"][STAGE] == "pilot"
+    assert _path(workers) == _pool_path(workers) == "device-plugin"
+    assert _path(res.patched) == "device-plugin"
+
+
+def test_template_change_after_a_stage_change_moves_template_and_object_together() -> None:
+    old = _admitted_in_legacy("deploy-gpu")
+    new = copy.deepcopy(old)
+    new["spec"]["template"]["spec"]["containers"][0]["image"] = "registry.example.com/infer:2.0"
+    res = run(new, "pilot-a", "UPDATE", old)
+    template = _template(res.patched)
+    assert _path(template) == _pool_path(template) == _path(res.patched) == "dra-extended-resource"
+
+
+def test_replicaset_of_an_older_template_states_the_templates_path() -> None:
+    """A Deployment's ReplicaSet is never rewritten (its owner was judged; issue 24 item 2): created in pilot from a
+    legacy-era template, its own path is the template's, not pilot's."""
+    deploy = run(manifest("deploy-gpu", "late-a"), "late-a").patched
+    rs = manifest("replicaset-gpu", "pilot-a")
+    rs["spec"]["template"] = copy.deepcopy(deploy["spec"]["template"])
+    rs["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "infer",
+                                          "uid": "6f1c2d3e-0000-4000-8000-000000000002", "controller": True}]
+    res = run(rs, "pilot-a")
+    assert _template(res.patched) == deploy["spec"]["template"]
+    assert _path(res.patched) == "device-plugin"

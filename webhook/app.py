@@ -208,7 +208,7 @@ def _add_probes(app: Flask, policies: PolicySource, view: ClusterView, cert: Cer
             "ready": not problems,
             "policy": policy.identity if policy else None,
             "policyError": policies.error,
-            "cluster": view.status(),
+            "cluster": _view_status(view),
         }
         if problems:
             body["problems"] = problems
@@ -218,6 +218,17 @@ def _add_probes(app: Flask, policies: PolicySource, view: ClusterView, cert: Cer
     def metrics_endpoint() -> Response:
         data, content_type = metrics.render()
         return Response(data, status=200, content_type=content_type)
+
+
+def _view_status(view: ClusterView) -> dict[str, Any]:
+    """The cluster view's sync state for /readyz, which never depends on it (issue 24 item 5): an unready webhook
+    would block the fail-closed claim webhooks whenever the API server is slow, so a view that cannot say is
+    reported, not fatal; rules answer its unknown lookups as such."""
+    try:
+        return view.status()
+    except Exception as exc:
+        log.exception("cluster view status failed")
+        return {"error": f"cluster view status unavailable ({type(exc).__name__})"}
 
 
 def _add_error_handlers(app: Flask) -> None:

@@ -194,6 +194,19 @@ def normalize_toleration(tol: Mapping[str, Any]) -> tuple[str, str, str, str, in
     )
 
 
+def describe_toleration(tol: Mapping[str, Any]) -> str:
+    """A device toleration in full, API defaults filled in, for messages (issue 24 item 7): every field is named,
+    so a reader can tell it from the user's other tolerations, e.g. ``key=(any) operator=Exists value=(none)
+    effect=NoExecute tolerationSeconds=(unset: forever)``."""
+    key, operator, value, effect, seconds = normalize_toleration(tol)
+    if seconds is not None:
+        lasts = str(seconds)
+    else:
+        lasts = "(unset: forever)" if effect in ("", "NoExecute") else "(unset)"
+    return (f"key={key or '(any)'} operator={operator} value={value or '(none)'} effect={effect or '(all)'} "
+            f"tolerationSeconds={lasts}")
+
+
 # device.attributes["gpu.example.com"].numa, device.attributes['d']['numaNode'],
 # 'numa' in device.attributes["d"]
 _ATTR_ACCESS = re.compile(

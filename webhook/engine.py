@@ -4,7 +4,8 @@ The engine is where policy meets rules (Kyverno-style): rules report findings; t
 policy's action per finding (stage default, rule override, exceptions), chains the mutated copies of
 mutating rules and diffs the final object against the one received, so the patch always applies.
 A rule that raises never escapes: it becomes a verdict of that rule with status ``rule-error``, whose action
-the policy's ``enforcement.ruleErrors`` picks (capped by the rule's own action; exceptions apply).
+the policy's ``enforcement.ruleErrors`` picks (capped by the rule's own action; exceptions apply). A finding a
+rule marks ``unjudged`` (a lookup it needed was unknown) is treated the same way.
 The answer sent back (message, warnings, auditAnnotations) is built from the decision in ``admission``.
 """
 
@@ -38,7 +39,7 @@ class Verdict:
     finding: Finding
     action: Action
     excepted: str = ""
-    failed: bool = False  # status rule-error: the rule raised; the finding says so, not what the object is
+    failed: bool = False  # status rule-error: the rule raised or could not judge; the finding says so
 
     @property
     def status(self) -> str:
@@ -204,7 +205,9 @@ def _capped(kind: str, action: Action) -> Action:
 def _verdict(finding: Finding, base: Action, policy: CompiledPolicy, namespace: str, now: dt.datetime) -> Verdict:
     exc = policy.exception_for(finding.rule, namespace, now)
     if exc is not None:
-        return Verdict(finding, Action.Off, excepted=exc.reason)
+        return Verdict(finding, Action.Off, excepted=exc.reason, failed=finding.unjudged)
+    if finding.unjudged:  # as for a rule that raised: ruleErrors decides, never stronger than the rule's action
+        return Verdict(finding, min(policy.rule_error_action, base, key=STRENGTH.__getitem__), failed=True)
     action = base
     if finding.advisory and action is Action.Deny:
         action = Action.Warn

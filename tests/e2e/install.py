@@ -108,7 +108,8 @@ class Webhook:
 
     # -- process ------------------------------------------------------------------------------------------
 
-    def start(self) -> None:
+    def start(self, synced: tuple[str, ...] = ("namespaces", "deviceclasses")) -> None:
+        """Serve again; wait until /readyz is ready and the caches ``synced`` names have listed."""
         self._stop_refusing()
         env = dict(os.environ, PYTHONUNBUFFERED="1", PROMETHEUS_MULTIPROC_DIR=str(self.workdir / "metrics"))
         env.pop("KUBECONFIG", None)
@@ -122,7 +123,8 @@ class Webhook:
                 "--lookup-budget", "1.5",
                 "--kubeconfig", str(self.kubeconfig)]
         self.proc = procs.Proc("dra-webhook", argv, self.log, env=env, pass_fds=[self.listener.fileno()], cwd=ROOT)
-        eventually(self._synced, "dra-webhook serve ready with its cluster view synced", 60, alive=self.dead)
+        eventually(lambda: self._synced(synced),
+                   f"dra-webhook serve ready with {', '.join(synced) or 'nothing'} synced", 60, alive=self.dead)
 
     def stop(self) -> None:
         if self.proc is not None:
@@ -155,10 +157,10 @@ class Webhook:
         except urllib.error.HTTPError as exc:
             return json.loads(exc.read())
 
-    def _synced(self) -> dict[str, Any] | None:
+    def _synced(self, caches: tuple[str, ...] = ("namespaces", "deviceclasses")) -> dict[str, Any] | None:
         body = self.readyz()
         cluster = body.get("cluster") or {}
-        ok = body.get("ready") and all((cluster.get(k) or {}).get("synced") for k in ("namespaces", "deviceclasses"))
+        ok = body.get("ready") and all((cluster.get(k) or {}).get("synced") for k in caches)
         return body if ok else None
 
     def write_policy(self, text: str) -> str:

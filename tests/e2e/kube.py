@@ -30,6 +30,7 @@ RESOURCES: dict[str, tuple[str, bool]] = {
     "ValidatingWebhookConfiguration": ("validatingwebhookconfigurations", False),
     "ClusterRole": ("clusterroles", False), "PodTemplate": ("podtemplates", True),
     "HorizontalPodAutoscaler": ("horizontalpodautoscalers", True), "Lease": ("leases", True),
+    "ClusterRoleBinding": ("clusterrolebindings", False), "SubjectAccessReview": ("subjectaccessreviews", False),
 }
 
 _WARNING = re.compile(r'^\d{3} \S+ "(?P<text>(?:[^"\\]|\\.)*)"')

@@ -6,7 +6,8 @@ The API server's own rule (kubernetes/kubernetes ``pkg/apis/batch/validation/val
 ``validationOptionsForJob``: the template may change only while the old Job is suspended and has never
 started) is shown here first: a template change of the started Job is refused. Then a label change of
 the same Job, after the namespace joined the migrated cohort, goes through and leaves the template as
-it was (before issue 14 the webhook re-steered the template, and the API server refused the update).
+it was (before issue 14 the webhook re-steered the template, and the API server refused the update), and the
+Job's own ``path`` annotation stays the template's (issue 24 item 14).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ Denied, pod, template_of, eventually = _kube.Denied, _objects.pod, _objects.temp
 pytestmark = pytest.mark.controllers
 STAGE = "dra-migration.io/stage"
 POOL = "dra-migration.io/node-pool"
+PATH = "dra-migration.io/path"
 
 
 def _job(name: str, ns: str) -> dict:
@@ -57,4 +59,6 @@ def test_label_update_of_a_started_job_after_the_stage_moved(kube, namespace):
     updated = kube.patch("batch/v1", "Job", "train", {"metadata": {"labels": {"team": "research"}}}, ns).obj
     assert updated["metadata"]["labels"]["team"] == "research"
     assert updated["spec"]["template"] == template
-    assert updated["metadata"]["annotations"][STAGE] == "migrated"  # the Job's own metadata is current
+    assert updated["metadata"]["annotations"][STAGE] == "migrated"  # the Job's own stage is current
+    # ... but its path is the kept template's (issue 24 item 14), not the DRA path the migrated stage would choose.
+    assert updated["metadata"]["annotations"][PATH] == template["metadata"]["annotations"][PATH] == "device-plugin"

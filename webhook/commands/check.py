@@ -343,7 +343,8 @@ def _print_text(r: dict[str, Any]) -> None:
     elif verdict == "CLUSTER VIEW":
         print(f"  {r['message']}")
     for f in r["findings"]:
-        print(f"  {f['action']:<5} {f['rule']}: {f['message']}")
+        status = f" ({f['status']})" if f.get("status") else ""
+        print(f"  {f['action']:<5} {f['rule']}{status}: {f['message']}")
         if f.get("exception"):
             print(f"        exception: {f['exception']}")
         for line in (f["remediation"] or "").strip().splitlines():

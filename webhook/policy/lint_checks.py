@@ -13,6 +13,7 @@ import fnmatch
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from webhook.claim_objects import describe_toleration
 from webhook.gate_catalogue import gone_in, known_in
 from webhook.policy.compiled import CompiledPolicy
 
@@ -228,13 +229,14 @@ def _unbounded_injected_tolerations(policy: CompiledPolicy) -> list[tuple[Loc, s
         if tol.effect not in ("", "NoExecute"):
             continue
         loc: Loc = ("spec", "trainingJobs", "deviceTolerations", i)
+        described = describe_toleration(tol.model_dump())
         if tol.tolerationSeconds is None:
-            out.append((loc, f"device toleration {tol.key or '(any key)'} tolerates NoExecute taints forever "
+            out.append((loc, f"device toleration ({described}) tolerates NoExecute taints forever "
                              "(no tolerationSeconds): device maintenance could never evict training jobs"))
         elif limit is not None and tol.tolerationSeconds > limit:
             out.append((loc + ("tolerationSeconds",),
-                        f"tolerationSeconds {tol.tolerationSeconds} is above claims.maxTolerationSeconds {limit}, "
-                        "the limit users' own tolerations are held to"))
+                        f"device toleration ({described}): tolerationSeconds {tol.tolerationSeconds} is above "
+                        f"claims.maxTolerationSeconds {limit}, the limit users' own tolerations are held to"))
     return out
 
 

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from webhook.claim_objects import describe_toleration
 from webhook.custom_kinds import WorkloadKindSpec
 from webhook.policy import k8s_names
 from webhook.rules.ids import RULE_IDS
@@ -218,12 +219,15 @@ class DeviceToleration(Strict):
 
     @model_validator(mode="after")
     def _shape(self) -> DeviceToleration:
+        problem = None
         if not self.key and self.operator != "Exists":
-            raise ValueError("an empty key needs operator Exists")
-        if self.operator == "Exists" and self.value:
-            raise ValueError("'value' must be empty for operator Exists (it matches any value)")
-        if self.tolerationSeconds is not None and self.effect != "NoExecute":
-            raise ValueError("tolerationSeconds only applies to effect NoExecute")
+            problem = "an empty key needs operator Exists"
+        elif self.operator == "Exists" and self.value:
+            problem = "'value' must be empty for operator Exists (it matches any value)"
+        elif self.tolerationSeconds is not None and self.effect != "NoExecute":
+            problem = "tolerationSeconds only applies to effect NoExecute"
+        if problem is not None:  # the toleration in full, as every toleration message (issue 24 item 7)
+            raise ValueError(f"{problem}: toleration ({describe_toleration(self.model_dump())})")
         return self
 
     def to_api(self) -> dict[str, Any]:

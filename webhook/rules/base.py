@@ -30,6 +30,9 @@ class Finding:
     # Advisory findings inform (a warning at most), whatever the stage says: e.g. "limit reached, nothing
     # injected". They are still switched off by `Off` and by exceptions.
     advisory: bool = False
+    # The rule could not judge (a lookup it needed was unknown): not a statement about the object. Like a rule
+    # that raised, its status is rule-error and the policy's enforcement.ruleErrors picks the action.
+    unjudged: bool = False
 
 
 @dataclass(slots=True)

@@ -30,10 +30,11 @@ from webhook.claim_objects import (
     iter_requests,
     nonstandard_numa_in_cel,
 )
-from webhook.objects import pod_claims
+from webhook.objects import DEVICECLASS_PREFIX, field_path, pod_claims, requested_names
 from webhook.placement import Usage, usage
 from webhook.rules import ids
 from webhook.rules.base import NO_OUTCOME, Context, Finding, Outcome, rule
+from webhook.rules.workloads import examined_templates, pod_rule
 
 _CLAIM_KINDS = tuple(sorted(CLAIM_KINDS))
 
@@ -97,7 +98,10 @@ def _namespace(obj: dict[str, Any], ctx: Context) -> str:
 
 @rule(ids.DEVICE_CLASS_NOT_ALLOWED, _CLAIM_KINDS, operations=("CREATE",))
 def device_class_not_allowed(obj: dict[str, Any], ctx: Context) -> Outcome:
-    """Every request and subrequest names a class from ``claims.allowedDeviceClasses`` (unset: any).
+    """Requests, subrequests and a Pod's implicit class names use a class from ``claims.allowedDeviceClasses``.
+
+    Unset: any class. The implicit names (``deviceclass.resource.kubernetes.io/<class>``) of Pods and pod templates
+    are judged by ``implicit_class_not_allowed``.
 
     Unlike the other claim rules this one also judges requests for classes outside the migration's scope,
     unless the cluster's DeviceClass shows they are another driver's (dra-driver-cpu's ``dra.cpu``): an
@@ -122,6 +126,46 @@ def device_class_not_allowed(obj: dict[str, Any], ctx: Context) -> Outcome:
         if slot.body.get("deviceClassName") not in allowed
         and not scope.foreign(slot.body.get("deviceClassName"), known, drivers)
     ]
+    return Outcome(findings) if findings else NO_OUTCOME
+
+
+@pod_rule(ids.DEVICE_CLASS_NOT_ALLOWED)
+def implicit_class_not_allowed(obj: dict[str, Any], ctx: Context) -> Outcome:
+    """``claims.allowedDeviceClasses`` also covers a class's implicit extended-resource name (issue 24 item 6).
+
+    kube-scheduler serves ``deviceclass.resource.kubernetes.io/<class>`` with the DeviceClass ``<class>``, for
+    every class whether or not it sets ``extendedResourceName`` (kubernetes/kubernetes
+    ``pkg/scheduler/framework/plugins/dynamicresources/extended/cache.go``
+    ``ExtendedResourceCache.OnDeviceClassEvent``: "Always add the default mapping",
+    ``resourceapi.ResourceDeviceClassPrefix + deviceClass.Name``, read at commit 60c1ddcb, 1.36/1.37; the prefix is
+    ``staging/src/k8s.io/api/resource/v1/types.go`` ``ResourceDeviceClassPrefix``). It allocates the devices through
+    a claim of its own, which the claim rules never judge (``judged``), so the Pod asking is where the allowlist
+    holds. Classes the cluster view shows are another driver's are left alone, as for claims.
+    """
+    allowed = ctx.policy.allowed_classes
+    if allowed is None:
+        return NO_OUTCOME
+    scope = ctx.policy.scope
+    known: Mapping[str, dict[str, Any]] | None = None
+    looked_up = scope.everything
+    findings = []
+    for ref in examined_templates(obj, ctx):
+        for name, containers in requested_names(ref.spec(obj)).items():
+            cls = name[len(DEVICECLASS_PREFIX):] if name.startswith(DEVICECLASS_PREFIX) else None
+            if cls is None or cls in allowed:
+                continue
+            if not looked_up:  # only for a Pod that asks for a class by its implicit name
+                known, looked_up = ctx.view.device_classes().value, True
+            if scope.foreign(cls, known, scope.drivers_with(known)):
+                continue
+            who = ", ".join(f'"{c.name}"' for c in containers[:3]) + (" ..." if len(containers) > 3 else "")
+            findings.append(Finding(
+                ids.DEVICE_CLASS_NOT_ALLOWED,
+                f"{ref.where()}container{'s' if len(containers) > 1 else ''} {who} "
+                f"request{'' if len(containers) > 1 else 's'} {name}: DeviceClass not allowed by the policy",
+                f"allowed DeviceClasses: {', '.join(sorted(allowed)) or '(none)'}",
+                tuple(field_path(ref.at("spec", c.field, c.index, "resources")) for c in containers),
+            ))
     return Outcome(findings) if findings else NO_OUTCOME
 
 

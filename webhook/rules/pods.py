@@ -37,6 +37,7 @@ from webhook.policy.model import Resource
 from webhook.rules import ids
 from webhook.rules.base import Context, Finding, Outcome
 from webhook.rules.workloads import AFFINITY, examined_templates, pod_rule, template_writes
+from webhook.view import OFFLINE, Lookup
 
 MESSAGE_MAX = 199
 NODE_POOL_ANNOTATION = "node-pool"
@@ -104,15 +105,17 @@ def unmapped_extended_resource(obj: dict[str, Any], ctx: Context) -> Outcome:
     Names outside the policy's ``resources`` are outside the migration (``amd.com/gpu``, ``google.com/tpu``,
     HAMi's ``nvidia.com/gpucores``): nodes may advertise them through their own device plugins, so they are
     judged only when the policy lists them as retired. A retired name is fine once a DeviceClass maps it
-    (``extendedResourceName``). ``deviceclass.resource.kubernetes.io/<class>`` is served only by DRA, so
-    such a name whose class does not exist cannot be scheduled anywhere. Without cluster data only the
-    policy counts, and the decision says so.
+    (``extendedResourceName``); without cluster data only the policy counts, and the decision says so.
+    ``deviceclass.resource.kubernetes.io/<class>`` is served only by DRA, so such a name whose class does not
+    exist cannot be scheduled anywhere. When the DeviceClasses are unknown (offline, or the watch has not
+    synced) the rule cannot tell (issue 24 item 5): the finding is ``unjudged`` and ``enforcement.ruleErrors``
+    decides, never a denial as unmapped.
     """
     if ctx.stage != "migrated":
         return Outcome()
     policy = ctx.policy
     findings = []
-    degraded: tuple[str, ...] = ()
+    degraded: list[str] = []
     lookup = _MappedNames(ctx)
     for ref in examined_templates(obj, ctx):
         for name, containers in requested_names(ref.spec(obj)).items():
@@ -122,20 +125,21 @@ def unmapped_extended_resource(obj: dict[str, Any], ctx: Context) -> Outcome:
                 continue  # a policy resource (own rules), or a name outside the migration
             if lookup.maps(name, implicit):
                 continue
-            offline = lookup.offline(implicit)
-            if offline:
-                degraded = (f"{ids.UNMAPPED_EXTENDED_RESOURCE}: DeviceClasses unknown, only the policy's resources "
-                            "count",)
-            what, fix = _unmapped_text(name, implicit, pattern, offline, policy)
+            unknown = lookup.unknown(implicit)
+            if unknown is not None:
+                degraded.append(f"{ids.UNMAPPED_EXTENDED_RESOURCE}: DeviceClasses unknown ({unknown}), "
+                                + ("not judged" if implicit else "only the policy's resources count"))
+            what, fix = _unmapped_text(name, implicit, pattern, unknown, policy)
             findings.append(
                 Finding(
                     ids.UNMAPPED_EXTENDED_RESOURCE,
                     _clip(f"{ref.where()}{_who(containers)} {what}"),
                     fix,
                     _resource_paths(ref, containers),
+                    unjudged=implicit is not None and unknown is not None,
                 )
             )
-    return Outcome(findings, degraded=degraded)
+    return Outcome(findings, degraded=tuple(dict.fromkeys(degraded)))
 
 
 class _MappedNames:
@@ -144,37 +148,42 @@ class _MappedNames:
     def __init__(self, ctx: Context) -> None:
         self._ctx = ctx
         self._looked_up = False
-        self._known: Mapping[str, str] | None = None
-        self._classes: Mapping[str, Any] | None = None
+        self._known: Lookup[Mapping[str, str]] = OFFLINE
+        self._classes: Lookup[Mapping[str, Any]] = OFFLINE
 
     def _look_up(self) -> None:
         if not self._looked_up:
             view = self._ctx.view
-            self._known, self._classes = view.extended_resource_classes().value, view.device_classes().value
+            self._known, self._classes = view.extended_resource_classes(), view.device_classes()
             self._looked_up = True
 
-    def offline(self, implicit: str | None) -> bool:
-        """Whether the data that would judge this name (mappings, or classes for an implicit name) is missing."""
+    def unknown(self, implicit: str | None) -> str | None:
+        """Why the data that would judge this name (mappings, or classes for an implicit name) is missing
+        (``no cluster data`` offline); None when the view has it."""
         self._look_up()
-        return self._known is None if implicit is None else self._classes is None
+        found = self._known if implicit is None else self._classes
+        return None if found.value is not None else (found.reason or "no cluster data")
 
     def maps(self, name: str, implicit: str | None) -> bool:
         """Whether a DeviceClass maps ``name`` (or, for an implicit name, the class exists)."""
         self._look_up()
-        return (self._known is not None and name in self._known) or (
-            implicit is not None and self._classes is not None and implicit in self._classes)
+        known, classes = self._known.value, self._classes.value
+        return (known is not None and name in known) or (
+            implicit is not None and classes is not None and implicit in classes)
 
 
 def _unmapped_text(
-    name: str, implicit: str | None, pattern: str | None, offline: bool, policy: CompiledPolicy
+    name: str, implicit: str | None, pattern: str | None, unknown: str | None, policy: CompiledPolicy
 ) -> tuple[str, str]:
-    """(what is wrong, how to fix it) for a retired or implicit name nothing maps."""
+    """(what is wrong, how to fix it) for a retired or implicit name nothing maps, or whose class is unknown."""
+    if implicit is not None and unknown is not None:
+        return (f"{name}: not judged, the DeviceClasses are unknown ({unknown})",
+                f"check that DeviceClass {implicit} exists")
     if implicit is not None:
-        state = "is not known (DeviceClasses unknown)" if offline else "does not exist"
-        what = (f"{name}, but DeviceClass {implicit} {state}; only DRA serves this name, "
+        what = (f"{name}, but DeviceClass {implicit} does not exist; only DRA serves this name, "
                 "so no node can run the Pod")
         return what, f"create DeviceClass {implicit}, or request an existing class"
-    mapper = "no policy resource maps (DeviceClasses unknown)" if offline else (
+    mapper = "no policy resource maps (DeviceClasses unknown)" if unknown is not None else (
         "no policy resource or DeviceClass maps")
     what = f"{name}, which the policy retires (retiredResourceNames {pattern}) and {mapper}"
     fix = (f"request a policy resource ({', '.join(sorted(policy.resources)) or 'none'}) or use a "

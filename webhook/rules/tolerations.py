@@ -23,6 +23,7 @@ from webhook.claim_objects import (
     TEMPLATE_KIND,
     RequestSlot,
     claim_labels,
+    describe_toleration,
     normalize_toleration,
     template_owner,
     toleration_identity,
@@ -34,17 +35,6 @@ from webhook.rules.claims import judged, scoped_requests
 
 _CLAIM_KINDS = tuple(sorted(CLAIM_KINDS))
 INJECTED_ANNOTATION = "tolerations-injected"  # <prefix>/tolerations-injected
-
-
-def _describe(tol: dict[str, Any]) -> str:
-    key, operator, value, effect, seconds = normalize_toleration(tol)
-    text = f"key={key or '(any)'} operator={operator}"
-    if value:
-        text += f" value={value}"
-    text += f" effect={effect or '(all)'}"
-    if seconds is not None:
-        text += f" tolerationSeconds={seconds}"
-    return text
 
 
 def _too_broad(tol: dict[str, Any], max_seconds: int | None) -> list[str]:
@@ -68,12 +58,28 @@ def _too_broad(tol: dict[str, Any], max_seconds: int | None) -> list[str]:
     return reasons
 
 
+def _monitoring(slot: RequestSlot, obj: dict[str, Any], ctx: Context) -> bool:
+    """An ``adminAccess`` request in a namespace the policy allows admin access in (``claims.adminAccessNamespaces``).
+
+    Monitoring agents (the GPU operator's DCGM exporter, node-health checks) claim devices that way: an admin-access
+    request takes nothing from anyone (kubernetes/kubernetes ``staging/src/k8s.io/api/resource/v1/types.go``,
+    ``ExactDeviceRequest.AdminAccess``, 1.34+) and has to keep watching a device while it is under maintenance, so
+    tolerating every taint is its job, not an opt-out (issue 24 item 7). Subrequests cannot ask for admin access.
+    """
+    pattern = ctx.policy.admin_namespaces
+    if pattern is None or slot.subrequest or slot.body.get("adminAccess") is not True:
+        return False
+    namespace = ctx.namespace or str((obj.get("metadata") or {}).get("namespace") or "")
+    return pattern.fullmatch(namespace) is not None
+
+
 @rule(ids.TOLERATION_TOO_BROAD, _CLAIM_KINDS, operations=("CREATE",))
 def toleration_too_broad(obj: dict[str, Any], ctx: Context) -> Outcome:
     """A request toleration that would keep its Pods on devices under maintenance indefinitely.
 
     Tolerations identical to the policy's own ``trainingJobs.deviceTolerations`` are not reported: they
     are what ``inject-device-tolerations`` adds (whether they are bounded enough is ``lint``'s concern).
+    Neither are those of monitoring claims (``_monitoring``). Each finding names its toleration in full.
     """
     if not judged(obj, ctx):
         return NO_OUTCOME
@@ -82,6 +88,8 @@ def toleration_too_broad(obj: dict[str, Any], ctx: Context) -> Outcome:
     limit = f"at most {max_seconds}" if max_seconds is not None else "a bounded value"
     findings = []
     for slot in scoped_requests(obj, ctx):
+        if _monitoring(slot, obj, ctx):
+            continue
         tolerations = slot.body.get("tolerations")
         for j, tol in enumerate(tolerations if isinstance(tolerations, list) else []):
             if not isinstance(tol, dict) or normalize_toleration(tol) in sanctioned:
@@ -91,7 +99,7 @@ def toleration_too_broad(obj: dict[str, Any], ctx: Context) -> Outcome:
                 findings.append(
                     Finding(
                         ids.TOLERATION_TOO_BROAD,
-                        f"request {slot.name!r} toleration ({_describe(tol)}) is too broad: "
+                        f"request {slot.name!r} toleration ({describe_toleration(tol)}) is too broad: "
                         + "; ".join(reasons),
                         f"tolerate a specific taint key with effect NoExecute and tolerationSeconds {limit}: "
                         "a toleration without an effect lets the allocator place the claim on a NoExecute-tainted "
@@ -193,8 +201,9 @@ def _inject_into(slot: RequestSlot, wanted: tuple[dict[str, Any], ...]) -> tuple
         return Finding(
             ids.INJECT_DEVICE_TOLERATIONS,
             f"request {slot.name!r} already has {len(existing)} tolerations; adding the policy's "
-            f"{len(missing)} would pass the documented maximum of {MAX_TOLERATIONS_PER_REQUEST} "
-            "tolerations per request (resource.k8s.io DeviceRequest), none were added",
+            f"{len(missing)} ({'; '.join(describe_toleration(t) for t in missing)}) would pass the documented "
+            f"maximum of {MAX_TOLERATIONS_PER_REQUEST} tolerations per request (resource.k8s.io DeviceRequest), "
+            "none were added",
             "remove tolerations this request does not need, or add the policy's device tolerations "
             "yourself in place of broader ones",
             (f"{slot.path}.tolerations",),

@@ -73,6 +73,23 @@ def test_controller_labels_follow_the_group_too():
     assert pod_labels(vj, "Job", ref)["volcano.sh/job-name"] == "mpi"
 
 
+def test_volcano_task_pods_run_under_the_jobs_scheduler():
+    """createJobPod copies the Job's schedulerName into a task Pod without one; Volcano's admission defaults it
+    to "volcano". A task template's own schedulerName wins, and spec() stays the stored template."""
+    own = {"spec": {**T["spec"], "schedulerName": "default-scheduler"}}
+    vj = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "mpi"},
+          "spec": {"schedulerName": "kube-batch",
+                   "tasks": [{"name": "a", "template": T}, {"name": "b", "template": own}]}}
+    a, b = pod_templates(vj, "Job")
+    assert a.spec_as_run(vj)["schedulerName"] == "kube-batch" and "schedulerName" not in a.spec(vj)
+    assert b.spec_as_run(vj)["schedulerName"] == "default-scheduler"
+    del vj["spec"]["schedulerName"]
+    assert a.spec_as_run(vj)["schedulerName"] == "volcano"
+    batch = {"apiVersion": "batch/v1", "kind": "Job", "spec": {"template": T}}
+    (ref,) = pod_templates(batch, "Job")
+    assert ref.spec_as_run(batch) is T["spec"]  # other kinds: the template as it is
+
+
 def test_a_volcano_job_is_judged_through_the_engine():
     obj = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "mpi"},
            "spec": {"minAvailable": 1, "schedulerName": "volcano", "tasks": [{"name": "worker", "replicas": 2,

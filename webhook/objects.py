@@ -78,11 +78,14 @@ class PodTemplateRef:
     ``path`` leads to the template; it is ``()`` for a Pod, whose own metadata and spec are the template.
     ``job_path`` leads to the enclosing JobSpec (Job, CronJob, JobSet) for its ``activeDeadlineSeconds``.
     ``name`` tells templates of one object apart in messages (JobSet replicated job, PyTorchJob role).
+    ``scheduler`` is where the owner keeps a ``schedulerName`` its controller copies into every Pod whose
+    template names none, with the value the owner's admission defaults it to (Volcano Job).
     """
 
     path: Path
     name: str = ""
     job_path: Path | None = None
+    scheduler: tuple[Path, str] | None = None
 
     def template(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         return _dict(get_path(obj, self.path))
@@ -92,6 +95,16 @@ class PodTemplateRef:
 
     def metadata(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         return _dict(get_path(obj, (*self.path, "metadata")))
+
+    def spec_as_run(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """The spec the controller gives the Pods: ``spec`` with the owner's ``schedulerName`` where the template
+        names none (a copy then; ``spec`` itself is what patches write to)."""
+        spec = self.spec(obj)
+        if self.scheduler is None or spec.get("schedulerName"):
+            return spec
+        where, default = self.scheduler
+        name = get_path(obj, where)
+        return {**spec, "schedulerName": name if isinstance(name, str) and name else default}
 
     def at(self, *rest: str | int) -> Path:
         """A path below the template, e.g. ``ref.at('spec', 'containers', 0)``."""
@@ -134,7 +147,8 @@ def _one(*path: str | int, job: Path | None = None) -> TemplateFinder:
     return lambda obj: [PodTemplateRef(tuple(path), job_path=job)]
 
 
-def _named_list(list_path: Path, below: Path, job_below: Path | None = None, key: str = "name") -> TemplateFinder:
+def _named_list(list_path: Path, below: Path, job_below: Path | None = None, key: str = "name",
+                scheduler: tuple[Path, str] | None = None) -> TemplateFinder:
     """Templates in a list of named entries (JobSet replicatedJobs, Volcano tasks, Ray worker groups)."""
 
     def find(obj: Mapping[str, Any]) -> list[PodTemplateRef]:
@@ -142,7 +156,7 @@ def _named_list(list_path: Path, below: Path, job_below: Path | None = None, key
         for i, entry in enumerate(_list(get_path(obj, list_path))):
             name = str(_dict(entry).get(key) or i)
             job = (*list_path, i, *job_below) if job_below is not None else None
-            refs.append(PodTemplateRef((*list_path, i, *below), name=name, job_path=job))
+            refs.append(PodTemplateRef((*list_path, i, *below), name=name, job_path=job, scheduler=scheduler))
         return refs
 
     return find
@@ -202,8 +216,11 @@ KINDS: tuple[WorkloadKind, ...] = (
                  None, "ray-project/kuberay ray-operator/apis/ray/v1"),
     WorkloadKind("ray.io", "RayService", "rayservices", ("v1",), _ray(("spec", "rayClusterConfig")),
                  None, "ray-project/kuberay ray-operator/apis/ray/v1"),
+    # Task Pods without a schedulerName get the Job's (volcano-sh/volcano pkg/controllers/job/job_controller_util.go
+    # createJobPod), which Volcano's admission defaults to "volcano" (pkg/webhooks/admission/jobs/mutate
+    # patchDefaultScheduler).
     WorkloadKind("batch.volcano.sh", "Job", "jobs", ("v1alpha1",),
-                 _named_list(("spec", "tasks"), ("template",)),
+                 _named_list(("spec", "tasks"), ("template",), scheduler=(("spec", "schedulerName"), "volcano")),
                  "volcano.sh/job-name", "volcano-sh/apis pkg/apis/batch/v1alpha1"),
 )
 _BY_GROUP_KIND: dict[tuple[str, str], WorkloadKind] = {(k.group, k.kind): k for k in KINDS}

@@ -380,7 +380,7 @@ def training_job_extended_resource(obj: dict[str, Any], ctx: Context) -> Outcome
     evicted = policy.source.spec.extendedResourceTaintEviction == "evicted"
     findings = []
     for ref in examined_templates(obj, ctx):
-        if plan(usage(ref.spec(obj), policy), ctx.stage, policy).path not in _DRA_EXTENDED_PATHS:
+        if plan(usage(ref.spec_as_run(obj), policy), ctx.stage, policy).path not in _DRA_EXTENDED_PATHS:
             continue  # the device plugin serves it (whatever the stage), or no extended resource at all
         deadlines = active_deadlines(obj, ref)
         if not policy.is_training_job(pod_labels(obj, ctx.kind, ref, ctx.group), max(deadlines) if deadlines else None):
@@ -482,7 +482,7 @@ def steer_node_pool(obj: dict[str, Any], ctx: Context) -> Outcome:
     if not _steerable(obj, ctx):
         return Outcome(findings)
     for ref in examined_templates(obj, ctx):
-        u = usage(ref.spec(obj), policy)
+        u = usage(ref.spec_as_run(obj), policy)
         want = plan(u, ctx.stage, policy).pool
         findings += _other_scheduler(ref, u, want, ctx)
         pool = getattr(pools, want) if want else None

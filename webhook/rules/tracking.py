@@ -140,7 +140,7 @@ def track_rollout(obj: dict[str, Any], ctx: Context) -> Outcome:
     frozen = ANNOTATIONS not in template_writes(obj, ctx)  # e.g. a started Job's template is immutable
     for ref in pod_templates(obj, ctx.kind, ctx.group, ctx.policy.template_finders):
         template = ref.template(obj) if ref.path else obj
-        path = _path(template, scoped_usage(ref.spec(obj), ctx), ctx)
+        path = _path(template, scoped_usage(ref.spec_as_run(obj), ctx), ctx)
         if path is None:
             continue
         values = tracking_values(ctx, path)

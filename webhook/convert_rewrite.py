@@ -83,6 +83,15 @@ def _rename(resources: MutableMapping[str, Any], old: str, new: str) -> None:
             held[new] = value
         if comments is not None and old in comments.items:
             comments.items[new] = comments.items.pop(old)
+            _shift(comments.items[new], len(new) - len(old))
+
+
+def _shift(tokens: list[Any], by: int) -> None:
+    """Move an end-of-line comment with its renamed key, so the gap before it stays as written."""
+    token = tokens[2] if len(tokens) > 2 else None
+    column = getattr(token, "column", None)
+    if isinstance(column, int) and token is not None:
+        token.column = max(0, column + by)
 
 
 def _drop(resources: MutableMapping[str, Any], name: str) -> None:
@@ -104,8 +113,11 @@ def _unique(name: str, taken: set[str]) -> str:
 
 
 def template_name(base: str, ref_name: str, edit: TemplateEdit, taken: set[str]) -> str:
-    """``<object>[-<template>]-<resource>``, unique among ``taken`` (which it joins)."""
-    parts = [base or "workload", *([ref_name] if ref_name else []), short_name(edit.asks[0].resource.name)]
+    """``<object>[-<template>]-<resource>``, unique among ``taken`` (which it joins). A template is named by its list
+    entry (JobSet ``workers``) or role (``Worker``), or a policy kind's path by its last step (``spec.executor.template``:
+    ``executor``)."""
+    label = [p for p in re.split(r"[.\[\]*]+", ref_name) if p and p not in ("spec", "template")][-1:]
+    parts = [base or "workload", *label, short_name(edit.asks[0].resource.name)]
     name = _unique(dns_label("-".join(parts), 253), taken)
     taken.add(name)
     return name

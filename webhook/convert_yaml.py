@@ -81,7 +81,7 @@ class Tree:
     """
 
     def __init__(self, text: str) -> None:
-        _, indent, offset = load_yaml_guess_indent(text)
+        _, indent, offset = load_yaml_guess_indent(text)  # (a sequence's item indent, its dash's offset)
         self.yaml = _emitter(indent or 2, offset or 0)
         self.data: Any = self.yaml.load(text)
 
@@ -103,8 +103,11 @@ class Tree:
 
 
 def _emitter(indent: int, offset: int) -> YAML:
+    """``indent`` is where a sequence item's keys start, ``offset`` where its dash is (both below the parent key):
+    ``- name`` under the key (0) or indented (``  - name``, 2, the mapping indent then being ``indent - offset``)."""
     y = YAML(typ="rt")
     y.preserve_quotes = True
     y.width = 1 << 16
-    y.indent(mapping=indent, sequence=indent + offset, offset=offset)
+    mapping = indent - offset if 0 < offset < indent else indent
+    y.indent(mapping=mapping, sequence=indent, offset=offset)
     return y

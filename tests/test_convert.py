@@ -94,7 +94,8 @@ def test_claims_form_is_what_the_training_rules_ask_for(tmp_path: Path) -> None:
     assert "vendor.example.com/gpu" not in text and "cpu: '2'" in text
     docs = list(yaml.safe_load_all(text))
     job, rct = docs
-    assert rct["kind"] == "ResourceClaimTemplate" and rct["metadata"] == {"name": "train-gpu"}  # the workload names no namespace either
+    assert rct["kind"] == "ResourceClaimTemplate"
+    assert rct["metadata"] == {"name": "train-gpu"}  # as the Job: no namespace
     request = rct["spec"]["spec"]["devices"]["requests"][0]
     assert request["name"] == "trainer"
     assert request["exactly"]["deviceClassName"] == "gpu.example.com" and request["exactly"]["count"] == 2

@@ -113,9 +113,9 @@ def _unique(name: str, taken: set[str]) -> str:
 
 
 def template_name(base: str, ref_name: str, edit: TemplateEdit, taken: set[str]) -> str:
-    """``<object>[-<template>]-<resource>``, unique among ``taken`` (which it joins). A template is named by its list
-    entry (JobSet ``workers``) or role (``Worker``), or a policy kind's path by its last step (``spec.executor.template``:
-    ``executor``)."""
+    """``<object>[-<template>]-<resource>``, unique among ``taken`` (which it joins). A template is named by its
+    list entry (JobSet ``workers``) or role (``Worker``), or a policy kind's path by its last step
+    (``spec.executor.template``: ``executor``)."""
     label = [p for p in re.split(r"[.\[\]*]+", ref_name) if p and p not in ("spec", "template")][-1:]
     parts = [base or "workload", *label, short_name(edit.asks[0].resource.name)]
     name = _unique(dns_label("-".join(parts), 253), taken)

@@ -65,7 +65,7 @@ def split(text: str) -> list[Document]:
 
 
 def join(docs: list[Document]) -> str:
-    out = []
+    out: list[str] = []
     for doc in docs:
         if doc.separator and out and not out[-1].endswith("\n"):
             out.append("\n")

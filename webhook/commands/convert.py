@@ -153,8 +153,8 @@ def _report(results: list[Converted], args: argparse.Namespace) -> None:
             sys.stdout.write(r.after)
             continue
         name = "stdin" if r.path == "-" else r.path
-        sys.stdout.writelines(difflib.unified_diff(r.before.splitlines(keepends=True), r.after.splitlines(keepends=True),
-                                                   f"a/{name}", f"b/{name}"))
+        before, after = r.before.splitlines(keepends=True), r.after.splitlines(keepends=True)
+        sys.stdout.writelines(difflib.unified_diff(before, after, f"a/{name}", f"b/{name}"))
 
 
 def _write(results: list[Converted]) -> None:

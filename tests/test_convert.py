@@ -160,7 +160,8 @@ def test_legacy_name_is_renamed_in_place_and_own_name_stays(tmp_path: Path, caps
     src.write_text(SERVING)
     assert main(["convert", "-n", "ml-a", str(src)]) == 0
     out = capsys.readouterr()
-    assert out.out.splitlines()[:2] == [f"--- a/{src}", f"+++ b/{src}"]
+    name = str(src).lstrip("/")
+    assert out.out.splitlines()[:2] == [f"--- a/{name}", f"+++ b/{name}"]
     assert "-            vendor.example.com/gpu: 1  # one card\n+            example.com/gpu: 1  # one card" \
         in out.out
     assert src.read_text() == SERVING  # a diff only

@@ -54,12 +54,21 @@ def apply(tree: Tree, edit: TemplateEdit, template_name: str) -> dict[str, Any] 
         exactly: dict[str, Any] = {"deviceClassName": ask.resource.deviceClassName, "allocationMode": "ExactCount",
                                    "count": ask.count}
         if edit.tolerations:
-            exactly["tolerations"] = [dict(t) for t in edit.tolerations]
+            exactly["tolerations"] = [_ordered(t) for t in edit.tolerations]
         requests.append({"name": request, "exactly": exactly})
     spec.setdefault("resourceClaims", tree.new([])).append(
         tree.new({"name": claim, "resourceClaimTemplateName": template_name}))
     return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
             "metadata": {"name": template_name}, "spec": {"spec": {"devices": {"requests": requests}}}}
+
+
+_TOLERATION_ORDER = ("key", "operator", "value", "effect", "tolerationSeconds")
+
+
+def _ordered(toleration: dict[str, Any]) -> dict[str, Any]:
+    """A toleration with its keys in the API's order (``DeviceToleration``), as people write them."""
+    first = {k: toleration[k] for k in _TOLERATION_ORDER if k in toleration}
+    return {**first, **{k: v for k, v in toleration.items() if k not in first}}
 
 
 def _resources(spec: Any, ask: DeviceAsk) -> MutableMapping[str, Any]:

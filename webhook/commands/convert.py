@@ -154,7 +154,7 @@ def _report(results: list[Converted], args: argparse.Namespace) -> None:
             continue
         name = "stdin" if r.path == "-" else r.path
         before, after = r.before.splitlines(keepends=True), r.after.splitlines(keepends=True)
-        sys.stdout.writelines(difflib.unified_diff(before, after, f"a/{name}", f"b/{name}"))
+        sys.stdout.writelines(difflib.unified_diff(before, after, f"a/{name.lstrip('/')}", f"b/{name.lstrip('/')}"))
 
 
 def _write(results: list[Converted]) -> None:

@@ -218,7 +218,7 @@ def test_what_cannot_be_converted_is_left_alone_with_a_reason(tmp_path: Path,
     files = json.loads(capsys.readouterr().out)["files"]
     assert all(p.read_text() == text for p, text in before.items())
     reasons = {f["file"]: [o["reason"] for o in f["objects"]] for f in files}
-    assert "a template ({{ ... found)" in reasons[str(helm)][0]
+    assert "a template ({{ ... at line 3)" in reasons[str(helm)][0]
     assert "name it in the policy's spec.workloadKinds" in reasons[str(unknown)][0]
     # max-devices-per-pod denies 9 devices in either form: convert does not write a denied object.
     assert "would be denied at the target stage" in reasons[str(too_many)][0]

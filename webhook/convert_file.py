@@ -134,7 +134,7 @@ def _convert_doc(doc: Document, obj: Any, source: str, settings: Settings,
     if req is None or not isinstance(obj, dict):
         return None, []
     what = _describe(obj, req)
-    if obj.get("kind") == "List" or str(obj.get("kind", "")).endswith("List") and "items" in obj:
+    if obj.get("kind") == "List" or (str(obj.get("kind", "")).endswith("List") and "items" in obj):
         return _list_entry(obj, source, what, settings), []
     plan = _plan(req, obj, settings)
     if plan is None:

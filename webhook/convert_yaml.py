@@ -60,8 +60,9 @@ def split(text: str) -> list[Document]:
     """The documents of a YAML stream, each with the separator line that opened it."""
     for marker in TEMPLATE_MARKERS:
         if marker in text:
-            raise NotConvertible(f"a template ({marker} ... found), not a manifest: render it first, or convert the "
-                                 "values it is made from")
+            at = text.count("\n", 0, text.index(marker)) + 1
+            raise NotConvertible(f"a template ({marker} ... at line {at}), not a manifest: render it first, or "
+                                 "convert the values it is made from")
     docs = [Document("", "")]
     for line in text.splitlines(keepends=True):
         if _SEPARATOR.fullmatch(line):
@@ -93,9 +94,9 @@ class Tree:
         self.yaml = _emitter(*guess_indent(text))
         self.data: Any = self.yaml.load(text)
 
-    def dump(self, data: Any = None) -> str:
+    def dump(self) -> str:
         buf = io.StringIO()
-        self.yaml.dump(self.data if data is None else data, buf)
+        self.yaml.dump(self.data, buf)
         return buf.getvalue()
 
     def new(self, plain: Any) -> Any:

@@ -96,6 +96,7 @@ def test_claims_form_is_what_the_training_rules_ask_for(tmp_path: Path) -> None:
     text = src.read_text()
     assert '# the team\'s trainer\n' in text and 'image: "registry.example.com/trainer:1.0"  # pinned' in text
     assert "vendor.example.com/gpu" not in text and "cpu: '2'" in text
+    assert "      containers:\n        - name: trainer\n" in text  # the document's indented sequences
     docs = list(yaml.safe_load_all(text))
     job, rct = docs
     assert rct["kind"] == "ResourceClaimTemplate"
@@ -245,3 +246,46 @@ def test_stdin_and_write_print_the_converted_text(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr("sys.stdin", io.StringIO(SERVING))
     assert main(["convert", "-w", "-n", "ml-a", "-"]) == 0
     assert capsys.readouterr().out == SERVING.replace("vendor.example.com/gpu", "example.com/gpu")
+
+
+@pytest.mark.parametrize(("file", "reason"), [
+    ("kai-gpu-pod.yaml", 'schedulerName "kai-scheduler" does not allocate DRA devices'),
+    ("hami-default-use.yaml", "asks for nvidia.com/gpumem, which no policy resource maps"),
+    ("trainer-runtime-torchtune-llama3-2-1b.yaml", "name it in the policy's spec.workloadKinds"),
+])
+def test_corpus_objects_left_alone_say_why(file: str, reason: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["convert", "--claims", "-o", "json", "--policy", str(UPSTREAM / "policy.yaml"), "-n", "ml-train",
+                 str(UPSTREAM / file)]) == 0
+    (result,) = json.loads(capsys.readouterr().out)["files"]
+    assert not result["changed"]
+    assert [o["status"] for o in result["objects"]] == ["skipped"]
+    assert reason in result["objects"][0]["reason"]
+
+
+def test_owned_objects_and_init_containers_are_left_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    owned = tmp_path / "rs.yaml"
+    owned.write_text("apiVersion: apps/v1\nkind: ReplicaSet\nmetadata:\n  name: web-1\n  ownerReferences:\n"
+                     "  - {apiVersion: apps/v1, kind: Deployment, name: web, uid: u, controller: true}\n"
+                     "spec:\n  template:\n    spec:\n      containers:\n      - name: c\n"
+                     "        resources: {limits: {vendor.example.com/gpu: 1}}\n")
+    init = tmp_path / "init.yaml"
+    init.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  initContainers:\n  - name: warm\n"
+                    "    resources: {limits: {example.com/gpu: 1}}\n  containers:\n  - name: c\n"
+                    "    resources: {limits: {example.com/gpu: 1}}\n")
+    assert main(["convert", "--claims", "-o", "json", "-n", "ml-a", str(owned), str(init)]) == 0
+    files = json.loads(capsys.readouterr().out)["files"]
+    assert [f["changed"] for f in files] == [False, False]
+    assert "controlled by Deployment/web" in files[0]["objects"][0]["reason"]
+    assert "init container warm asks for devices" in files[1]["objects"][0]["reason"]
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    ("a:\n  b:\n  - c: 1\n", (2, 0)),
+    ("a:\n  b:\n    - c: 1\n", (2, 2)),
+    ("a:\n    b:\n      - c: 1\n", (4, 2)),
+    ("a: 1\n", (2, 0)),
+])
+def test_indentation_is_taken_from_the_document(text: str, want: tuple[int, int]) -> None:
+    from webhook.convert_yaml import guess_indent
+
+    assert guess_indent(text) == want

@@ -119,6 +119,9 @@ def _plan_template(obj: Mapping[str, Any], kind: str, group: str, ref: PodTempla
     deadlines = active_deadlines(obj, ref)
     training = policy.is_training_job(pod_labels(obj, kind, ref, group), max(deadlines) if deadlines else None)
     if claims or training:
+        # kube-scheduler's claim lets a non-sidecar init container reuse the devices of the containers started after
+        # it (extendeddynamicresources.go ``createRequestsAndMappings``, master for 1.37); claims written per
+        # container would not, so such a template is not rewritten.
         blocked = [a.container.name for a in asks if a.container.field == "initContainers" and not a.container.sidecar]
         if blocked:
             out.reasons.append(f"{where}init container {', '.join(blocked)} asks for devices: as a claim they would "

@@ -4,8 +4,9 @@ Only the keys that change are touched: a device name leaves ``resources.requests
 it empties), a renamed name keeps its place and its comment, ``resources.claims`` and ``spec.resourceClaims`` get
 an entry. The generated ResourceClaimTemplate has one request per container with that container's count, the
 shape of the claim kube-scheduler itself makes for an extended resource (``container-<i>-request-<j>``,
-kubernetes v1.36 pkg/scheduler/framework/plugins/dynamicresources/extendeddynamicresources.go
-``createRequestsAndMappings``), named after the container so ``resources.claims[].request`` reads well.
+kubernetes/kubernetes master for 1.37, pkg/scheduler/framework/plugins/dynamicresources/extendeddynamicresources.go
+``createRequestsAndMappings`` / ``createResourceRequestAndMappings``), named after the container so
+``resources.claims[].request`` reads well.
 """
 
 from __future__ import annotations

@@ -172,6 +172,7 @@ def test_legacy_name_is_renamed_in_place_and_own_name_stays(tmp_path: Path, caps
     assert src.read_text() == SERVING  # a diff only
     assert "Deployment ml-a/plain: stays as it is: example.com/gpu is served through DRA" in out.err
     assert main(["convert", "--check", "-n", "ml-a", str(src)]) == 1
+    assert f"would convert {src}" in capsys.readouterr().err
     assert main(["convert", "-w", "-n", "ml-a", str(src)]) == 0
     assert main(["convert", "--check", "-n", "ml-a", str(src)]) == 0
     assert src.read_text() == SERVING.replace("vendor.example.com/gpu: 1  # one card", "example.com/gpu: 1  # one card")
@@ -214,8 +215,11 @@ def test_what_cannot_be_converted_is_left_alone_with_a_reason(tmp_path: Path,
                        "    spec:\n      containers: [{name: c, resources: {limits: {vendor.example.com/gpu: 1}}}]\n")
     too_many = tmp_path / "big.yaml"
     too_many.write_text(SERVING.split("---\n")[0].replace("vendor.example.com/gpu: 1", "vendor.example.com/gpu: 9"))
-    before = {p: p.read_text() for p in (helm, unknown, too_many)}
-    assert main(["convert", "-w", "-o", "json", "-n", "ml-a", str(helm), str(unknown), str(too_many)]) == 0
+    as_json = tmp_path / "pod.json"
+    as_json.write_text('{"apiVersion": "v1", "kind": "Pod"}')
+    before = {p: p.read_text() for p in (helm, unknown, too_many, as_json)}
+    assert main(["convert", "-w", "-o", "json", "-n", "ml-a", str(helm), str(unknown), str(too_many),
+                 str(as_json)]) == 0
     files = json.loads(capsys.readouterr().out)["files"]
     assert all(p.read_text() == text for p, text in before.items())
     reasons = {f["file"]: [o["reason"] for o in f["objects"]] for f in files}
@@ -224,6 +228,7 @@ def test_what_cannot_be_converted_is_left_alone_with_a_reason(tmp_path: Path,
     # max-devices-per-pod denies 9 devices in either form: convert does not write a denied object.
     assert "would be denied at the target stage" in reasons[str(too_many)][0]
     assert "max-devices-per-pod" in reasons[str(too_many)][0]
+    assert "a JSON manifest" in reasons[str(as_json)][0]
 
 
 def test_policy_workload_kinds_are_converted(tmp_path: Path) -> None:

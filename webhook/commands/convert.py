@@ -19,7 +19,7 @@ from pathlib import Path
 import orjson
 
 from webhook.commands import EXIT_INPUT, EXIT_NO, EXIT_OK, CliError, Subparsers, load_policy
-from webhook.convert_file import Converted, Settings, convert_text
+from webhook.convert_file import Converted, Entry, Settings, convert_text
 from webhook.convert_plan import STAGES, pinned
 from webhook.defaults import default_policy
 from webhook.inputs import NAMESPACED_DEFAULT, InputError, parse_at
@@ -46,7 +46,7 @@ at the target stage before it is written: a rewrite the webhook would deny is no
 
 Left untouched, with the reason on stderr (and in -o json): templates (Helm '{{ }}'), kinds the webhook does
 not examine that hold pod templates, names no policy resource maps (HAMi's nvidia.com/gpumem, retired names),
-Pods of a scheduler that does not allocate DRA devices, objects a workload controls.
+Pods of a scheduler that does not allocate DRA devices, objects a workload controls, JSON files.
 
 Exit codes: 0 done (nothing to change with --check); 1 with --check, something would change; 2 input or policy
 error."""
@@ -90,6 +90,10 @@ def run(args: argparse.Namespace) -> int:
     settings = Settings(pinned(policy, args.stage), args.stage, args.namespace, args.claims, now)
     results = []
     for path in files:
+        if Path(path).suffix == ".json":
+            results.append(Converted(path, "", "", [Entry(path, "(whole file)", "skipped", reason="a JSON manifest: "
+                                                          "convert rewrites YAML (turn it into YAML first)")]))
+            continue
         text = _read(path, errors)
         if text is not None:
             results.append(convert_text(path, text, settings))
@@ -120,9 +124,6 @@ def expand_paths(paths: list[str], recursive: bool, errors: list[str]) -> list[s
 
 
 def _read(path: str, errors: list[str]) -> str | None:
-    if Path(path).suffix == ".json":
-        errors.append(f"{path}: a JSON manifest: convert rewrites YAML (convert it with yq first)")
-        return None
     try:
         return sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -147,6 +148,8 @@ def _report(results: list[Converted], args: argparse.Namespace) -> None:
                 print(f"{e.source}: {e.object}: {e.form}{made}", file=sys.stderr)
             for note in e.notes:
                 print(f"{e.source}: {e.object}: {note}", file=sys.stderr)
+        if args.check and r.changed:
+            print(f"would convert {r.path}", file=sys.stderr)
         if args.check or not r.changed or (args.write and r.path != "-"):
             continue
         if args.write:  # '-' with -w: the converted text, like a formatter reading stdin

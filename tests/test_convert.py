@@ -294,3 +294,16 @@ def test_indentation_is_taken_from_the_document(text: str, want: tuple[int, int]
     from webhook.convert_yaml import guess_indent
 
     assert guess_indent(text) == want
+
+
+@pytest.mark.parametrize(("text", "reason"), [
+    ("x: &r {limits: {vendor.example.com/gpu: 1}}\n", "anchors, aliases or merge keys"),
+    ("metadata: {name: dup}\nmetadata: {name: dup}\n", "not read as a round-trip document"),
+])
+def test_documents_ruamel_would_get_wrong_are_left_alone(tmp_path: Path, text: str, reason: str,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    src = tmp_path / "odd.yaml"
+    src.write_text(SERVING.split("---\n")[0] + text)
+    assert main(["convert", "-o", "json", "-n", "ml-a", str(src)]) == 0
+    (result,) = json.loads(capsys.readouterr().out)["files"]
+    assert not result["changed"] and reason in result["objects"][0]["reason"], result

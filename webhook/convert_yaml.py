@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.error import YAMLError as RuamelError
 
 _SEPARATOR = re.compile(r"---(?:[ \t]+#.*)?[ \t]*\r?\n?")
 _OTHER_MARKER = re.compile(r"(---|\.\.\.)(?:[ \t]|$)")
@@ -91,8 +92,14 @@ class Tree:
     """
 
     def __init__(self, text: str) -> None:
+        if _ALIASES.search(text):
+            raise NotConvertible("uses YAML anchors, aliases or merge keys: an edit through one would change every "
+                                 "place that shares it")
         self.yaml = _emitter(*guess_indent(text))
-        self.data: Any = self.yaml.load(text)
+        try:
+            self.data: Any = self.yaml.load(text)
+        except RuamelError as exc:  # e.g. a duplicate key, which PyYAML (and so check) lets the last one win
+            raise NotConvertible(f"not read as a round-trip document: {str(exc).splitlines()[0]}") from None
 
     def dump(self) -> str:
         buf = io.StringIO()
@@ -111,6 +118,7 @@ class Tree:
         return plain
 
 
+_ALIASES = re.compile(r"(?:^|[\s\[{,])[&*][A-Za-z0-9_][^\s,\]}]*|<<[ \t]*:", re.M)
 _OPENS = re.compile(r"[^#]*:[ \t]*(#.*)?")
 
 

@@ -307,3 +307,23 @@ def test_documents_ruamel_would_get_wrong_are_left_alone(tmp_path: Path, text: s
     assert main(["convert", "-o", "json", "-n", "ml-a", str(src)]) == 0
     (result,) = json.loads(capsys.readouterr().out)["files"]
     assert not result["changed"] and reason in result["objects"][0]["reason"], result
+
+
+def test_target_stage_is_pinned_for_every_cohort_and_the_default() -> None:
+    policy = load(default_policy())
+    for stage in ("pilot", "migrated"):
+        target = pinned(policy, stage)
+        assert target.identity == policy.identity
+        assert {target.stage_for(c, dt.datetime(1999, 1, 1, tzinfo=dt.UTC)) for c in target.cohorts} == {stage}
+        assert target.stage_for(None, NOW) == stage
+    assert {policy.stage_for(c, dt.datetime(1999, 1, 1, tzinfo=dt.UTC)) for c in policy.cohorts} == {"legacy"}
+
+
+def test_pilot_stage_form(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Outside every cohort (default stage legacy) the object is still written in the asked stage's form."""
+    src = tmp_path / "serve.yaml"
+    src.write_text(SERVING)
+    assert main(["convert", "--stage", "pilot", "-o", "json", "-n", "team-x", str(src)]) == 0
+    (result,) = json.loads(capsys.readouterr().out)["files"]
+    assert [o["status"] for o in result["objects"]] == ["converted", "unchanged"]
+    assert "in the pilot stage" in result["objects"][1]["notes"][0]

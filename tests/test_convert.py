@@ -327,3 +327,13 @@ def test_pilot_stage_form(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     (result,) = json.loads(capsys.readouterr().out)["files"]
     assert [o["status"] for o in result["objects"]] == ["converted", "unchanged"]
     assert "in the pilot stage" in result["objects"][1]["notes"][0]
+
+
+def test_generated_names_never_collide_within_a_run(tmp_path: Path) -> None:
+    for kind, api in (("Job", "batch/v1"), ("Deployment", "apps/v1")):
+        (tmp_path / f"{kind}.yaml").write_text(TRAINING_JOB.replace("kind: Job", f"kind: {kind}")
+                                               .replace("apiVersion: batch/v1", f"apiVersion: {api}"))
+    assert main(["convert", "-w", "-n", "ml-a", str(tmp_path)]) == 0
+    names = [list(yaml.safe_load_all((tmp_path / f"{k}.yaml").read_text()))[1]["metadata"]["name"]
+             for k in ("Deployment", "Job")]
+    assert names == ["train-gpu", "train-gpu-2"]

@@ -52,6 +52,9 @@ class Settings:
     namespace: str | None
     claims: bool
     now: dt.datetime
+    taken: set[str] = field(default_factory=set)
+    """ResourceClaimTemplate names in the files of this run, existing and generated: a generated name never
+    collides with another (two workloads of different kinds may share a name)."""
 
 
 @dataclass
@@ -77,7 +80,8 @@ def convert_text(path: str, text: str, settings: Settings) -> Converted:
     entries: list[Entry] = []
     candidates: dict[int, tuple[Entry, list[Document]]] = {}
     number = 0
-    taken = _template_names(docs)
+    taken = settings.taken
+    taken |= _template_names(docs)
     for i, doc in enumerate(docs):
         try:
             obj = doc.plain()
@@ -96,8 +100,10 @@ def convert_text(path: str, text: str, settings: Settings) -> Converted:
     if not candidates:
         return Converted(path, text, text, entries)
     _verify(docs, candidates, settings)
+    if not candidates:
+        return Converted(path, text, text, entries)
     out = [d for i, doc in enumerate(docs) for d in (candidates[i][1] if i in candidates else [doc])]
-    return Converted(path, text, join(out) if candidates else text, entries)
+    return Converted(path, text, join(out), entries)
 
 
 def _template_names(docs: list[Document]) -> set[str]:

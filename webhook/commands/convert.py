@@ -15,14 +15,17 @@ import datetime as dt
 import difflib
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
 
 from webhook.commands import EXIT_INPUT, EXIT_NO, EXIT_OK, CliError, Subparsers, load_policy
-from webhook.convert_file import Converted, Entry, Settings, convert_text
 from webhook.convert_plan import STAGES, pinned
 from webhook.defaults import default_policy
 from webhook.inputs import NAMESPACED_DEFAULT, InputError, parse_at
+
+if TYPE_CHECKING:
+    from webhook.convert_file import Converted
 
 YAML = (".yaml", ".yml")
 
@@ -77,6 +80,8 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from webhook.convert_file import Converted, Entry, Settings, convert_text  # ruamel.yaml: only when converting
+
     policy = load_policy(args.policy or default_policy())
     paths = [*args.files, *args.filename]
     if not paths:

@@ -337,3 +337,33 @@ def test_generated_names_never_collide_within_a_run(tmp_path: Path) -> None:
     names = [list(yaml.safe_load_all((tmp_path / f"{k}.yaml").read_text()))[1]["metadata"]["name"]
              for k in ("Deployment", "Job")]
     assert names == ["train-gpu", "train-gpu-2"]
+
+
+_POD = {"containers": [{"name": "main", "image": "x", "resources": {"limits": {"vendor.example.com/gpu": 2}}}]}
+
+
+@pytest.mark.parametrize(("obj", "spec_path", "template"), [
+    ({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "nightly"},
+      "spec": {"schedule": "@daily", "jobTemplate": {"spec": {"template": {"spec": _POD}}}}},
+     ("spec", "jobTemplate", "spec", "template", "spec"), "nightly-gpu"),
+    ({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db"},
+      "spec": {"template": {"spec": _POD}}}, ("spec", "template", "spec"), "db-gpu"),
+    ({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "js"},
+      "spec": {"replicatedJobs": [{"name": "workers", "template": {"spec": {"template": {"spec": _POD}}}}]}},
+     ("spec", "replicatedJobs", 0, "template", "spec", "template", "spec"), "js-workers-gpu"),
+    ({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "pt"},
+      "spec": {"pytorchReplicaSpecs": {"Worker": {"template": {"spec": _POD}}}}},
+     ("spec", "pytorchReplicaSpecs", "Worker", "template", "spec"), "pt-worker-gpu"),
+])
+def test_every_template_layout_is_converted(tmp_path: Path, obj: dict, spec_path: tuple, template: str) -> None:
+    from webhook.objects import get_path
+
+    src = tmp_path / "w.yaml"
+    src.write_text(yaml.safe_dump(obj, sort_keys=False))
+    assert main(["convert", "-w", "--claims", "-n", "ml-a", str(src)]) == 0
+    converted, rct = yaml.safe_load_all(src.read_text())
+    spec = get_path(converted, spec_path)
+    assert spec["resourceClaims"] == [{"name": "gpu", "resourceClaimTemplateName": template}]
+    assert spec["containers"][0]["resources"] == {"claims": [{"name": "gpu", "request": "main"}]}
+    assert rct["metadata"]["name"] == template
+    assert rct["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] == 2

@@ -21,6 +21,7 @@ COMMANDS = (
     "schema",
     "replay",
     "explain",
+    "convert",
 )
 
 DESCRIPTION = """\
@@ -31,6 +32,7 @@ Daily use:
   dra-webhook certs --out certs             dev CA + serving certificate
   dra-webhook serve --cert-dir certs        run the webhook on https://0.0.0.0:8443
   dra-webhook check deploy.yaml             what the webhook would do to these manifests (CI)
+  dra-webhook convert -w manifests/         rewrite manifests into the policy's DRA form
   dra-webhook lint policies/                check a policy directory
 """
 

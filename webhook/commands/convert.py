@@ -1,0 +1,174 @@
+"""`dra-webhook convert`: rewrite device-plugin manifests into the DRA form the policy prescribes, in git.
+
+As long as manifests ask for the device plugin's names, every new workload depends on the webhook's rewrite and a
+GitOps controller shows the webhook's patches as drift. ``convert`` makes the change at the source: per pod template
+the target stage's form (``webhook/convert_plan.py``), written so that everything else in the file stays as it
+was (``webhook/convert_yaml.py``), and checked through the webhook's own admission path before it is written
+(``webhook/convert_file.py``). Like a code formatter: a unified diff by default, ``-w`` writes the files,
+``--check`` fails when something would change (CI).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import difflib
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import orjson
+
+from webhook.commands import EXIT_INPUT, EXIT_NO, EXIT_OK, CliError, Subparsers, load_policy
+from webhook.convert_plan import STAGES, pinned
+from webhook.defaults import default_policy
+from webhook.inputs import NAMESPACED_DEFAULT, InputError, parse_at
+
+if TYPE_CHECKING:
+    from webhook.convert_file import Converted
+
+YAML = (".yaml", ".yml")
+
+DESCRIPTION = """\
+Rewrite the GPU requests of Kubernetes manifests (files, directories with -R, '-' for stdin; multi-document
+YAML) into the DRA form the policy prescribes for the object's cohort at the target stage (--stage, default
+migrated), so the manifests in git no longer depend on the webhook's rewrite.
+
+Per pod template of every kind the webhook examines (Pods, Deployments, Jobs, JobSets, training jobs, ... and
+the policy's spec.workloadKinds):
+  - a training job (spec.trainingJobs), or any template with --claims: explicit claims. The device names
+    leave resources.requests/limits, the containers get resources.claims and the pod spec
+    spec.resourceClaims, and a ResourceClaimTemplate (one request per container, with the policy's
+    trainingJobs.deviceTolerations for a training job) is written as a new document after the workload;
+  - a device plugin name (legacyNames): renamed to the policy resource's name, which DRA serves as an
+    extended resource;
+  - the policy resource's own name, served through DRA at that stage: stays as it is (said on stderr).
+Comments, key order, quoting and formatting of everything else are kept; documents that do not change are
+written back byte for byte. Every rewritten object is run through the webhook's engine (mutate, then validate)
+at the target stage before it is written: a rewrite the webhook would deny is not made.
+
+Left untouched, with the reason on stderr (and in -o json): templates (Helm '{{ }}'), kinds the webhook does
+not examine that hold pod templates, names no policy resource maps (HAMi's nvidia.com/gpumem, retired names),
+Pods of a scheduler that does not allocate DRA devices, objects a workload controls, JSON files.
+
+Exit codes: 0 done (nothing to change with --check); 1 with --check, something would change; 2 input or policy
+error."""
+
+
+def add_parser(sub: Subparsers) -> None:
+    p = sub.add_parser("convert", help="rewrite manifests into the policy's DRA form (diff, -w, --check)",
+                       description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("files", nargs="*", metavar="FILE", help="manifest files or directories ('-' = stdin)")
+    p.add_argument("-f", "--filename", action="append", default=[], metavar="FILE", help="like FILE; repeatable")
+    p.add_argument("-R", "--recursive", action="store_true", help="descend into directories given as FILE")
+    p.add_argument("--policy", type=Path, default=None, help="policy file or directory (default: bundled)")
+    p.add_argument("--namespace", "-n", default=None,
+                   help=f"namespace of manifests that name none, for the cohort (default: {NAMESPACED_DEFAULT})")
+    p.add_argument("--stage", choices=STAGES, default="migrated",
+                   help="the stage whose form to write, for every cohort (default: migrated)")
+    p.add_argument("--claims", action="store_true",
+                   help="explicit claims for every template, also where the policy's path is the extended "
+                   "resource served through DRA")
+    p.add_argument("--at", default=None, metavar="DATE",
+                   help="judge exceptions as of this UTC date (YYYY-MM-DD[THH:MM:SS]; default now)")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("-w", "--write", action="store_true", help="write the files in place ('-': to stdout)")
+    mode.add_argument("--check", action="store_true", help="print nothing but the reasons; exit 1 if a file "
+                      "would change")
+    p.add_argument("-o", "--output", choices=["diff", "json"], default="diff",
+                   help="diff (default) or json: per object what was done and why, and the new text per file")
+
+
+def run(args: argparse.Namespace) -> int:
+    from webhook.convert_file import Converted, Entry, Settings, convert_text  # ruamel.yaml: only when converting
+
+    policy = load_policy(args.policy or default_policy())
+    paths = [*args.files, *args.filename]
+    if not paths:
+        raise CliError("input error: no input: give FILE arguments or -f FILE ('-' for stdin)")
+    try:
+        now = parse_at(args.at) or dt.datetime.now(dt.UTC)
+    except InputError as exc:
+        raise CliError(f"input error: {exc}") from None
+    errors: list[str] = []
+    files = expand_paths(paths, args.recursive, errors)
+    settings = Settings(pinned(policy, args.stage), args.stage, args.namespace, args.claims, now)
+    results = []
+    for path in files:
+        if Path(path).suffix == ".json":
+            results.append(Converted(path, "", "", [Entry(path, "(whole file)", "skipped", reason="a JSON manifest: "
+                                                          "convert rewrites YAML (turn it into YAML first)")]))
+            continue
+        text = _read(path, errors)
+        if text is not None:
+            results.append(convert_text(path, text, settings))
+    for err in errors:
+        print(f"input error: {err}", file=sys.stderr)
+    _report(results, args)
+    if args.write:
+        _write(results)
+    if errors:
+        return EXIT_INPUT
+    return EXIT_NO if args.check and any(r.changed for r in results) else EXIT_OK
+
+
+def expand_paths(paths: list[str], recursive: bool, errors: list[str]) -> list[str]:
+    """Files as given; directories become their YAML files (sorted; all levels with ``-R``). JSON manifests are
+    left out of directories: convert writes YAML."""
+    out: list[str] = []
+    for path in paths:
+        p = Path(path)
+        if path == "-" or not p.is_dir():
+            out.append(path)
+            continue
+        found = sorted(f for f in (p.rglob("*") if recursive else p.iterdir()) if f.is_file() and f.suffix in YAML)
+        if not found:
+            errors.append(f"{path}: no .yaml or .yml files" + ("" if recursive else " (use -R for subdirectories)"))
+        out.extend(str(f) for f in found)
+    return out
+
+
+def _read(path: str, errors: list[str]) -> str | None:
+    try:
+        return sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        errors.append(f"{path}: cannot read: {exc}")
+        return None
+
+
+def _report(results: list[Converted], args: argparse.Namespace) -> None:
+    """Reasons and notes on stderr; the diff (or JSON) on stdout unless ``--check`` or ``-w``."""
+    if args.output == "json":
+        body = [{"file": r.path, "changed": r.changed, "objects": [e.as_json() for e in r.entries],
+                 **({"text": r.after} if r.changed else {})} for r in results]
+        sys.stdout.write(orjson.dumps({"stage": args.stage, "files": body}, option=orjson.OPT_INDENT_2).decode()
+                         + "\n")
+        return
+    for r in results:
+        for e in r.entries:
+            if e.status == "skipped":
+                print(f"{e.source}: {e.object}: not converted: {e.reason}", file=sys.stderr)
+            elif e.status == "converted":
+                made = f" (+ {', '.join(e.generated)})" if e.generated else ""
+                print(f"{e.source}: {e.object}: {e.form}{made}", file=sys.stderr)
+            for note in e.notes:
+                print(f"{e.source}: {e.object}: {note}", file=sys.stderr)
+        if args.check and r.changed:
+            print(f"would convert {r.path}", file=sys.stderr)
+        if args.check or not r.changed or (args.write and r.path != "-"):
+            continue
+        if args.write:  # '-' with -w: the converted text, like a formatter reading stdin
+            sys.stdout.write(r.after)
+            continue
+        name = "stdin" if r.path == "-" else r.path
+        before, after = r.before.splitlines(keepends=True), r.after.splitlines(keepends=True)
+        sys.stdout.writelines(difflib.unified_diff(before, after, f"a/{name.lstrip('/')}", f"b/{name.lstrip('/')}"))
+
+
+def _write(results: list[Converted]) -> None:
+    for r in results:
+        if r.changed and r.path != "-":
+            try:
+                Path(r.path).write_text(r.after, encoding="utf-8")
+            except OSError as exc:
+                raise CliError(f"cannot write {r.path}: {exc}", EXIT_NO) from None

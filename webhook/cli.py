@@ -21,6 +21,7 @@ COMMANDS = (
     "schema",
     "replay",
     "explain",
+    "compile",
 )
 
 DESCRIPTION = """\

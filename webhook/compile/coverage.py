@@ -1,0 +1,48 @@
+"""Which rules ``compile`` turns into admission policies, and why the others stay with the webhook.
+
+Every rule id of ``ids.RULE_IDS`` is in exactly one of ``COMPILED`` and ``NOT_COMPILED`` (checked by
+tests/test_compile.py), so a new rule cannot be left out of the list silently.
+"""
+
+from __future__ import annotations
+
+from webhook.rules import ids
+
+CLUSTER_VIEW = "needs the cluster view"
+MUTATION = "mutation: not compiled yet (a MutatingAdmissionPolicy is planned)"
+NOT_YET = "reads only the object, not compiled yet"
+
+SCOPE = ("Pods (CREATE) and the pod templates of Deployments, ReplicaSets, StatefulSets, DaemonSets, Jobs and "
+         "CronJobs (CREATE, UPDATE of the template); the workload CRDs the webhook knows (JobSet, Kubeflow, KubeRay, "
+         "LeaderWorkerSet, Volcano) and the policy's workloadKinds stay with the webhook")
+COMPILED: dict[str, str] = {
+    ids.LEGACY_RESOURCE_NAME: SCOPE,
+    ids.MAX_DEVICES_PER_POD: SCOPE,
+}
+"""Rule id -> what the compiled ValidatingAdmissionPolicies cover of it."""
+
+NOT_COMPILED: dict[str, str] = {
+    ids.UNMAPPED_EXTENDED_RESOURCE: f"{CLUSTER_VIEW}: which DeviceClasses exist and map a retired name "
+                                    "(extendedResourceName)",
+    ids.MIXED_ALLOCATION: f"{CLUSTER_VIEW}: the DeviceClasses of the ResourceClaims and templates a Pod names",
+    ids.DEVICE_CLASS_NOT_ALLOWED: f"{NOT_YET} (claims)",
+    ids.DEVICE_COUNT_EXCEEDS: f"{NOT_YET} (claims)",
+    ids.ALLOCATION_MODE_ALL: f"{NOT_YET} (claims)",
+    ids.ADMIN_ACCESS_NAMESPACE: f"{NOT_YET} (claims)",
+    ids.TOLERATION_TOO_BROAD: f"{NOT_YET} (claims)",
+    ids.NONSTANDARD_NUMA_ATTRIBUTE: f"{NOT_YET} (CEL selectors in claims and DeviceClasses: needs a CEL parser)",
+    ids.GATED_FEATURE: f"{NOT_YET} (featureGates: auto reads the API server's gates: {CLUSTER_VIEW})",
+    ids.TRAINING_JOB_EXTENDED_RESOURCE: f"{NOT_YET} (Pod labels predicted from the owning workload)",
+    ids.INJECT_DEVICE_TOLERATIONS: MUTATION,
+    ids.STEER_NODE_POOL: f"{MUTATION}; node affinity needs a JSONPatch mutation (nodeSelectorTerms is atomic)",
+    ids.TRACK_ROLLOUT: MUTATION,
+    ids.DEVICE_CLASS_TAKEOVER: f"{CLUSTER_VIEW}: the other DeviceClasses and their extendedResourceName",
+    ids.SHARED_CLAIM_LIMIT: f"{CLUSTER_VIEW}: HorizontalPodAutoscalers, PodGroups and the claims' other users",
+    ids.UNSATISFIABLE_CLAIM: f"{CLUSTER_VIEW}: the ResourceSlices a claim's CEL selectors must match",
+}
+"""Rule id -> why ``compile`` leaves it to the webhook."""
+
+
+def not_compiled() -> list[dict[str, str]]:
+    """``[{rule, why}]`` in rule order: what ``compile`` prints on stderr and in ``-o json``."""
+    return [{"rule": r, "why": NOT_COMPILED[r]} for r in ids.RULE_IDS if r in NOT_COMPILED]

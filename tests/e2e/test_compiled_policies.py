@@ -73,6 +73,7 @@ CONTENTS: dict[str, dict[str, Any]] = {
     "zero": _spec([_c("main", nvidia_com__gpu="0")]),
 }
 WORKLOAD_CONTENTS = ("plain", "two-names", "sidecar-peak")
+UPDATED_IN = ("labelled-ns", "team-a", "plain-legacy")
 
 
 def _template(spec: dict[str, Any], restart: str = "Always") -> dict[str, Any]:
@@ -132,6 +133,8 @@ def plane(tmp_path_factory: pytest.TempPathFactory):
         for ns, labels in NAMESPACES.items():
             kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels}})
             eventually(lambda ns=ns: kube.get_or_none("v1", "ServiceAccount", "default", ns), f"SA default in {ns}", 60)
+        for ns in UPDATED_IN:  # before any compiled policy: admitted in an earlier stage, so to speak
+            kube.create(_workload("Deployment", "existing", ns, CONTENTS["two-names"]))
         yield cp, kube
     finally:
         cp.stop()
@@ -215,3 +218,62 @@ def test_compiled_policies_decide_as_the_webhook(plane, tmp_path, at):
     # The table exercises every compiled rule in every action this date gives it.
     assert {(rule, a) for rule in COMPILED for a in ("Deny", "Warn", "Audit")} <= fired | {
         ("legacy-resource-name", "Audit")}, fired
+
+
+def _updates(old: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """UPDATEs of a stored Deployment: only its own labels, only the webhook's template annotation, its template."""
+    own = json.loads(json.dumps(old))
+    own["metadata"].setdefault("labels", {})["team"] = "x"
+    marker = json.loads(json.dumps(old))
+    marker["spec"]["template"]["metadata"]["annotations"] = {"dra-migration.io/stage": "pilot"}
+    template = json.loads(json.dumps(old))
+    template["spec"]["template"]["metadata"]["labels"]["rev"] = "2"
+    return {"own-labels": own, "webhook-annotation": marker, "template": template}
+
+
+def _review(obj: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
+    meta = obj["metadata"]
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": f"update-{meta['namespace']}", "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+        "resource": {"group": "apps", "version": "v1", "resource": "deployments"}, "namespace": meta["namespace"],
+        "name": meta["name"], "operation": "UPDATE", "userInfo": {"username": "e2e-admin"},
+        "object": obj, "oldObject": old}}
+
+
+@pytest.mark.parametrize("at", DATES[:1])
+def test_updates_are_judged_only_when_the_template_changes(plane, tmp_path, at):
+    """``examined_templates`` on UPDATE: a change of the Deployment's own labels or of the webhook's own template
+    annotation is never judged, a template change is; the API server (dry-run PUT) and ``check`` (the
+    AdmissionReview with its oldObject) agree on each."""
+    cp, kube = plane
+    _apply_compiled(cp, kube, at)
+    probe = _workload("Pod", "probe", "labelled-ns", CONTENTS["legacy"])
+    eventually(lambda: not _server(kube, probe)[0], "the API server enforcing the compiled policies", 30)
+    namespaces = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n, "labels": labels}}
+                  for n, labels in NAMESPACES.items()]
+    docs, sent = [], []
+    for ns in UPDATED_IN:
+        old = kube.get("apps/v1", "Deployment", "existing", ns)
+        for what, new in _updates(old).items():
+            docs.append(_review(new, old))
+            sent.append((f"{ns} {what}", new))
+    path = tmp_path / "updates.yaml"
+    path.write_text(yaml.safe_dump_all([*namespaces, *docs]))
+    done = _cli("check", "--policy", str(POLICY), "--at", at, "-o", "json", str(path))
+    results = [r for r in json.loads(done.stdout)["results"] if r["object"].startswith("Deployment ")]
+    assert len(results) == len(sent), done.stderr
+    outcomes = {}
+    for (where, new), r in zip(sent, results, strict=True):
+        allowed, warnings, _ = _expected(r)
+        try:
+            got = kube.call("PUT", f"/apis/apps/v1/namespaces/{new['metadata']['namespace']}/deployments/existing",
+                            new, [("dryRun", "All")])
+            got_allowed, got_warnings = True, sorted(VAP_WARNING.sub("", w) for w in got.warnings
+                                                     if VAP_WARNING.match(w))
+        except Denied:
+            got_allowed, got_warnings = False, []
+        assert (got_allowed, got_warnings) == (allowed, warnings), where
+        outcomes[where] = (allowed, bool(warnings))
+    assert outcomes["labelled-ns template"] == (False, False)  # migrated: denied
+    assert outcomes["team-a template"] == (True, True)  # pilot: warned
+    assert all(outcomes[f"{ns} {w}"] == (True, False) for ns in UPDATED_IN for w in ("own-labels", "webhook-annotation"))

@@ -277,3 +277,28 @@ def test_updates_are_judged_only_when_the_template_changes(plane, tmp_path, at):
     assert outcomes["labelled-ns template"] == (False, False)  # migrated: denied
     assert outcomes["team-a template"] == (True, True)  # pilot: warned
     assert all(outcomes[f"{ns} {w}"] == (True, False) for ns in UPDATED_IN for w in ("own-labels", "webhook-annotation"))
+
+
+def test_validate_reports_a_type_error_of_a_policy(plane, capsys):
+    """``compile --validate``: a policy whose CEL does not type-check against the matched kinds is applied (the
+    API server accepts it: ``object`` is dynamic when it compiles) and reported from ``status.typeChecking``, exit 1."""
+    from webhook.commands import EXIT_NO
+    from webhook.commands.compile import validate
+    from webhook.compile.policies import Compiled
+
+    cp, _ = plane
+    compiled = compile_admission(load_policy(POLICY), dt.datetime(2030, 3, 1, tzinfo=dt.UTC))
+    broken = json.loads(json.dumps(compiled.objects[0]))
+    broken["metadata"]["name"] = "broken.dra-migration.io"
+    broken["spec"]["validations"].append({"expression": "object.spec.noSuchField == 'x'", "message": "broken"})
+    binding = {**compiled.objects[1], "metadata": {**compiled.objects[1]["metadata"], "name": "broken.dra-migration.io"},
+               "spec": {**compiled.objects[1]["spec"], "policyName": "broken.dra-migration.io"}}
+    try:
+        assert validate(Compiled([broken, binding], None), str(cp.admin_kubeconfig)) == EXIT_NO
+        err = capsys.readouterr().err
+        assert re.search(r"broken\.dra-migration\.io: type check: spec\.validations\[\d+\]\.expression: .*noSuchField",
+                         err), err
+    finally:
+        kube = Kube(cp.api())
+        kube.call("DELETE", "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/broken.dra-migration.io")
+        kube.call("DELETE", "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/broken.dra-migration.io")

@@ -50,8 +50,9 @@ def _glob_one(pattern: str) -> str:
                 out.append(re.escape(ch))
                 continue
             body, i = pattern[i:j], j + 1
-            body = "^" + body[1:] if body.startswith("!") else body
-            out.append("[" + body.replace("\\", "\\\\") + "]")
+            neg = body.startswith("!")
+            body = re.sub(r"([\\\[^&~|])", r"\\\1", body[1:] if neg else body)
+            out.append("[" + ("^" if neg else "") + body + "]")
         else:
             out.append(re.escape(ch))
     return "".join(out)

@@ -122,3 +122,11 @@ def test_the_stage_expression_is_cohort_for_and_stage_for(path: Path, at: dt.dat
         ctx = cel.Context()
         ctx.add_variable("variables", {"ns": ns, "labels": labels})
         assert program.execute(ctx) == policy.stage_for(policy.cohort_for(ns, labels), at), (ns, labels)
+
+
+def test_the_readme_rule_table_is_the_coverage_list():
+    from webhook.compile.coverage import markdown
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start, end = text.index("<!-- compile:start -->"), text.index("<!-- compile:end -->")
+    assert markdown() in text[start:end]

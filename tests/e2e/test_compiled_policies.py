@@ -101,8 +101,8 @@ def _workload(kind: str, name: str, ns: str, spec: dict[str, Any]) -> dict[str, 
 def _owned_replicaset(ns: str) -> dict[str, Any]:
     """A Deployment's ReplicaSet: judged at its Deployment, never itself (``examined_owner``)."""
     rs = _workload("ReplicaSet", "owned-legacy-replicaset", ns, CONTENTS["legacy"])
-    rs["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "d", "controller": True,
-                                          "uid": "6b0b6ab2-0c55-4d3e-9d59-1a4c3c0c4a5e"}]
+    rs["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "d",
+                                          "controller": True, "uid": "6b0b6ab2-0c55-4d3e-9d59-1a4c3c0c4a5e"}]
     return rs
 
 
@@ -111,7 +111,8 @@ def cases() -> list[dict[str, Any]]:
     for ns in NAMESPACES:
         out += [_workload("Pod", f"{content}-pod", ns, spec) for content, spec in CONTENTS.items()]
         for kind in ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job", "CronJob"):
-            out += [_workload(kind, f"{content}-{kind.lower()}", ns, CONTENTS[content]) for content in WORKLOAD_CONTENTS]
+            out += [_workload(kind, f"{content}-{kind.lower()}", ns, CONTENTS[content])
+                    for content in WORKLOAD_CONTENTS]
         out.append(_owned_replicaset(ns))
     return out
 
@@ -276,7 +277,8 @@ def test_updates_are_judged_only_when_the_template_changes(plane, tmp_path, at):
         outcomes[where] = (allowed, bool(warnings))
     assert outcomes["labelled-ns template"] == (False, False)  # migrated: denied
     assert outcomes["team-a template"] == (True, True)  # pilot: warned
-    assert all(outcomes[f"{ns} {w}"] == (True, False) for ns in UPDATED_IN for w in ("own-labels", "webhook-annotation"))
+    unchanged = [outcomes[f"{ns} {w}"] for ns in UPDATED_IN for w in ("own-labels", "webhook-annotation")]
+    assert unchanged == [(True, False)] * len(unchanged)
 
 
 def test_validate_reports_a_type_error_of_a_policy(plane, capsys):
@@ -291,8 +293,8 @@ def test_validate_reports_a_type_error_of_a_policy(plane, capsys):
     broken = json.loads(json.dumps(compiled.objects[0]))
     broken["metadata"]["name"] = "broken.dra-migration.io"
     broken["spec"]["validations"].append({"expression": "object.spec.noSuchField == 'x'", "message": "broken"})
-    binding = {**compiled.objects[1], "metadata": {**compiled.objects[1]["metadata"], "name": "broken.dra-migration.io"},
-               "spec": {**compiled.objects[1]["spec"], "policyName": "broken.dra-migration.io"}}
+    binding = json.loads(json.dumps(compiled.objects[1]))
+    binding["metadata"]["name"] = binding["spec"]["policyName"] = "broken.dra-migration.io"
     try:
         assert validate(Compiled([broken, binding], None), str(cp.admin_kubeconfig)) == EXIT_NO
         err = capsys.readouterr().err
@@ -300,5 +302,5 @@ def test_validate_reports_a_type_error_of_a_policy(plane, capsys):
                          err), err
     finally:
         kube = Kube(cp.api())
-        kube.call("DELETE", "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/broken.dra-migration.io")
-        kube.call("DELETE", "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/broken.dra-migration.io")
+        for plural in ("validatingadmissionpolicybindings", "validatingadmissionpolicies"):
+            kube.call("DELETE", f"/apis/admissionregistration.k8s.io/v1/{plural}/broken.dra-migration.io")

@@ -80,7 +80,8 @@ def max_per_pod_checks(policy: CompiledPolicy) -> list[Check]:
         v = {k: f"max{i}{k.capitalize()}" for k in ("side", "total", "peak", "count", "asked", "text")}
         side = f"variables.init.map(c, c.?restartPolicy.orValue('') == 'Always' ? {count} : 0)"
         total = f"([0] + variables.main.map(c, {count})).sum() + ([0] + variables.{v['side']}).sum()"
-        peak = f"([0] + variables.init.transformList(i, c, ([0] + variables.{v['side']}.slice(0, i)).sum() + ({count}))).max()"
+        peak = (f"([0] + variables.init.transformList(i, c, ([0] + variables.{v['side']}.slice(0, i)).sum() + "
+                f"({count}))).max()")
         effective = f"variables.{v['total']} > variables.{v['peak']} ? variables.{v['total']} : variables.{v['peak']}"
         asked = f"{str_list(names)}.filter(n, variables.containers.exists(c, {asks_for('c', '', key='n')}))"
         a = f"variables.{v['asked']}"

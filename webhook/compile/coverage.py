@@ -46,3 +46,12 @@ NOT_COMPILED: dict[str, str] = {
 def not_compiled() -> list[dict[str, str]]:
     """``[{rule, why}]`` in rule order: what ``compile`` prints on stderr and in ``-o json``."""
     return [{"rule": r, "why": NOT_COMPILED[r]} for r in ids.RULE_IDS if r in NOT_COMPILED]
+
+
+def markdown() -> str:
+    """The README's table of rules, compiled or not, with what is covered or why not (tests/test_compile.py)."""
+    rows = ["| rule | compiled | what the compiled policies cover, or why the webhook keeps it |", "|---|---|---|"]
+    for rule in ids.RULE_IDS:
+        done = rule in COMPILED
+        rows.append(f"| `{rule}` | {'yes' if done else 'no'} | {COMPILED[rule] if done else NOT_COMPILED[rule]} |")
+    return "\n".join(rows)

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import jsonpatch
 import pytest
 import yaml
 
@@ -29,6 +30,7 @@ from tests.e2e.waits import eventually
 from webhook.commands import load_policy
 from webhook.compile.coverage import COMPILED
 from webhook.compile.policies import compile_admission
+from webhook.rules.tracking import TRACK_NAMES
 
 POLICY = Path(__file__).parent / "data" / "compile-policy.yaml"
 DATES = ("2030-03-01", "2030-07-01")  # teams: pilot, then migrated; the exception expires in between
@@ -159,13 +161,34 @@ def _apply_compiled(cp: ControlPlane, kube: Kube, at: str) -> list[dict[str, Any
     return json.loads(done.stdout)["items"]
 
 
-def _server(kube: Kube, obj: dict[str, Any]) -> tuple[bool, list[str], str]:
-    """(allowed, the compiled policies' warnings without the API server's prefix, denial message)."""
+def _server(kube: Kube, obj: dict[str, Any]) -> tuple[bool, list[str], str, dict[str, Any]]:
+    """(allowed, the compiled policies' warnings without the API server's prefix, denial message, stored object)."""
     try:
         result = kube.create(obj, dry_run=True)
     except Denied as exc:
-        return False, [], exc.message
-    return True, sorted(VAP_WARNING.sub("", w) for w in result.warnings if VAP_WARNING.match(w)), ""
+        return False, [], exc.message, {}
+    return True, sorted(VAP_WARNING.sub("", w) for w in result.warnings if VAP_WARNING.match(w)), "", result.obj
+
+
+TEMPLATE_AT = {"Pod": (), "CronJob": ("spec", "jobTemplate", "spec", "template")}
+
+
+def tracking(obj: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """The track-rollout annotations on the object and on its pod template."""
+    out = {}
+    for where, path in (("object", ()), ("template", TEMPLATE_AT.get(obj["kind"], ("spec", "template")))):
+        if where == "template" and not path:
+            continue
+        node: Any = obj
+        for step in path:
+            node = node.get(step) or {}
+        ann = (node.get("metadata") or {}).get("annotations") or {}
+        out[where] = {k: v for k, v in ann.items() if k.split("/")[-1] in TRACK_NAMES}
+    return out
+
+
+def _patched(obj: dict[str, Any], r: dict[str, Any]) -> dict[str, Any]:
+    return jsonpatch.apply_patch(obj, r["patch"]) if r["patch"] else obj
 
 
 def _checked(tmp: Path, at: str, objs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
@@ -192,22 +215,36 @@ def _expected(r: dict[str, Any]) -> tuple[bool, list[str], list[str]]:
     return not denials, warnings, denials
 
 
+def _wait_for_date(kube: Kube, at: str) -> None:
+    """Until the API server uses this date's objects (the team-a cohort is pilot, then migrated)."""
+    stage = "pilot" if at == DATES[0] else "migrated"
+    legacy, fine = (_workload("Pod", "probe", "team-a", CONTENTS[c]) for c in ("legacy", "at-limit"))
+    eventually(lambda: _server(kube, legacy)[0] == (stage == "pilot"), f"the {at} validating policies in use", 30)
+    eventually(lambda: tracking(_server(kube, fine)[3])["object"].get("dra-migration.io/stage") == stage,
+               f"the {at} mutating policies in use", 30)
+
+
 @pytest.mark.parametrize("at", DATES)
 def test_compiled_policies_decide_as_the_webhook(plane, tmp_path, at):
     cp, kube = plane
     _apply_compiled(cp, kube, at)
     probe = _workload("Pod", "probe", "labelled-ns", CONTENTS["legacy"])
     eventually(lambda: not _server(kube, probe)[0], "the API server enforcing the compiled policies", 30)
+    _wait_for_date(kube, at)
     objs = cases()
     checked = _checked(tmp_path, at, objs)
-    mismatches, fired = [], set()
+    mismatches, fired, tracked = [], set(), 0
     for obj in objs:
         meta = obj["metadata"]
         r = checked[(obj["kind"], f"{meta['namespace']}/{meta['name']}")]
         allowed, warnings, denials = _expected(r)
         fired.update((f["rule"], f["action"]) for f in r["findings"] if f["rule"] in COMPILED)
-        got_allowed, got_warnings, message = _server(kube, obj)
+        got_allowed, got_warnings, message, stored = _server(kube, obj)
         where = f"{obj['kind']} {meta['namespace']}/{meta['name']}"
+        if got_allowed and tracking(stored) != tracking(_patched(obj, r)):
+            mismatches.append(f"{where}: annotations\n  API server {tracking(stored)}\n  check      "
+                              f"{tracking(_patched(obj, r))}")
+        tracked += bool(stored and tracking(stored)["object"])
         if got_allowed != allowed:
             mismatches.append(f"{where}: API server allowed={got_allowed} ({message}), check allowed={allowed} "
                               f"{denials}")
@@ -216,6 +253,7 @@ def test_compiled_policies_decide_as_the_webhook(plane, tmp_path, at):
         elif not allowed and not any(VAP_DENIAL.search(message) and message.endswith(d) for d in denials):
             mismatches.append(f"{where}: denial {message!r} is none of {denials}")
     assert not mismatches, "\n".join(mismatches)
+    assert tracked > len(objs) / 3, tracked
     # The table exercises every compiled rule in every action this date gives it.
     assert {(rule, a) for rule in COMPILED for a in ("Deny", "Warn", "Audit")} <= fired | {
         ("legacy-resource-name", "Audit")}, fired
@@ -250,6 +288,7 @@ def test_updates_are_judged_only_when_the_template_changes(plane, tmp_path, at):
     _apply_compiled(cp, kube, at)
     probe = _workload("Pod", "probe", "labelled-ns", CONTENTS["legacy"])
     eventually(lambda: not _server(kube, probe)[0], "the API server enforcing the compiled policies", 30)
+    _wait_for_date(kube, at)
     namespaces = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n, "labels": labels}}
                   for n, labels in NAMESPACES.items()]
     docs, sent = [], []
@@ -274,6 +313,8 @@ def test_updates_are_judged_only_when_the_template_changes(plane, tmp_path, at):
         except Denied:
             got_allowed, got_warnings = False, []
         assert (got_allowed, got_warnings) == (allowed, warnings), where
+        if got_allowed:
+            assert tracking(got.obj) == tracking(_patched(new, r)), where
         outcomes[where] = (allowed, bool(warnings))
     assert outcomes["labelled-ns template"] == (False, False)  # migrated: denied
     assert outcomes["team-a template"] == (True, True)  # pilot: warned

@@ -21,8 +21,10 @@ def lit(text: str) -> str:
 
 
 def str_list(items: Iterable[str]) -> str:
-    """A CEL list of string literals."""
-    return "[" + ", ".join(lit(i) for i in items) + "]"
+    """A CEL list of string literals; an empty one typed ``list(string)`` (``[]`` alone is not, and ``n in []``
+    then fails the API server's compile step)."""
+    listed = [lit(i) for i in items]
+    return "[" + ", ".join(listed) + "]" if listed else "[''].filter(x, false)"
 
 
 def glob_regex(patterns: Sequence[str]) -> str:

@@ -46,24 +46,34 @@ def _owners() -> list[str]:
     return sorted(f"{k.group}/{k.kind}" for k in KINDS if k.kind != "Pod")
 
 
-def examined(layout: Layout, prefix: str) -> str:
-    """CEL: whether the webhook judges this object's template (``workloads.examined_templates``).
+def owned() -> str:
+    """CEL: a workload kind the webhook knows controls this object (``workloads.examined_owner``)."""
+    return ("object.metadata.?ownerReferences.orValue([]).exists(r, r.?controller.orValue(false) && "
+            "r.kind != 'Pod' && (r.apiVersion.contains('/') ? r.apiVersion.substring(0, r.apiVersion.indexOf('/'))"
+            f" : '') + '/' + r.kind in {str_list(_owners())})")
 
-    A Pod always (CREATE only). A workload: not when a workload kind the webhook knows controls it
-    (``examined_owner``: a Deployment's ReplicaSet, a CronJob's Job); on UPDATE only when the template changed,
-    not counting the webhook's own annotations (``template_unchanged``). Compared here: the template's spec,
-    labels and annotations; a change of other template metadata (name, finalizers) is not seen.
-    """
-    if layout is POD:
-        return "true"
-    owned = ("object.metadata.?ownerReferences.orValue([]).exists(r, r.?controller.orValue(false) && "
-             "r.kind != 'Pod' && (r.apiVersion.contains('/') ? r.apiVersion.substring(0, r.apiVersion.indexOf('/'))"
-             f" : '') + '/' + r.kind in {str_list(_owners())})")
-    own = str_list(f"{prefix}/{k}" for k in WEBHOOK_ANNOTATIONS)
+
+def template_changed(layout: Layout, ignored: list[str]) -> str:
+    """CEL, on UPDATE: the template differs from the old one in more than the annotations ``ignored``
+    (``workloads.template_unchanged``). Compared: spec, labels and annotations; a change of other template
+    metadata (name, finalizers) is not seen."""
+    own = str_list(ignored)
     new, old = f"object{layout.template}", f"oldObject{layout.template}"
     ann_new, ann_old = f"{new}.?metadata.?annotations.orValue({{}})", f"{old}.?metadata.?annotations.orValue({{}})"
     same_ann = (f"{ann_new}.filter(k, !(k in {own})).all(k, k in {ann_old} && {ann_old}[k] == {ann_new}[k]) && "
                 f"size({ann_new}.filter(k, !(k in {own}))) == size({ann_old}.filter(k, !(k in {own})))")
-    changed = (f"{new}.spec != {old}.spec || {new}.?metadata.?labels.orValue({{}}) != "
-               f"{old}.?metadata.?labels.orValue({{}}) || !({same_ann})")
-    return f"!({owned}) && (request.operation == {lit('CREATE')} || oldObject == null || {changed})"
+    return (f"({new}.spec != {old}.spec || {new}.?metadata.?labels.orValue({{}}) != "
+            f"{old}.?metadata.?labels.orValue({{}}) || !({same_ann}))")
+
+
+def examined(layout: Layout, prefix: str) -> str:
+    """CEL: whether the webhook judges this object's template (``workloads.examined_templates``).
+
+    A Pod always (CREATE only). A workload: not when a workload kind the webhook knows controls it (``owned``: a
+    Deployment's ReplicaSet, a CronJob's Job); on UPDATE only when the template changed, not counting the
+    webhook's own annotations.
+    """
+    if layout is POD:
+        return "true"
+    changed = template_changed(layout, [f"{prefix}/{k}" for k in WEBHOOK_ANNOTATIONS])
+    return f"!({owned()}) && (request.operation == {lit('CREATE')} || oldObject == null || {changed})"

@@ -13,6 +13,7 @@ Deny fails the request, Warn returns the message as an HTTP warning, Audit recor
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +21,7 @@ from webhook.compile.cel import glob_regex, lit, selector, str_list
 from webhook.compile.checks import Check, all_checks
 from webhook.compile.layouts import LAYOUTS, Layout, examined
 from webhook.delivery import NAME_LABEL, SHIPPED_EXCLUDED
-from webhook.policy.compiled import CompiledPolicy
+from webhook.policy.compiled import CompiledCohort, CompiledPolicy
 from webhook.policy.model import Action
 
 API = "admissionregistration.k8s.io/v1"
@@ -48,12 +49,14 @@ def compile_admission(policy: CompiledPolicy, at: dt.datetime) -> Compiled:
             validations = [_validation(c, action, policy, day) for c in used]
             if validations:
                 name = f"{policy.name}-{layout.name}-{action.value.lower()}.dra-migration.io"
-                meta = _metadata(name, policy, day, until)
-                variables = [*_variables(layout, policy, day),
+                meta = metadata(name, policy, day, until)
+                variables = [*namespace_variables(policy, day), *container_variables(layout),
                              *({"name": n, "expression": e} for c in used for n, e in c.variables)]
                 objects.append(_policy(meta, layout, validations, variables, policy))
                 objects.append(_binding(meta, action))
-    return Compiled(objects, until)
+    from webhook.compile.mutating import compile_tracking  # it builds on this module's helpers
+
+    return Compiled([*compile_tracking(policy, day, until), *objects], until)
 
 
 def valid_until(policy: CompiledPolicy, day: dt.date) -> dt.date | None:
@@ -66,32 +69,76 @@ def valid_until(policy: CompiledPolicy, day: dt.date) -> dt.date | None:
 def stage_expression(policy: CompiledPolicy, day: dt.date) -> str:
     """CEL for the namespace's stage on ``day``: the first matching cohort's (``cohort_for``), else the default."""
     default = policy.spec.defaultStage.value
-    expr = lit(default)
+    return _first_cohort(policy, lambda c: lit(c.stage_on(day, default)), lit(default))
+
+
+def cohort_expression(policy: CompiledPolicy) -> str:
+    """CEL for the name of the namespace's cohort (``cohort_for``), ``none`` outside every cohort."""
+    return _first_cohort(policy, lambda c: lit(c.name), lit("none"))
+
+
+def _first_cohort(policy: CompiledPolicy, value: Callable[[CompiledCohort], str], otherwise: str) -> str:
+    expr = otherwise
     for cohort, spec in reversed(list(zip(policy.cohorts, policy.spec.cohorts, strict=True))):
         terms = []
         if spec.namespaces.names:
             terms.append(f"variables.ns.matches({lit(glob_regex(spec.namespaces.names))})")
         if spec.namespaces.selector is not None:
             terms.append(f"({selector(spec.namespaces.selector, 'variables.labels')})")
-        expr = f"({' || '.join(terms)}) ? {lit(cohort.stage_on(day, default))} : {expr}"
+        expr = f"({' || '.join(terms)}) ? {value(cohort)} : {expr}"
     return expr
+
+
+def namespace_variables(policy: CompiledPolicy, day: dt.date) -> list[dict[str, str]]:
+    """``ns``, ``labels`` (of ``namespaceObject``) and ``stage``: what every compiled policy reads first."""
+    return [
+        {"name": "ns", "expression": "request.namespace"},
+        {"name": "labels", "expression": "namespaceObject.metadata.?labels.orValue({})"},
+        {"name": "stage", "expression": stage_expression(policy, day)},
+    ]
+
+
+def container_variables(layout: Layout) -> list[dict[str, str]]:
+    """``init``, ``main`` and ``containers`` (init first, as ``objects.iter_containers``) of the layout's pod spec."""
+    spec = layout.spec()
+    return [
+        {"name": "init", "expression": f"{spec}.?initContainers.orValue([])"},
+        {"name": "main", "expression": f"{spec}.containers"},
+        {"name": "containers", "expression": "variables.init + variables.main"},
+    ]
+
+
+def excepted(rule: str, policy: CompiledPolicy, day: dt.date) -> list[str]:
+    """Namespace globs of the exceptions switching ``rule`` off on ``day`` (``CompiledException.covers``)."""
+    return [g for e in policy.spec.exceptions if rule in e.rules and (e.expires is None or day <= e.expires)
+            for g in e.namespaces]
+
+
+def metadata(name: str, policy: CompiledPolicy, day: dt.date, until: dt.date | None) -> dict[str, Any]:
+    """Name, our labels, and the policy identity, the date compiled for and the date it is valid until."""
+    annotations = {policy.key("policy"): policy.identity, policy.key("compiled-for"): day.isoformat()}
+    if until is not None:
+        annotations[policy.key("valid-until")] = until.isoformat()
+    return {"name": name, "labels": {"app.kubernetes.io/managed-by": FIELD_MANAGER,
+                                     "app.kubernetes.io/part-of": "dra-migration-webhook"},
+            "annotations": annotations}
+
+
+def binding_spec(name: str) -> dict[str, Any]:
+    """The binding's policy and namespaces: those the webhook configurations send (``delivery.SHIPPED_EXCLUDED``)."""
+    return {"policyName": name, "matchResources": {"namespaceSelector": {"matchExpressions": [
+        {"key": NAME_LABEL, "operator": "NotIn", "values": list(SHIPPED_EXCLUDED)}]}}}
 
 
 def _stages(check: Check, action: Action, policy: CompiledPolicy) -> list[str]:
     return [s for s in check.stages if policy.action_for(check.rule, s) is action]
 
 
-def _excepted(check: Check, policy: CompiledPolicy, day: dt.date) -> list[str]:
-    """Namespace globs of the exceptions switching this rule off on ``day`` (``CompiledException.covers``)."""
-    return [g for e in policy.spec.exceptions if check.rule in e.rules and (e.expires is None or day <= e.expires)
-            for g in e.namespaces]
-
-
 def _validation(check: Check, action: Action, policy: CompiledPolicy, day: dt.date) -> dict[str, Any]:
     """The validation for ``check`` under ``action`` (in the stages that give the rule that action)."""
     stages = _stages(check, action, policy)
     guard = f"variables.stage in {str_list(stages)}"
-    globs = _excepted(check, policy, day)
+    globs = excepted(check.rule, policy, day)
     if globs:
         guard += f" && !variables.ns.matches({lit(glob_regex(globs))})"
     # admission.answer: "<rule> (<stage>: Deny): <message>; fix: <fix>"; warnings "<rule> (<stage>): ...".
@@ -105,27 +152,6 @@ def _validation(check: Check, action: Action, policy: CompiledPolicy, day: dt.da
         "message": f"{check.rule}: {check.fix}",
         "reason": "Forbidden",
     }
-
-
-def _variables(layout: Layout, policy: CompiledPolicy, day: dt.date) -> list[dict[str, str]]:
-    spec = layout.spec()
-    return [
-        {"name": "ns", "expression": "request.namespace"},
-        {"name": "labels", "expression": "namespaceObject.metadata.?labels.orValue({})"},
-        {"name": "stage", "expression": stage_expression(policy, day)},
-        {"name": "init", "expression": f"{spec}.?initContainers.orValue([])"},
-        {"name": "main", "expression": f"{spec}.containers"},
-        {"name": "containers", "expression": "variables.init + variables.main"},
-    ]
-
-
-def _metadata(name: str, policy: CompiledPolicy, day: dt.date, until: dt.date | None) -> dict[str, Any]:
-    annotations = {policy.key("policy"): policy.identity, policy.key("compiled-for"): day.isoformat()}
-    if until is not None:
-        annotations[policy.key("valid-until")] = until.isoformat()
-    return {"name": name, "labels": {"app.kubernetes.io/managed-by": FIELD_MANAGER,
-                                     "app.kubernetes.io/part-of": "dra-migration-webhook"},
-            "annotations": annotations}
 
 
 def _policy(meta: dict[str, Any], layout: Layout, validations: list[dict[str, Any]],
@@ -146,15 +172,5 @@ def _policy(meta: dict[str, Any], layout: Layout, validations: list[dict[str, An
 
 
 def _binding(meta: dict[str, Any], action: Action) -> dict[str, Any]:
-    """The binding: the action, and the namespaces the webhook configurations send (``delivery.SHIPPED_EXCLUDED``)."""
-    return {
-        "apiVersion": API,
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {**meta},
-        "spec": {
-            "policyName": meta["name"],
-            "validationActions": [action.value],
-            "matchResources": {"namespaceSelector": {"matchExpressions": [
-                {"key": NAME_LABEL, "operator": "NotIn", "values": list(SHIPPED_EXCLUDED)}]}},
-        },
-    }
+    return {"apiVersion": API, "kind": "ValidatingAdmissionPolicyBinding", "metadata": {**meta},
+            "spec": {**binding_spec(meta["name"]), "validationActions": [action.value]}}

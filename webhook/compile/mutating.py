@@ -1,0 +1,159 @@
+"""``track-rollout`` as MutatingAdmissionPolicies: the ``path``, ``stage``, ``cohort`` and ``policy`` annotations.
+
+The rule (``rules/tracking.py``) in CEL, for Pods and the built-in workload kinds whose pod specs name no
+ResourceClaim: which of a Pod's claims belong to the migration needs the claims' DeviceClasses (the cluster view,
+``claims.scoped_usage``), so those objects are left to the webhook (a matchCondition). ``path`` is
+``placement.plan`` over the names the pod spec asks for, against the policy's lists (legacy names, names a
+policy resource serves, names a pool advertises) and ``spec.draSchedulers``, all known when compiling.
+
+Mutations are ``ApplyConfiguration`` merges of the ``annotations`` maps (granular maps: only our keys are
+written), with ``reinvocationPolicy: IfNeeded`` as the webhook has it. As the rule: the object's own annotations
+always; the template's on CREATE, and on UPDATE only when the template itself changed and may change (not in a
+controlled object, nor in a started Job).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from webhook.compile.cel import asks_for, glob_regex, lit, str_list
+from webhook.compile.checks import STAGES
+from webhook.compile.layouts import LAYOUTS, POD, Layout, owned, template_changed
+from webhook.compile.policies import (
+    API,
+    binding_spec,
+    cohort_expression,
+    container_variables,
+    excepted,
+    metadata,
+    namespace_variables,
+)
+from webhook.objects import DEVICECLASS_PREFIX
+from webhook.placement import DEFAULT_SCHEDULER, hardware
+from webhook.policy.compiled import CompiledPolicy
+from webhook.policy.model import Action
+from webhook.rules import ids
+from webhook.rules.tracking import TRACK_NAMES
+
+
+def mutating_stages(policy: CompiledPolicy) -> list[str]:
+    """Stages where track-rollout writes (``engine``: the rule runs unless its action is Off, and it patches unless
+    its own override is Audit or Off)."""
+    if policy.rule_actions.get(ids.TRACK_ROLLOUT) in (Action.Off, Action.Audit):
+        return []
+    return [s for s in STAGES if policy.action_for(ids.TRACK_ROLLOUT, s) is not Action.Off]
+
+
+def _name_lists(policy: CompiledPolicy) -> tuple[list[str], list[str], list[str]]:
+    """(legacy names, names a policy resource serves, other names some pool advertises): ``placement.usage``."""
+    legacy = sorted(policy.legacy)
+    served = sorted({*policy.resources, *(DEVICECLASS_PREFIX + c for c in policy.by_class)})
+    served = [n for n in served if hardware(policy, n) is not None and n not in policy.legacy]
+    advertised = sorted({n for names in policy.advertised.values() for n in names} - {*legacy, *served})
+    return legacy, served, advertised
+
+
+def _usage_variables(policy: CompiledPolicy, layout: Layout) -> list[dict[str, str]]:
+    """``placement.usage`` and ``placement.plan`` in CEL, ending in ``trkPath`` ('' where the rule writes nothing)."""
+    legacy, served, shared = _name_lists(policy)
+    asked = f"variables.containers.exists(c, {asks_for('c', '', key='n')})"
+    implicit = lit(DEVICECLASS_PREFIX)
+    pool_vars = []
+    for pool, short in (("devicePlugin", "Dp"), ("dra", "Dra")):
+        adv = str_list(sorted(policy.advertised[pool]))
+        ok = f"variables.trkShared.all(n, n in {adv}) && variables.trkLegacy.all(n, n in {adv})"
+        if pool != "dra":  # a served name the pool lacks goes to DRA on the dra pool only
+            ok += f" && variables.trkEr.all(n, n in {adv})"
+        plugin = f"(variables.trkEr + variables.trkLegacy).exists(n, n in {adv})"
+        dra = f"variables.trkEr.exists(n, !(n in {adv}))" if pool == "dra" else "false"
+        path = f"{plugin} && {dra} ? 'mixed' : {plugin} ? 'device-plugin' : 'dra-extended-resource'"
+        pool_vars += [{"name": f"trk{short}Ok", "expression": ok}, {"name": f"trk{short}Path", "expression": path}]
+    stage_path = (
+        "variables.trkLegacy.size() > 0 && variables.trkDraOnly ? 'mixed' : variables.trkLegacy.size() > 0 ? "
+        "'device-plugin' : variables.trkEr.size() > 0 ? (variables.stage != 'legacy' || "
+        f"variables.trkEr.all(n, n.startsWith({implicit})) ? 'dra-extended-resource' : variables.trkDraOnly ? "
+        "'mixed' : 'device-plugin') : ''")
+    gpu = "(variables.trkLegacy.size() + variables.trkEr.size() > 0)"
+    serves = (f"({layout.spec()}.?schedulerName.orValue({lit(DEFAULT_SCHEDULER)}) in "
+              f"{str_list(sorted(policy.dra_schedulers))})")
+    plan = (f"{gpu} && variables.trkDpOk && (!{serves} || variables.stage == 'legacy' || !variables.trkDraOk) ? "
+            f"variables.trkDpPath : {gpu} && {serves} && variables.trkDraOk ? variables.trkDraPath : "
+            "variables.trkStagePath")
+    return [
+        {"name": "trkLegacy", "expression": f"{str_list(legacy)}.filter(n, {asked})"},
+        {"name": "trkEr", "expression": f"{str_list(served)}.filter(n, {asked})"},
+        {"name": "trkShared", "expression": f"{str_list(shared)}.filter(n, {asked})"},
+        {"name": "trkDraOnly", "expression": f"variables.trkEr.exists(n, n.startsWith({implicit}))"},
+        *pool_vars,
+        {"name": "trkStagePath", "expression": stage_path},
+        {"name": "trkPath", "expression": plan},
+    ]
+
+
+def _annotations(policy: CompiledPolicy) -> str:
+    keys = {"path": "variables.trkPath", "stage": "variables.stage", "cohort": "variables.cohort",
+            "policy": lit(policy.identity)}
+    return "{" + ", ".join(f"{lit(policy.key(k))}: {keys[k]}" for k in TRACK_NAMES) + "}"
+
+
+def _apply(layout: Layout | None, annotations: str) -> str:
+    """``Object{...}`` setting ``annotations`` on the object's metadata (layout None) or its template's."""
+    if layout is None:
+        return f"Object{{metadata: Object.metadata{{annotations: {annotations}}}}}"
+    steps = [s for s in layout.template.split(".") if s] + ["metadata"]
+    inner = f"annotations: {annotations}"
+    for i in range(len(steps), 0, -1):
+        inner = f"{steps[i - 1]}: Object.{'.'.join(steps[:i])}{{{inner}}}"
+    return f"Object{{{inner}}}"
+
+
+def _template_writable(layout: Layout, prefix: str) -> str:
+    """CEL: the template's annotations are written (``template_writes`` and ``template_unchanged``)."""
+    changed = template_changed(layout, [f"{prefix}/{k}" for k in TRACK_NAMES])
+    update = f"oldObject != null && {changed}"
+    if layout.name == "workloads":  # a batch/v1 Job's template may change only while suspended and never started
+        update += (" && (request.kind.kind != 'Job' || (oldObject.spec.?suspend.orValue(false) && "
+                   "!has(oldObject.status.startTime)))")
+    return f"!({owned()}) && (request.operation == 'CREATE' || ({update}))"
+
+
+def _policy(layout: Layout, policy: CompiledPolicy, day: dt.date, meta: dict[str, Any]) -> dict[str, Any]:
+    stages = mutating_stages(policy)
+    guard = f"variables.stage in {str_list(stages)} && variables.trkPath != ''"
+    globs = excepted(ids.TRACK_ROLLOUT, policy, day)
+    if globs:
+        guard += f" && !variables.ns.matches({lit(glob_regex(globs))})"
+    ann = _annotations(policy)
+    mutations = [f"{guard} ? {_apply(None, ann)} : Object{{}}"]
+    if layout is not POD:
+        mutations.append(f"{guard} && {_template_writable(layout, policy.prefix)} ? {_apply(layout, ann)} : Object{{}}")
+    no_claims = f"!has({layout.spec()}.resourceClaims) || size({layout.spec()}.resourceClaims) == 0"
+    return {
+        "apiVersion": API, "kind": "MutatingAdmissionPolicy", "metadata": meta,
+        "spec": {
+            "failurePolicy": "Ignore",  # as workloads.mutate (deploy/base/webhooks.yaml)
+            "reinvocationPolicy": "IfNeeded",
+            "matchConstraints": {"resourceRules": layout.resource_rules()},
+            "matchConditions": [{"name": "no-resource-claims", "expression": no_claims}],
+            "variables": [*namespace_variables(policy, day),
+                          {"name": "cohort", "expression": cohort_expression(policy)},
+                          *container_variables(layout), *_usage_variables(policy, layout)],
+            "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": m}}
+                          for m in mutations],
+        },
+    }
+
+
+def compile_tracking(policy: CompiledPolicy, day: dt.date, until: dt.date | None) -> list[dict[str, Any]]:
+    """One MutatingAdmissionPolicy and binding per layout, or none when track-rollout never writes."""
+    if not mutating_stages(policy):
+        return []
+    out = []
+    for layout in LAYOUTS:
+        name = f"{policy.name}-{layout.name}-track-rollout.dra-migration.io"
+        meta = metadata(name, policy, day, until)
+        out += [_policy(layout, policy, day, meta),
+                {"apiVersion": API, "kind": "MutatingAdmissionPolicyBinding", "metadata": {**meta},
+                 "spec": binding_spec(name)}]
+    return out

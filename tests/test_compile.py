@@ -41,19 +41,22 @@ DATES = [dt.datetime(2026, 1, 1, tzinfo=dt.UTC), dt.datetime(2027, 2, 15, tzinfo
 def test_compiled_objects_have_the_api_shape(path: Path, at: dt.datetime):
     objects = compile_admission(load_policy(path), at).objects
     assert objects, "every test policy has a legacy name or a maxPerPod: something compiles"
-    policies = {o["metadata"]["name"]: o for o in objects if o["kind"] == "ValidatingAdmissionPolicy"}
-    bindings = [o for o in objects if o["kind"] == "ValidatingAdmissionPolicyBinding"]
-    assert len(policies) + len(bindings) == len(objects)
-    assert sorted(b["spec"]["policyName"] for b in bindings) == sorted(policies)
+    for kind in ("ValidatingAdmissionPolicy", "MutatingAdmissionPolicy"):
+        policies = {o["metadata"]["name"]: o for o in objects if o["kind"] == kind}
+        bindings = [o for o in objects if o["kind"] == f"{kind}Binding"]
+        assert sorted(b["spec"]["policyName"] for b in bindings) == sorted(policies)
+        for p in policies.values():
+            _variables_declared_before_use(p)
+    kinds = {o["kind"] for o in objects}
+    assert kinds == {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "MutatingAdmissionPolicy",
+                     "MutatingAdmissionPolicyBinding"}
     for obj in objects:
         kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
         assert re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", obj["metadata"]["name"])
-    for b in bindings:
-        action = b["spec"]["validationActions"]
-        assert action in (["Deny"], ["Warn"], ["Audit"])
-        assert b["spec"]["policyName"].endswith(f"-{action[0].lower()}.dra-migration.io")
-    for p in policies.values():
-        _variables_declared_before_use(p)
+        if obj["kind"] == "ValidatingAdmissionPolicyBinding":
+            action = obj["spec"]["validationActions"]
+            assert action in (["Deny"], ["Warn"], ["Audit"])
+            assert obj["spec"]["policyName"].endswith(f"-{action[0].lower()}.dra-migration.io")
 
 
 def _variables_declared_before_use(policy: dict) -> None:
@@ -62,8 +65,10 @@ def _variables_declared_before_use(policy: dict) -> None:
         used = set(re.findall(r"variables\.(\w+)", v["expression"]))
         assert used <= set(declared), (v["name"], used - set(declared))
         declared.append(v["name"])
-    for check in policy["spec"]["validations"]:
-        used = set(re.findall(r"variables\.(\w+)", check["expression"] + check["messageExpression"]))
+    texts = [c["expression"] + c["messageExpression"] for c in policy["spec"].get("validations", [])]
+    texts += [json.dumps(m) for m in policy["spec"].get("mutations", [])]
+    for text in texts:
+        used = set(re.findall(r"variables\.(\w+)", text))
         assert used <= set(declared), used - set(declared)
 
 
@@ -130,3 +135,12 @@ def test_the_readme_rule_table_is_the_coverage_list():
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     start, end = text.index("<!-- compile:start -->"), text.index("<!-- compile:end -->")
     assert markdown() in text[start:end]
+
+
+def test_track_rollout_writes_only_where_the_policy_lets_it():
+    """No MutatingAdmissionPolicy when track-rollout is overridden to Audit (report, don't patch: ``engine``)."""
+    from webhook.compile.mutating import compile_tracking
+
+    policy = load_policy(ROOT / "tests" / "e2e" / "data" / "compile-policy.yaml")
+    assert compile_tracking(policy, dt.date(2030, 3, 1), None)
+    assert compile_tracking(policy.without_rule(ids.TRACK_ROLLOUT), dt.date(2030, 3, 1), None) == []

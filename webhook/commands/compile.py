@@ -1,4 +1,4 @@
-"""`dra-webhook compile`: the policy's rules CEL can decide, as ValidatingAdmissionPolicies and bindings.
+"""`dra-webhook compile`: the policy's rules CEL can decide, as Validating/MutatingAdmissionPolicies and bindings.
 
 The API server then enforces them itself, with no call to the webhook (issue #28). The objects hold the
 stage of every cohort on one date (``--at``, default today): CEL in admission has no clock, so they must be
@@ -28,10 +28,11 @@ from webhook.inputs import InputError, parse_at
 def add_parser(sub: Subparsers) -> None:
     p = sub.add_parser(
         "compile",
-        help="print the policy's rules as ValidatingAdmissionPolicies (enforced by the API server itself)",
-        description="Compile the MigrationPolicy into admissionregistration.k8s.io/v1 ValidatingAdmissionPolicies "
-        "and bindings that enforce, in the API server and with no webhook call, every rule CEL can decide from the "
-        "object and its namespace: " + ", ".join(COMPILED) + ". The cohorts' stages are those of --at (default: "
+        help="print the policy's rules as Validating/MutatingAdmissionPolicies (run by the API server itself)",
+        description="Compile the MigrationPolicy into admissionregistration.k8s.io/v1 ValidatingAdmissionPolicies, "
+        "MutatingAdmissionPolicies and bindings that run, in the API server and with no webhook call, the rules CEL "
+        "can decide from the object and its namespace: " + ", ".join(COMPILED) + ". The cohorts' stages are those "
+        "of --at (default: "
         "now, UTC); compile again by each object's valid-until annotation. Rules left to the webhook are listed "
         "on stderr with why. --validate applies the objects to a cluster (server-side apply, field manager "
         f"{FIELD_MANAGER}) and reports the API server's type check of each policy (exit 1 on a warning).",

@@ -18,6 +18,9 @@ SCOPE = ("Pods (CREATE) and the pod templates of Deployments, ReplicaSets, State
 COMPILED: dict[str, str] = {
     ids.LEGACY_RESOURCE_NAME: SCOPE,
     ids.MAX_DEVICES_PER_POD: SCOPE,
+    ids.TRACK_ROLLOUT: "MutatingAdmissionPolicies for the same kinds, on Pods and templates that name no "
+                       "ResourceClaim (which claims are the migration's needs their DeviceClasses: the cluster view); "
+                       "ResourceClaims, ResourceClaimTemplates and Pods with claims stay with the webhook",
 }
 """Rule id -> what the compiled ValidatingAdmissionPolicies cover of it."""
 
@@ -35,7 +38,6 @@ NOT_COMPILED: dict[str, str] = {
     ids.TRAINING_JOB_EXTENDED_RESOURCE: f"{NOT_YET} (Pod labels predicted from the owning workload)",
     ids.INJECT_DEVICE_TOLERATIONS: MUTATION,
     ids.STEER_NODE_POOL: f"{MUTATION}; node affinity needs a JSONPatch mutation (nodeSelectorTerms is atomic)",
-    ids.TRACK_ROLLOUT: MUTATION,
     ids.DEVICE_CLASS_TAKEOVER: f"{CLUSTER_VIEW}: the other DeviceClasses and their extendedResourceName",
     ids.SHARED_CLAIM_LIMIT: f"{CLUSTER_VIEW}: HorizontalPodAutoscalers, PodGroups and the claims' other users",
     ids.UNSATISFIABLE_CLAIM: f"{CLUSTER_VIEW}: the ResourceSlices a claim's CEL selectors must match",

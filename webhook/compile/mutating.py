@@ -118,6 +118,29 @@ def _template_writable(layout: Layout, prefix: str) -> str:
     return f"!({owned()}) && (request.operation == 'CREATE' || ({update}))"
 
 
+def _keep_old(layout: Layout, prefix: str, guard: str) -> str:
+    """JSONPatch CEL: on an UPDATE that leaves the template alone but for our keys, put back the old template's values
+    of our keys (``track_rollout``: ``desired = old``), so a ``kubectl replace`` of a manifest without them does not
+    change the template and roll out every Pod. A template without ``metadata`` is not patched."""
+    keys = str_list(f"{prefix}/{k}" for k in TRACK_NAMES)
+    changed = template_changed(layout, [f"{prefix}/{k}" for k in TRACK_NAMES])
+    keep = f"request.operation == 'UPDATE' && oldObject != null && !({owned()}) && !{changed}"
+    if layout.name == "workloads":
+        keep += (" && (request.kind.kind != 'Job' || (oldObject.spec.?suspend.orValue(false) && "
+                 "!has(oldObject.status.startTime)))")
+    new, old = f"object{layout.template}", f"oldObject{layout.template}"
+    na, oa = f"{new}.metadata.?annotations.orValue({{}})", f"{old}.?metadata.?annotations.orValue({{}})"
+    where = lit(layout.template.replace(".", "/") + "/metadata/annotations")
+    one = f"{where} + '/' + jsonpatch.escapeKey(k)"
+    patch = (f"has({new}.metadata.annotations) ? "
+             f"{keys}.filter(k, k in {na} && !(k in {oa})).map(k, JSONPatch{{op: 'remove', path: {one}}}) + "
+             f"{keys}.filter(k, k in {oa} && (!(k in {na}) || {na}[k] != {oa}[k]))"
+             f".map(k, JSONPatch{{op: 'add', path: {one}, value: {oa}[k]}}) : "
+             f"{keys}.exists(k, k in {oa}) ? [JSONPatch{{op: 'add', path: {where}, "
+             f"value: {oa}.transformMap(k, v, k in {keys}, v)}}] : []")
+    return f"{guard} && {keep} && has({new}.metadata) ? ({patch}) : []"
+
+
 def _policy(layout: Layout, policy: CompiledPolicy, day: dt.date, meta: dict[str, Any]) -> dict[str, Any]:
     stages = mutating_stages(policy)
     guard = f"variables.stage in {str_list(stages)} && variables.trkPath != ''"
@@ -126,8 +149,10 @@ def _policy(layout: Layout, policy: CompiledPolicy, day: dt.date, meta: dict[str
         guard += f" && !variables.ns.matches({lit(glob_regex(globs))})"
     ann = _annotations(policy)
     mutations = [f"{guard} ? {_apply(None, ann)} : Object{{}}"]
+    patches = []
     if layout is not POD:
         mutations.append(f"{guard} && {_template_writable(layout, policy.prefix)} ? {_apply(layout, ann)} : Object{{}}")
+        patches.append(_keep_old(layout, policy.prefix, guard))
     no_claims = f"!has({layout.spec()}.resourceClaims) || size({layout.spec()}.resourceClaims) == 0"
     return {
         "apiVersion": API, "kind": "MutatingAdmissionPolicy", "metadata": meta,
@@ -139,8 +164,9 @@ def _policy(layout: Layout, policy: CompiledPolicy, day: dt.date, meta: dict[str
             "variables": [*namespace_variables(policy, day),
                           {"name": "cohort", "expression": cohort_expression(policy)},
                           *container_variables(layout), *_usage_variables(policy, layout)],
-            "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": m}}
-                          for m in mutations],
+            "mutations": [*({"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": m}}
+                            for m in mutations),
+                          *({"patchType": "JSONPatch", "jsonPatch": {"expression": p}} for p in patches)],
         },
     }
 

@@ -149,9 +149,8 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 def _apply_compiled(cp: ControlPlane, kube: Kube, at: str) -> list[dict[str, Any]]:
     """``compile --validate`` against the plane (replacing the previous date's objects); the objects applied."""
-    for kind in ("ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy"):
-        plural = {"ValidatingAdmissionPolicyBinding": "validatingadmissionpolicybindings",
-                  "ValidatingAdmissionPolicy": "validatingadmissionpolicies"}[kind]
+    for plural in ("validatingadmissionpolicybindings", "validatingadmissionpolicies",
+                   "mutatingadmissionpolicybindings", "mutatingadmissionpolicies"):
         kube.call("DELETE", f"/apis/admissionregistration.k8s.io/v1/{plural}",
                   query=[("labelSelector", "app.kubernetes.io/managed-by=dra-webhook-compile")])
     done = _cli("compile", "--policy", str(POLICY), "--at", at, "-o", "json", "--validate",
@@ -347,3 +346,23 @@ def test_validate_reports_a_type_error_of_a_policy(plane, capsys):
         kube = Kube(cp.api())
         for plural in ("validatingadmissionpolicybindings", "validatingadmissionpolicies"):
             kube.call("DELETE", f"/apis/admissionregistration.k8s.io/v1/{plural}/broken.dra-migration.io")
+
+
+def test_the_bundled_policy_compiles_to_objects_the_api_server_accepts(plane):
+    """policies/default.yaml, on a date when every stage is in use: applied as is and type-checked clean (the CEL
+    cost limits and the compile step are the API server's), then removed."""
+    cp, kube = plane
+    try:
+        done = _cli("compile", "--at", "2027-02-15", "-o", "json", "--validate", "--kubeconfig",
+                    str(cp.admin_kubeconfig))
+        assert done.returncode == 0, done.stderr
+        names = [o["metadata"]["name"] for o in json.loads(done.stdout)["items"] if o["kind"].endswith("Policy")]
+        assert len(names) == len(set(names)) >= 4
+        checked = [n for n in names if n.endswith(("-deny.dra-migration.io", "-warn.dra-migration.io",
+                                                    "-audit.dra-migration.io"))]
+        assert done.stderr.count("type check passed") == len(checked) >= 3
+    finally:
+        for plural in ("validatingadmissionpolicybindings", "validatingadmissionpolicies",
+                       "mutatingadmissionpolicybindings", "mutatingadmissionpolicies"):
+            kube.call("DELETE", f"/apis/admissionregistration.k8s.io/v1/{plural}",
+                      query=[("labelSelector", "app.kubernetes.io/managed-by=dra-webhook-compile")])

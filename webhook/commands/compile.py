@@ -85,7 +85,9 @@ def validate(compiled: Compiled, kubeconfig: str | None) -> int:
             policies = []
             for obj in compiled.objects:
                 stored = kube_apply.apply(api, obj, FIELD_MANAGER)
-                print(f"applied {obj['kind']} {obj['metadata']['name']}", file=sys.stderr)
+                note = " (expressions compiled by the API server; this kind has no type-check status)" \
+                    if obj["kind"] == "MutatingAdmissionPolicy" else ""
+                print(f"applied {obj['kind']} {obj['metadata']['name']}{note}", file=sys.stderr)
                 if obj["kind"] == "ValidatingAdmissionPolicy":
                     policies.append(stored)
             checked = kube_apply.type_checking(api, policies)

@@ -54,6 +54,26 @@ def apply(api: client.ApiClient, obj: dict[str, Any], manager: str) -> dict[str,
         raise ClusterError(f"applying {obj['kind']} {obj['metadata']['name']}: {describe_error(exc)}") from None
 
 
+def prune(api: client.ApiClient, keep: list[dict[str, Any]], labels: dict[str, str]) -> list[str]:
+    """Delete the objects of ``PLURALS``' kinds carrying ``labels`` that are not in ``keep`` (an action or layout a
+    new compile no longer produces would otherwise go on enforcing an old stage). ``Kind name`` of each deleted."""
+    selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+    kept = {(o["kind"], o["metadata"]["name"]) for o in keep}
+    deleted = []
+    for kind, plural in PLURALS.items():
+        path = f"/apis/admissionregistration.k8s.io/v1/{plural}"
+        try:
+            items = _call(api, "GET", path, query=[("labelSelector", selector)]).get("items") or []
+            for item in items:
+                name = item["metadata"]["name"]
+                if (kind, name) not in kept:
+                    _call(api, "DELETE", f"{path}/{name}")
+                    deleted.append(f"{kind} {name}")
+        except ApiException as exc:
+            raise ClusterError(f"pruning {plural}: {describe_error(exc)}") from None
+    return deleted
+
+
 def type_checking(api: client.ApiClient, stored: list[dict[str, Any]], timeout: float = 60.0,
                   sleep: Callable[[float], None] = time.sleep) -> dict[str, list[dict[str, Any]] | None]:
     """Name -> ``status.typeChecking.expressionWarnings`` of each applied policy, once the API server's status

@@ -374,3 +374,20 @@ def test_the_bundled_policy_compiles_to_objects_the_api_server_accepts(plane):
                        "mutatingadmissionpolicybindings", "mutatingadmissionpolicies"):
             kube.call("DELETE", f"/apis/admissionregistration.k8s.io/v1/{plural}",
                       query=[("labelSelector", "app.kubernetes.io/managed-by=dra-webhook-compile")])
+
+
+def test_validate_deletes_what_is_no_longer_compiled(plane):
+    """Before every schedule date all namespaces are legacy: no Deny or Warn policy is compiled, and ``--validate``
+    deletes the ones an earlier date's compile applied (else they would go on enforcing the old stage)."""
+    cp, kube = plane
+    _apply_compiled(cp, kube, DATES[1])
+    done = _cli("compile", "--policy", str(POLICY), "--at", "2029-06-01", "-o", "json", "--validate",
+                "--kubeconfig", str(cp.admin_kubeconfig))
+    assert done.returncode == 0, done.stderr
+    stored = {o["metadata"]["name"] for o in kube.call(
+        "GET", "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies").obj["items"]}
+    compiled = {o["metadata"]["name"] for o in json.loads(done.stdout)["items"]
+                if o["kind"] == "ValidatingAdmissionPolicy"}
+    assert stored == compiled and all(n.endswith("-audit.dra-migration.io") for n in compiled), stored
+    gone = "deleted ValidatingAdmissionPolicy compile-e2e-pods-deny.dra-migration.io (no longer compiled)"
+    assert gone in done.stderr

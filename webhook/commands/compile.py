@@ -44,7 +44,8 @@ def add_parser(sub: Subparsers) -> None:
                    help="yaml: a multi-document stream for kubectl apply / GitOps; json: a v1 List plus "
                    "notCompiled and validUntil")
     p.add_argument("--validate", action="store_true",
-                   help="apply the objects to the cluster (server-side apply) and report status.typeChecking")
+                   help="apply the objects to the cluster (server-side apply), delete the ones an earlier compile of "
+                   "this policy made that are no longer compiled, and report status.typeChecking")
     p.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig for --validate (default: $KUBECONFIG, "
                    "in-cluster, ~/.kube/config)")
 
@@ -90,6 +91,8 @@ def validate(compiled: Compiled, kubeconfig: str | None) -> int:
                 print(f"applied {obj['kind']} {obj['metadata']['name']}{note}", file=sys.stderr)
                 if obj["kind"] == "ValidatingAdmissionPolicy":
                     policies.append(stored)
+            for gone in kube_apply.prune(api, compiled.objects, compiled.labels):
+                print(f"deleted {gone} (no longer compiled)", file=sys.stderr)
             checked = kube_apply.type_checking(api, policies)
     except kube_api.ClusterError as exc:
         raise CliError(f"error: {exc}", EXIT_NO) from None

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.compile.cel import glob_regex, lit, selector, str_list
@@ -35,6 +35,7 @@ class Compiled:
 
     objects: list[dict[str, Any]]
     valid_until: dt.date | None
+    labels: dict[str, str] = field(default_factory=dict)  # ``owner_labels``: what marks these objects as ours
 
 
 def compile_admission(policy: CompiledPolicy, at: dt.datetime) -> Compiled:
@@ -45,7 +46,7 @@ def compile_admission(policy: CompiledPolicy, at: dt.datetime) -> Compiled:
     checks = all_checks(policy)
     for layout in LAYOUTS:
         for action in ACTIONS:
-            used = [c for c in checks if _stages(c, action, policy)]
+            used = [c for c in checks if _stages(c, action, policy, day)]
             validations = [_validation(c, action, policy, day) for c in used]
             if validations:
                 name = f"{policy.name}-{layout.name}-{action.value.lower()}.dra-migration.io"
@@ -56,7 +57,7 @@ def compile_admission(policy: CompiledPolicy, at: dt.datetime) -> Compiled:
                 objects.append(_binding(meta, action))
     from webhook.compile.mutating import compile_tracking  # it builds on this module's helpers
 
-    return Compiled([*compile_tracking(policy, day, until), *objects], until)
+    return Compiled([*compile_tracking(policy, day, until), *objects], until, owner_labels(policy))
 
 
 def valid_until(policy: CompiledPolicy, day: dt.date) -> dt.date | None:
@@ -119,9 +120,13 @@ def metadata(name: str, policy: CompiledPolicy, day: dt.date, until: dt.date | N
     annotations = {policy.key("policy"): policy.identity, policy.key("compiled-for"): day.isoformat()}
     if until is not None:
         annotations[policy.key("valid-until")] = until.isoformat()
-    return {"name": name, "labels": {"app.kubernetes.io/managed-by": FIELD_MANAGER,
-                                     "app.kubernetes.io/part-of": "dra-migration-webhook"},
-            "annotations": annotations}
+    return {"name": name, "labels": owner_labels(policy), "annotations": annotations}
+
+
+def owner_labels(policy: CompiledPolicy) -> dict[str, str]:
+    """The labels of every object compiled from ``policy``: ``--validate`` prunes by them."""
+    return {"app.kubernetes.io/managed-by": FIELD_MANAGER, "app.kubernetes.io/part-of": "dra-migration-webhook",
+            "app.kubernetes.io/instance": policy.name[:63].rstrip("-.")}
 
 
 def binding_spec(name: str) -> dict[str, Any]:
@@ -130,13 +135,21 @@ def binding_spec(name: str) -> dict[str, Any]:
         {"key": NAME_LABEL, "operator": "NotIn", "values": list(SHIPPED_EXCLUDED)}]}}}
 
 
-def _stages(check: Check, action: Action, policy: CompiledPolicy) -> list[str]:
-    return [s for s in check.stages if policy.action_for(check.rule, s) is action]
+def stages_on(policy: CompiledPolicy, day: dt.date) -> frozenset[str]:
+    """The stages some namespace can be in on ``day``: the default, and each cohort's."""
+    default = policy.spec.defaultStage.value
+    return frozenset({default, *(c.stage_on(day, default) for c in policy.cohorts)})
+
+
+def _stages(check: Check, action: Action, policy: CompiledPolicy, day: dt.date) -> list[str]:
+    """The stages, in use on ``day``, in which ``check``'s rule has ``action``."""
+    used = stages_on(policy, day)
+    return [s for s in check.stages if s in used and policy.action_for(check.rule, s) is action]
 
 
 def _validation(check: Check, action: Action, policy: CompiledPolicy, day: dt.date) -> dict[str, Any]:
     """The validation for ``check`` under ``action`` (in the stages that give the rule that action)."""
-    stages = _stages(check, action, policy)
+    stages = _stages(check, action, policy, day)
     guard = f"variables.stage in {str_list(stages)}"
     globs = excepted(check.rule, policy, day)
     if globs:

@@ -25,9 +25,10 @@ from hypothesis import strategies as st
 from tests.helpers import K8S_VERSION, ROOT
 from webhook.cli import main
 from webhook.commands import load_policy
+from webhook.compile import compile_admission
 from webhook.compile.cel import glob_regex
 from webhook.compile.coverage import COMPILED, NOT_COMPILED, not_compiled
-from webhook.compile.policies import compile_admission, stage_expression, valid_until
+from webhook.compile.shared import stage_expression, valid_until
 from webhook.rules import ids
 
 POLICIES = [ROOT / "policies" / "default.yaml", ROOT / "tests" / "e2e" / "data" / "policy.yaml",

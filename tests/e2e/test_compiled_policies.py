@@ -28,8 +28,8 @@ from tests.e2e.controlplane import ControlPlane
 from tests.e2e.kube import Denied, Kube
 from tests.e2e.waits import eventually
 from webhook.commands import load_policy
+from webhook.compile import compile_admission
 from webhook.compile.coverage import COMPILED
-from webhook.compile.policies import compile_admission
 from webhook.rules.tracking import TRACK_NAMES
 
 POLICY = Path(__file__).parent / "data" / "compile-policy.yaml"
@@ -335,7 +335,7 @@ def test_validate_reports_a_type_error_of_a_policy(plane, capsys):
     API server accepts it: ``object`` is dynamic when it compiles) and reported from ``status.typeChecking``, exit 1."""
     from webhook.commands import EXIT_NO
     from webhook.commands.compile import validate
-    from webhook.compile.policies import Compiled
+    from webhook.compile import Compiled
 
     cp, _ = plane
     compiled = compile_admission(load_policy(POLICY), dt.datetime(2030, 3, 1, tzinfo=dt.UTC))

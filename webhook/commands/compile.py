@@ -19,8 +19,9 @@ import orjson
 import yaml
 
 from webhook.commands import EXIT_NO, EXIT_OK, CliError, Subparsers, load_policy
+from webhook.compile import Compiled, compile_admission
 from webhook.compile.coverage import COMPILED, not_compiled
-from webhook.compile.policies import FIELD_MANAGER, Compiled, compile_admission
+from webhook.compile.shared import FIELD_MANAGER
 from webhook.defaults import default_policy
 from webhook.inputs import InputError, parse_at
 

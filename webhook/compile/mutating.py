@@ -20,7 +20,7 @@ from typing import Any
 from webhook.compile.cel import asks_for, glob_regex, lit, str_list
 from webhook.compile.checks import STAGES
 from webhook.compile.layouts import LAYOUTS, POD, Layout, owned, template_changed
-from webhook.compile.policies import (
+from webhook.compile.shared import (
     API,
     binding_spec,
     cohort_expression,

@@ -145,3 +145,10 @@ def test_track_rollout_writes_only_where_the_policy_lets_it():
     policy = load_policy(ROOT / "tests" / "e2e" / "data" / "compile-policy.yaml")
     assert compile_tracking(policy, dt.date(2030, 3, 1), None)
     assert compile_tracking(policy.without_rule(ids.TRACK_ROLLOUT), dt.date(2030, 3, 1), None) == []
+
+
+def test_validate_without_a_cluster_is_a_clear_error(capsys, tmp_path):
+    assert main(["compile", "--validate", "--kubeconfig", str(tmp_path / "missing")]) == 1
+    err = capsys.readouterr().err
+    assert f"error: kubeconfig {tmp_path / 'missing'} does not exist" in err
+    assert "Traceback" not in err

@@ -9,8 +9,10 @@ from __future__ import annotations
 from webhook.rules import ids
 
 CLUSTER_VIEW = "needs the cluster view"
-MUTATION = "mutation: not compiled yet (a MutatingAdmissionPolicy is planned)"
+MUTATION = "mutation: not compiled yet"
 NOT_YET = "reads only the object, not compiled yet"
+CLAIM_SCOPE = (f"claims, not compiled yet; which requests are the migration's needs the DeviceClasses when "
+               f"spec.migration names drivers ({CLUSTER_VIEW})")
 
 SCOPE = ("Pods (CREATE) and the pod templates of Deployments, ReplicaSets, StatefulSets, DaemonSets, Jobs and "
          "CronJobs (CREATE, UPDATE of the template); the workload CRDs the webhook knows (JobSet, Kubeflow, KubeRay, "
@@ -28,16 +30,20 @@ NOT_COMPILED: dict[str, str] = {
     ids.UNMAPPED_EXTENDED_RESOURCE: f"{CLUSTER_VIEW}: which DeviceClasses exist and map a retired name "
                                     "(extendedResourceName)",
     ids.MIXED_ALLOCATION: f"{CLUSTER_VIEW}: the DeviceClasses of the ResourceClaims and templates a Pod names",
-    ids.DEVICE_CLASS_NOT_ALLOWED: f"{NOT_YET} (claims)",
-    ids.DEVICE_COUNT_EXCEEDS: f"{NOT_YET} (claims)",
-    ids.ALLOCATION_MODE_ALL: f"{NOT_YET} (claims)",
-    ids.ADMIN_ACCESS_NAMESPACE: f"{NOT_YET} (claims)",
-    ids.TOLERATION_TOO_BROAD: f"{NOT_YET} (claims)",
-    ids.NONSTANDARD_NUMA_ATTRIBUTE: f"{NOT_YET} (CEL selectors in claims and DeviceClasses: needs a CEL parser)",
-    ids.GATED_FEATURE: f"{NOT_YET} (featureGates: auto reads the API server's gates: {CLUSTER_VIEW})",
-    ids.TRAINING_JOB_EXTENDED_RESOURCE: f"{NOT_YET} (Pod labels predicted from the owning workload)",
-    ids.INJECT_DEVICE_TOLERATIONS: MUTATION,
-    ids.STEER_NODE_POOL: f"{MUTATION}; node affinity needs a JSONPatch mutation (nodeSelectorTerms is atomic)",
+    ids.DEVICE_CLASS_NOT_ALLOWED: f"{CLAIM_SCOPE}; a class the cluster shows is another driver's is exempt",
+    ids.DEVICE_COUNT_EXCEEDS: CLAIM_SCOPE,
+    ids.ALLOCATION_MODE_ALL: CLAIM_SCOPE,
+    ids.ADMIN_ACCESS_NAMESPACE: CLAIM_SCOPE,
+    ids.TOLERATION_TOO_BROAD: CLAIM_SCOPE,
+    ids.NONSTANDARD_NUMA_ATTRIBUTE: "reads CEL selectors inside claims and DeviceClasses (needs a CEL parser); "
+                                    "not compiled yet",
+    ids.GATED_FEATURE: "the catalogue's field checks are Python predicates, not compiled to CEL yet; "
+                       f"featureGates: auto {CLUSTER_VIEW} (the API server's gates)",
+    ids.TRAINING_JOB_EXTENDED_RESOURCE: f"{NOT_YET} (training-job labels predicted from the owning workload)",
+    ids.INJECT_DEVICE_TOLERATIONS: f"{MUTATION}; whether a claim is a training job's needs its owner (cluster "
+                                   "view) unless its own labels say so",
+    ids.STEER_NODE_POOL: f"{MUTATION}; node affinity needs a JSONPatch mutation (nodeSelectorTerms is atomic), and "
+                         "its findings (conflicting selectors, other schedulers) a validating policy beside it",
     ids.DEVICE_CLASS_TAKEOVER: f"{CLUSTER_VIEW}: the other DeviceClasses and their extendedResourceName",
     ids.SHARED_CLAIM_LIMIT: f"{CLUSTER_VIEW}: HorizontalPodAutoscalers, PodGroups and the claims' other users",
     ids.UNSATISFIABLE_CLAIM: f"{CLUSTER_VIEW}: the ResourceSlices a claim's CEL selectors must match",

@@ -1,9 +1,10 @@
 """Where the pod spec sits in each kind the compiled policies cover, and when the webhook examines it.
 
-Three layouts, one ValidatingAdmissionPolicy each (per action): a CEL expression is type-checked against
+Four layouts, one ValidatingAdmissionPolicy each (per action): a CEL expression is type-checked against
 every kind its policy matches, so ``object.spec.jobTemplate`` may only appear in a policy that matches
-CronJobs alone. The kinds are the built-in ones of ``objects.KINDS``; workload CRDs (JobSet, Kubeflow, KubeRay,
-LeaderWorkerSet, Volcano and the policy's ``workloadKinds``) stay with the webhook (``coverage``).
+CronJobs alone, and ``object.spec.suspend`` one that matches Jobs alone. The kinds are the built-in ones of
+``objects.KINDS``; workload CRDs (JobSet, Kubeflow, KubeRay, LeaderWorkerSet, Volcano and the policy's
+``workloadKinds``) stay with the webhook (``coverage``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ class Layout:
     rules: tuple[tuple[str, tuple[str, ...]], ...]  # (apiGroup, resources)
     operations: tuple[str, ...]
     template: str
+    job: str | None = None  # the enclosing batch/v1 JobSpec (CEL on ``object``), for activeDeadlineSeconds
 
     def spec(self, root: str = "object") -> str:
         return f"{root}{self.template}.spec"
@@ -33,10 +35,12 @@ class Layout:
 
 
 POD = Layout("pods", (("", ("pods",)),), POD_OPERATIONS, "")
-TEMPLATE = Layout("workloads", (("apps", ("deployments", "replicasets", "statefulsets", "daemonsets")),
-                                ("batch", ("jobs",))), WORKLOAD_OPERATIONS, ".spec.template")
-CRONJOB = Layout("cronjobs", (("batch", ("cronjobs",)),), WORKLOAD_OPERATIONS, ".spec.jobTemplate.spec.template")
-LAYOUTS = (POD, TEMPLATE, CRONJOB)
+TEMPLATE = Layout("workloads", (("apps", ("deployments", "replicasets", "statefulsets", "daemonsets")),),
+                  WORKLOAD_OPERATIONS, ".spec.template")
+JOB = Layout("jobs", (("batch", ("jobs",)),), WORKLOAD_OPERATIONS, ".spec.template", ".spec")
+CRONJOB = Layout("cronjobs", (("batch", ("cronjobs",)),), WORKLOAD_OPERATIONS, ".spec.jobTemplate.spec.template",
+                 ".spec.jobTemplate.spec")
+LAYOUTS = (POD, TEMPLATE, JOB, CRONJOB)
 COMPILED_KINDS = ("Pod", "Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job", "CronJob")
 """Kinds the compiled policies judge (``objects.KINDS`` of groups core, apps and batch)."""
 

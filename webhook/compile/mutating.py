@@ -19,7 +19,7 @@ from typing import Any
 
 from webhook.compile.cel import asks_for, glob_regex, lit, str_list
 from webhook.compile.checks import STAGES
-from webhook.compile.layouts import LAYOUTS, POD, Layout, owned, template_changed
+from webhook.compile.layouts import JOB, LAYOUTS, POD, Layout, owned, template_changed
 from webhook.compile.shared import (
     API,
     binding_spec,
@@ -112,9 +112,8 @@ def _template_writable(layout: Layout, prefix: str) -> str:
     """CEL: the template's annotations are written (``template_writes`` and ``template_unchanged``)."""
     changed = template_changed(layout, [f"{prefix}/{k}" for k in TRACK_NAMES])
     update = f"oldObject != null && {changed}"
-    if layout.name == "workloads":  # a batch/v1 Job's template may change only while suspended and never started
-        update += (" && (request.kind.kind != 'Job' || (oldObject.spec.?suspend.orValue(false) && "
-                   "!has(oldObject.status.startTime)))")
+    if layout is JOB:  # a batch/v1 Job's template may change only while suspended and never started
+        update += " && oldObject.spec.?suspend.orValue(false) && !has(oldObject.status.startTime)"
     return f"!({owned()}) && (request.operation == 'CREATE' || ({update}))"
 
 
@@ -125,9 +124,8 @@ def _keep_old(layout: Layout, prefix: str, guard: str) -> str:
     keys = str_list(f"{prefix}/{k}" for k in TRACK_NAMES)
     changed = template_changed(layout, [f"{prefix}/{k}" for k in TRACK_NAMES])
     keep = f"request.operation == 'UPDATE' && oldObject != null && !({owned()}) && !{changed}"
-    if layout.name == "workloads":
-        keep += (" && (request.kind.kind != 'Job' || (oldObject.spec.?suspend.orValue(false) && "
-                 "!has(oldObject.status.startTime)))")
+    if layout is JOB:
+        keep += " && oldObject.spec.?suspend.orValue(false) && !has(oldObject.status.startTime)"
     new, old = f"object{layout.template}", f"oldObject{layout.template}"
     na, oa = f"{new}.metadata.?annotations.orValue({{}})", f"{old}.?metadata.?annotations.orValue({{}})"
     where = lit(layout.template.replace(".", "/") + "/metadata/annotations")

@@ -114,9 +114,26 @@ def _owned_replicaset(ns: str) -> dict[str, Any]:
     return rs
 
 
+def _training(ns: str) -> list[dict[str, Any]]:
+    """Long training jobs (``trainingJobs``): by the template's or the object's labels, by a Job's deadline."""
+    gpu = _spec([_c("main", example_com__gpu="2")])
+    labelled = _workload("Pod", "training-pod", ns, gpu)
+    labelled["metadata"]["labels"] = {"workload.example.com/kind": "training"}
+    keyed = _workload("Pod", "training-legacy-pod", ns, CONTENTS["legacy"])  # the device plugin serves it
+    keyed["metadata"]["labels"] = {"training.kubeflow.org/job-name": "j"}
+    deadline = _workload("Job", "training-job", ns, gpu)
+    deadline["spec"]["activeDeadlineSeconds"] = 20000
+    owner = _workload("Deployment", "training-deployment", ns, gpu)
+    owner["metadata"]["labels"] = {"workload.example.com/kind": "training"}
+    cron = _workload("CronJob", "training-cronjob", ns, gpu)
+    cron["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["labels"]["training.kubeflow.org/job-name"] = "c"
+    return [labelled, keyed, deadline, owner, cron]
+
+
 def cases() -> list[dict[str, Any]]:
     out = []
     for ns in NAMESPACES:
+        out += _training(ns)
         out += [_workload("Pod", f"{content}-pod", ns, spec) for content, spec in CONTENTS.items()]
         for kind in ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job", "CronJob"):
             out += [_workload(kind, f"{content}-{kind.lower()}", ns, CONTENTS[content])
@@ -264,7 +281,7 @@ def test_compiled_policies_decide_as_the_webhook(plane, tmp_path, at):
     # The table exercises every compiled rule in every action this date gives it.
     validating = [rule for rule in COMPILED if rule != "track-rollout"]  # it has no findings: its annotations
     assert {(rule, a) for rule in validating for a in ("Deny", "Warn", "Audit")} <= fired | {
-        ("legacy-resource-name", "Audit")}, fired
+        ("legacy-resource-name", "Audit"), ("training-job-extended-resource", "Deny")}, fired
 
 
 def _updates(old: dict[str, Any]) -> dict[str, dict[str, Any]]:

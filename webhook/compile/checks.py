@@ -31,6 +31,8 @@ class Check:
     message: str
     fix: str
     variables: tuple[tuple[str, str], ...] = ()  # (name, CEL) the check's expressions read as variables.<name>
+    advisory: bool = False  # ``Finding.advisory``: a warning at most, whatever the stage says
+    plan: bool = False  # reads ``plan.plan_variables`` and ``plan.training_variables``
 
 
 def _who(names: str, quoted: str) -> str:
@@ -97,6 +99,26 @@ def max_per_pod_checks(policy: CompiledPolicy) -> list[Check]:
     return checks
 
 
+def training_checks(policy: CompiledPolicy) -> list[Check]:
+    """``training-job-extended-resource``: a long training job whose plan puts a policy resource on DRA's
+    extended-resource path (advisory). One finding per resource asked for by its own or its class's implicit name,
+    as the rule groups them."""
+    evicted = policy.source.spec.extendedResourceTaintEviction == "evicted"
+    why = ("a NoExecute device taint evicts it at once, with no checkpoint window" if evicted else
+           "no device taint moves it, it keeps running on a device under maintenance")
+    checks = []
+    for res in policy.spec.resources:
+        names = [n for n in (res.name, DEVICECLASS_PREFIX + res.deviceClassName)
+                 if n == res.name or hardware(policy, n) is res]
+        asked = " || ".join(f"variables.containers.exists(c, {asks_for('c', n)})" for n in names)
+        finding = f"variables.trainPath in ['dra-extended-resource', 'mixed'] && variables.trainJob && ({asked})"
+        text = f"training job requests {res.name} as an extended resource: {why}"
+        text = text if len(text) <= MESSAGE_MAX else text[: MESSAGE_MAX - 3] + "..."  # as rules.pods clips
+        checks.append(Check(ids.TRAINING_JOB_EXTENDED_RESOURCE, STAGES, finding, lit(text),
+                            "use a ResourceClaimTemplate with device tolerations instead", advisory=True, plan=True))
+    return checks
+
+
 def all_checks(policy: CompiledPolicy) -> list[Check]:
     """Every compiled check of the policy, in rule order (``ids.RULE_IDS``)."""
-    return [*legacy_checks(policy), *max_per_pod_checks(policy)]
+    return [*legacy_checks(policy), *max_per_pod_checks(policy), *training_checks(policy)]

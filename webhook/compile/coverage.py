@@ -20,6 +20,7 @@ SCOPE = ("Pods (CREATE) and the pod templates of Deployments, ReplicaSets, State
 COMPILED: dict[str, str] = {
     ids.LEGACY_RESOURCE_NAME: SCOPE,
     ids.MAX_DEVICES_PER_POD: SCOPE,
+    ids.TRAINING_JOB_EXTENDED_RESOURCE: f"{SCOPE} (the same plan as track-rollout; advisory: Warn at most)",
     ids.TRACK_ROLLOUT: "MutatingAdmissionPolicies for the same kinds, on Pods and templates that name no "
                        "ResourceClaim (which claims are the migration's needs their DeviceClasses: the cluster view); "
                        "ResourceClaims, ResourceClaimTemplates and Pods with claims stay with the webhook",
@@ -39,7 +40,6 @@ NOT_COMPILED: dict[str, str] = {
                                     "not compiled yet",
     ids.GATED_FEATURE: "the catalogue's field checks are Python predicates, not compiled to CEL yet; "
                        f"featureGates: auto {CLUSTER_VIEW} (the API server's gates)",
-    ids.TRAINING_JOB_EXTENDED_RESOURCE: f"{NOT_YET} (training-job labels predicted from the owning workload)",
     ids.INJECT_DEVICE_TOLERATIONS: f"{MUTATION}; whether a claim is a training job's needs its owner (cluster "
                                    "view) unless its own labels say so",
     ids.STEER_NODE_POOL: f"{MUTATION}; node affinity needs a JSONPatch mutation (nodeSelectorTerms is atomic), and "

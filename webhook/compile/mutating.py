@@ -17,9 +17,10 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from webhook.compile.cel import asks_for, glob_regex, lit, str_list
+from webhook.compile.cel import glob_regex, lit, str_list
 from webhook.compile.checks import STAGES
 from webhook.compile.layouts import JOB, LAYOUTS, POD, Layout, owned, template_changed
+from webhook.compile.plan import plan_variables
 from webhook.compile.shared import (
     API,
     binding_spec,
@@ -29,8 +30,6 @@ from webhook.compile.shared import (
     metadata,
     namespace_variables,
 )
-from webhook.objects import DEVICECLASS_PREFIX
-from webhook.placement import DEFAULT_SCHEDULER, hardware
 from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.model import Action
 from webhook.rules import ids
@@ -43,52 +42,6 @@ def mutating_stages(policy: CompiledPolicy) -> list[str]:
     if policy.rule_actions.get(ids.TRACK_ROLLOUT) in (Action.Off, Action.Audit):
         return []
     return [s for s in STAGES if policy.action_for(ids.TRACK_ROLLOUT, s) is not Action.Off]
-
-
-def _name_lists(policy: CompiledPolicy) -> tuple[list[str], list[str], list[str]]:
-    """(legacy names, names a policy resource serves, other names some pool advertises): ``placement.usage``."""
-    legacy = sorted(policy.legacy)
-    served = sorted({*policy.resources, *(DEVICECLASS_PREFIX + c for c in policy.by_class)})
-    served = [n for n in served if hardware(policy, n) is not None and n not in policy.legacy]
-    advertised = sorted({n for names in policy.advertised.values() for n in names} - {*legacy, *served})
-    return legacy, served, advertised
-
-
-def _usage_variables(policy: CompiledPolicy, layout: Layout) -> list[dict[str, str]]:
-    """``placement.usage`` and ``placement.plan`` in CEL, ending in ``trkPath`` ('' where the rule writes nothing)."""
-    legacy, served, shared = _name_lists(policy)
-    asked = f"variables.containers.exists(c, {asks_for('c', '', key='n')})"
-    implicit = lit(DEVICECLASS_PREFIX)
-    pool_vars = []
-    for pool, short in (("devicePlugin", "Dp"), ("dra", "Dra")):
-        adv = str_list(sorted(policy.advertised[pool]))
-        ok = f"variables.trkShared.all(n, n in {adv}) && variables.trkLegacy.all(n, n in {adv})"
-        if pool != "dra":  # a served name the pool lacks goes to DRA on the dra pool only
-            ok += f" && variables.trkEr.all(n, n in {adv})"
-        plugin = f"(variables.trkEr + variables.trkLegacy).exists(n, n in {adv})"
-        dra = f"variables.trkEr.exists(n, !(n in {adv}))" if pool == "dra" else "false"
-        path = f"{plugin} && {dra} ? 'mixed' : {plugin} ? 'device-plugin' : 'dra-extended-resource'"
-        pool_vars += [{"name": f"trk{short}Ok", "expression": ok}, {"name": f"trk{short}Path", "expression": path}]
-    stage_path = (
-        "variables.trkLegacy.size() > 0 && variables.trkDraOnly ? 'mixed' : variables.trkLegacy.size() > 0 ? "
-        "'device-plugin' : variables.trkEr.size() > 0 ? (variables.stage != 'legacy' || "
-        f"variables.trkEr.all(n, n.startsWith({implicit})) ? 'dra-extended-resource' : variables.trkDraOnly ? "
-        "'mixed' : 'device-plugin') : ''")
-    gpu = "(variables.trkLegacy.size() + variables.trkEr.size() > 0)"
-    serves = (f"({layout.spec()}.?schedulerName.orValue({lit(DEFAULT_SCHEDULER)}) in "
-              f"{str_list(sorted(policy.dra_schedulers))})")
-    plan = (f"{gpu} && variables.trkDpOk && (!{serves} || variables.stage == 'legacy' || !variables.trkDraOk) ? "
-            f"variables.trkDpPath : {gpu} && {serves} && variables.trkDraOk ? variables.trkDraPath : "
-            "variables.trkStagePath")
-    return [
-        {"name": "trkLegacy", "expression": f"{str_list(legacy)}.filter(n, {asked})"},
-        {"name": "trkEr", "expression": f"{str_list(served)}.filter(n, {asked})"},
-        {"name": "trkShared", "expression": f"{str_list(shared)}.filter(n, {asked})"},
-        {"name": "trkDraOnly", "expression": f"variables.trkEr.exists(n, n.startsWith({implicit}))"},
-        *pool_vars,
-        {"name": "trkStagePath", "expression": stage_path},
-        {"name": "trkPath", "expression": plan},
-    ]
 
 
 def _annotations(policy: CompiledPolicy) -> str:
@@ -161,7 +114,7 @@ def _policy(layout: Layout, policy: CompiledPolicy, day: dt.date, meta: dict[str
             "matchConditions": [{"name": "no-resource-claims", "expression": no_claims}],
             "variables": [*namespace_variables(policy, day),
                           {"name": "cohort", "expression": cohort_expression(policy)},
-                          *container_variables(layout), *_usage_variables(policy, layout)],
+                          *container_variables(layout), *plan_variables(policy)],
             "mutations": [*({"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": m}}
                             for m in mutations),
                           *({"patchType": "JSONPatch", "jsonPatch": {"expression": p}} for p in patches)],

@@ -61,9 +61,11 @@ def namespace_variables(policy: CompiledPolicy, day: dt.date) -> list[dict[str, 
 
 
 def container_variables(layout: Layout) -> list[dict[str, str]]:
-    """``init``, ``main`` and ``containers`` (init first, as ``objects.iter_containers``) of the layout's pod spec."""
+    """``spec`` (the layout's pod spec) and its ``init``, ``main`` and ``containers`` (init first, as
+    ``objects.iter_containers``)."""
     spec = layout.spec()
     return [
+        {"name": "spec", "expression": spec},
         {"name": "init", "expression": f"{spec}.?initContainers.orValue([])"},
         {"name": "main", "expression": f"{spec}.containers"},
         {"name": "containers", "expression": "variables.init + variables.main"},

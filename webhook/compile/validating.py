@@ -14,6 +14,7 @@ from typing import Any
 from webhook.compile.cel import glob_regex, lit, str_list
 from webhook.compile.checks import Check, all_checks
 from webhook.compile.layouts import LAYOUTS, Layout, examined
+from webhook.compile.plan import plan_variables, training_variables
 from webhook.compile.shared import (
     API,
     binding_spec,
@@ -40,7 +41,8 @@ def compile_validating(policy: CompiledPolicy, day: dt.date, until: dt.date | No
                 continue
             name = f"{policy.name}-{layout.name}-{action.value.lower()}.dra-migration.io"
             meta = metadata(name, policy, day, until)
-            variables = [*namespace_variables(policy, day), *container_variables(layout),
+            plan = (*plan_variables(policy), *training_variables(policy, layout)) if any(c.plan for c in used) else ()
+            variables = [*namespace_variables(policy, day), *container_variables(layout), *plan,
                          *({"name": n, "expression": e} for c in used for n, e in c.variables)]
             validations = [_validation(c, action, policy, day) for c in used]
             objects.append(_policy(meta, layout, validations, variables, policy))
@@ -51,7 +53,13 @@ def compile_validating(policy: CompiledPolicy, day: dt.date, until: dt.date | No
 def _stages(check: Check, action: Action, policy: CompiledPolicy, day: dt.date) -> list[str]:
     """The stages, in use on ``day``, in which ``check``'s rule has ``action``."""
     used = stages_on(policy, day)
-    return [s for s in check.stages if s in used and policy.action_for(check.rule, s) is action]
+    return [s for s in check.stages if s in used and _action(check, policy, s) is action]
+
+
+def _action(check: Check, policy: CompiledPolicy, stage: str) -> Action:
+    """The rule's action in ``stage``; Deny becomes Warn for an advisory check (``engine._verdict``)."""
+    action = policy.action_for(check.rule, stage)
+    return Action.Warn if check.advisory and action is Action.Deny else action
 
 
 def _validation(check: Check, action: Action, policy: CompiledPolicy, day: dt.date) -> dict[str, Any]:

@@ -11,8 +11,9 @@ from webhook.rules import ids
 CLUSTER_VIEW = "needs the cluster view"
 MUTATION = "mutation: not compiled yet"
 NOT_YET = "reads only the object, not compiled yet"
-CLAIM_SCOPE = (f"claims, not compiled yet; which requests are the migration's needs the DeviceClasses when "
-               f"spec.migration names drivers ({CLUSTER_VIEW})")
+CLAIM_SCOPE = ("claims, not compiled yet: the webhook gives one finding per request and subrequest, a validation one "
+               "message (needs a validation per request index, up to 32 x 8); which requests are the migration's "
+               f"needs the DeviceClasses when spec.migration names drivers ({CLUSTER_VIEW})")
 
 SCOPE = ("Pods (CREATE) and the pod templates of Deployments, ReplicaSets, StatefulSets, DaemonSets, Jobs and "
          "CronJobs (CREATE, UPDATE of the template); the workload CRDs the webhook knows (JobSet, Kubeflow, KubeRay, "

@@ -28,7 +28,7 @@ from webhook.commands import load_policy
 from webhook.compile import compile_admission
 from webhook.compile.cel import glob_regex
 from webhook.compile.coverage import COMPILED, NOT_COMPILED, not_compiled
-from webhook.compile.shared import stage_expression, valid_until
+from webhook.compile.shared import cohort_expression, stage_expression, valid_until
 from webhook.rules import ids
 
 POLICIES = [ROOT / "policies" / "default.yaml", ROOT / "tests" / "e2e" / "data" / "policy.yaml",
@@ -123,11 +123,13 @@ NAMESPACES = [("ml-a", {}), ("xml-a", {}), ("other", {"gpu-migration": "pilot"})
 @pytest.mark.parametrize("at", DATES, ids=lambda d: d.date().isoformat())
 def test_the_stage_expression_is_cohort_for_and_stage_for(path: Path, at: dt.datetime):
     policy = load_policy(path)
-    program = cel.compile(stage_expression(policy, at.date()))
+    stage, cohort = cel.compile(stage_expression(policy, at.date())), cel.compile(cohort_expression(policy))
     for ns, labels in NAMESPACES:
         ctx = cel.Context()
         ctx.add_variable("variables", {"ns": ns, "labels": labels})
-        assert program.execute(ctx) == policy.stage_for(policy.cohort_for(ns, labels), at), (ns, labels)
+        found = policy.cohort_for(ns, labels)
+        assert stage.execute(ctx) == policy.stage_for(found, at), (ns, labels)
+        assert cohort.execute(ctx) == (found.name if found else "none"), (ns, labels)
 
 
 def test_the_readme_rule_table_is_the_coverage_list():

@@ -37,6 +37,7 @@ def glob_regex(patterns: Sequence[str]) -> str:
 
 
 def _glob_one(pattern: str) -> str:
+    """One glob as RE2, the way Python 3.11 ``fnmatch.translate`` reads it (whose output RE2 cannot take)."""
     out, i, n = [], 0, len(pattern)
     while i < n:
         ch = pattern[i]
@@ -51,13 +52,37 @@ def _glob_one(pattern: str) -> str:
             if j < 0:
                 out.append(re.escape(ch))
                 continue
-            body, i = pattern[i:j], j + 1
-            neg = body.startswith("!")
-            body = re.sub(r"([\\\[^&~|])", r"\\\1", body[1:] if neg else body)
-            out.append("[" + ("^" if neg else "") + body + "]")
+            out.append(_glob_class(pattern, i, j))
+            i = j + 1
         else:
             out.append(re.escape(ch))
     return "".join(out)
+
+
+def _glob_class(pattern: str, i: int, j: int) -> str:
+    """``[...]`` between ``i`` and ``j`` as ``fnmatch.translate`` reads it: reversed ranges dropped, ``!`` negates,
+    an empty set matches nothing (``\\b\\B``: RE2 has no lookahead) and a negated empty one any character."""
+    if "-" not in pattern[i:j]:
+        chunks = [pattern[i:j]]
+    else:
+        chunks, k = [], i + 2 if pattern[i] == "!" else i + 1
+        while (k := pattern.find("-", k, j)) >= 0:
+            chunks.append(pattern[i:k])
+            i, k = k + 1, k + 3
+        if pattern[i:j]:
+            chunks.append(pattern[i:j])
+        else:
+            chunks[-1] += "-"
+        for k in range(len(chunks) - 1, 0, -1):
+            if chunks[k - 1][-1] > chunks[k][0]:
+                chunks[k - 1] = chunks[k - 1][:-1] + chunks[k][1:]
+                del chunks[k]
+    stuff = "-".join(re.sub(r"([\\\-\[&~|^])", r"\\\1", c) for c in chunks)
+    if not stuff:
+        return "\\b\\B"
+    if stuff == "!":
+        return "."
+    return "[^" + stuff[1:] + "]" if stuff[0] == "!" else "[" + stuff + "]"
 
 
 def selector(sel: LabelSelector, labels: str) -> str:

@@ -143,10 +143,12 @@ def test_the_readme_rule_table_is_the_coverage_list():
 def test_track_rollout_writes_only_where_the_policy_lets_it():
     """No MutatingAdmissionPolicy when track-rollout is overridden to Audit (report, don't patch: ``engine``)."""
     from webhook.compile.mutating import compile_tracking
+    from webhook.compile.shared import SHIPPED_NAMESPACES
 
     policy = load_policy(ROOT / "tests" / "e2e" / "data" / "compile-policy.yaml")
-    assert compile_tracking(policy, dt.date(2030, 3, 1), None)
-    assert compile_tracking(policy.without_rule(ids.TRACK_ROLLOUT), dt.date(2030, 3, 1), None) == []
+    assert compile_tracking(policy, dt.date(2030, 3, 1), None, SHIPPED_NAMESPACES)
+    assert compile_tracking(policy.without_rule(ids.TRACK_ROLLOUT), dt.date(2030, 3, 1), None,
+                            SHIPPED_NAMESPACES) == []
 
 
 def test_validate_without_a_cluster_is_a_clear_error(capsys, tmp_path):
@@ -154,3 +156,24 @@ def test_validate_without_a_cluster_is_a_clear_error(capsys, tmp_path):
     err = capsys.readouterr().err
     assert f"error: kubeconfig {tmp_path / 'missing'} does not exist" in err
     assert "Traceback" not in err
+
+
+def test_bindings_take_the_namespaces_of_the_webhook_configuration(capsys, tmp_path):
+    """``--webhook-config``: an overlay that also leaves out ``batch`` namespaces; the shipped one by default."""
+    docs = list(yaml.safe_load_all((ROOT / "deploy" / "base" / "webhooks.yaml").read_text(encoding="utf-8")))
+    tier = {"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["batch"]}]}
+    for doc in docs:
+        for hook in doc["webhooks"]:
+            hook["namespaceSelector"] = tier
+    path = tmp_path / "hooks.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    policy = str(ROOT / "tests" / "e2e" / "data" / "compile-policy.yaml")
+    for args, wanted in (([], "kubernetes.io/metadata.name"), (["--webhook-config", str(path)], "tier")):
+        assert main(["compile", "--policy", policy, "--at", "2030-03-01", "-o", "json", *args]) == 0
+        items = json.loads(capsys.readouterr().out)["items"]
+        selectors = [o["spec"]["matchResources"]["namespaceSelector"] for o in items if o["kind"].endswith("Binding")]
+        assert selectors and all(s["matchExpressions"][0]["key"] == wanted for s in selectors)
+    docs[0]["webhooks"][0]["name"] = "renamed"
+    path.write_text(yaml.safe_dump_all(docs))
+    assert main(["compile", "--policy", policy, "--webhook-config", str(path)]) == 2
+    assert "no webhook named workloads.mutate.dra-migration.io" in capsys.readouterr().err

@@ -21,9 +21,14 @@ import yaml
 from webhook.commands import EXIT_NO, EXIT_OK, CliError, Subparsers, load_policy
 from webhook.compile import Compiled, compile_admission
 from webhook.compile.coverage import COMPILED, not_compiled
-from webhook.compile.shared import FIELD_MANAGER
+from webhook.compile.shared import FIELD_MANAGER, Namespaces
 from webhook.defaults import default_policy
-from webhook.inputs import InputError, parse_at
+from webhook.delivery import CONFIG_KINDS
+from webhook.inputs import InputError, parse_at, read_items
+
+VALIDATING_HOOK = "workloads.validate.dra-migration.io"
+MUTATING_HOOK = "workloads.mutate.dra-migration.io"
+"""The webhooks (deploy/base/webhooks.yaml) whose namespaces the compiled policies take over."""
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -44,6 +49,10 @@ def add_parser(sub: Subparsers) -> None:
     p.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml",
                    help="yaml: a multi-document stream for kubectl apply / GitOps; json: a v1 List plus "
                    "notCompiled and validUntil")
+    p.add_argument("--webhook-config", type=Path, default=None, metavar="FILE",
+                   help="the Mutating/ValidatingWebhookConfigurations the cluster has (e.g. `kubectl kustomize "
+                   "deploy/overlays/prod` output): the bindings take the namespaceSelector of its "
+                   f"{VALIDATING_HOOK} and {MUTATING_HOOK} webhooks (default: those deploy/base installs)")
     p.add_argument("--validate", action="store_true",
                    help="apply the objects to the cluster (server-side apply), delete the ones an earlier compile of "
                    "this policy made that are no longer compiled, and report status.typeChecking")
@@ -57,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         at = parse_at(args.at) or dt.datetime.now(dt.UTC)
     except InputError as exc:
         raise CliError(f"input error: {exc}") from None
-    compiled = compile_admission(policy, at)
+    compiled = compile_admission(policy, at, _namespaces(args.webhook_config))
     _print(compiled, args.output)
     for row in not_compiled():
         print(f"not compiled: {row['rule']}: {row['why']}", file=sys.stderr)
@@ -65,6 +74,23 @@ def run(args: argparse.Namespace) -> int:
         print(f"valid until {compiled.valid_until.isoformat()}: compile again by then (a stage or an exception "
               "changes)", file=sys.stderr)
     return validate(compiled, args.kubeconfig) if args.validate else EXIT_OK
+
+
+def _namespaces(config: Path | None) -> Namespaces | None:
+    """The workloads webhooks' namespaceSelectors in ``config`` (None: the shipped ones)."""
+    if config is None:
+        return None
+    try:
+        docs = [i.request.object or {} for i in read_items(str(config), None, "CREATE", [])]
+    except (OSError, ValueError, InputError) as exc:
+        raise CliError(f"input error: --webhook-config {config}: {exc}") from None
+    hooks = {str(h.get("name")): h for d in docs if d.get("kind") in CONFIG_KINDS for h in d.get("webhooks") or []}
+    found = []
+    for name in (VALIDATING_HOOK, MUTATING_HOOK):
+        if name not in hooks:
+            raise CliError(f"input error: --webhook-config {config}: no webhook named {name}")
+        found.append(dict(hooks[name].get("namespaceSelector") or {}))
+    return Namespaces(*found)
 
 
 def _print(compiled: Compiled, output: str) -> None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.compile.mutating import compile_tracking
-from webhook.compile.shared import owner_labels, valid_until
+from webhook.compile.shared import Namespaces, owner_labels, valid_until
 from webhook.compile.validating import compile_validating
 from webhook.policy.compiled import CompiledPolicy
 
@@ -25,9 +25,12 @@ class Compiled:
     labels: dict[str, str] = field(default_factory=dict)  # ``owner_labels``: what marks these objects as ours
 
 
-def compile_admission(policy: CompiledPolicy, at: dt.datetime) -> Compiled:
-    """Every Validating/MutatingAdmissionPolicy and binding for ``policy`` as of ``at`` (UTC)."""
+def compile_admission(policy: CompiledPolicy, at: dt.datetime, namespaces: Namespaces | None = None) -> Compiled:
+    """Every Validating/MutatingAdmissionPolicy and binding for ``policy`` as of ``at`` (UTC), bound to the
+    namespaces the webhook configurations send (default: as deploy/base ships them)."""
     day = at.astimezone(dt.UTC).date()
     until = valid_until(policy, day)
-    objects = [*compile_tracking(policy, day, until), *compile_validating(policy, day, until)]
+    ns = namespaces or Namespaces()
+    objects = [*compile_tracking(policy, day, until, ns.mutating),
+               *compile_validating(policy, day, until, ns.validating)]
     return Compiled(objects, until, owner_labels(policy))

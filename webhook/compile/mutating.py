@@ -122,7 +122,8 @@ def _policy(layout: Layout, policy: CompiledPolicy, day: dt.date, meta: dict[str
     }
 
 
-def compile_tracking(policy: CompiledPolicy, day: dt.date, until: dt.date | None) -> list[dict[str, Any]]:
+def compile_tracking(policy: CompiledPolicy, day: dt.date, until: dt.date | None,
+                     namespaces: dict[str, Any]) -> list[dict[str, Any]]:
     """One MutatingAdmissionPolicy and binding per layout, or none when track-rollout never writes."""
     if not mutating_stages(policy):
         return []
@@ -132,5 +133,5 @@ def compile_tracking(policy: CompiledPolicy, day: dt.date, until: dt.date | None
         meta = metadata(name, policy, day, until)
         out += [_policy(layout, policy, day, meta),
                 {"apiVersion": API, "kind": "MutatingAdmissionPolicyBinding", "metadata": {**meta},
-                 "spec": binding_spec(name)}]
+                 "spec": binding_spec(name, namespaces)}]
     return out

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.compile.cel import glob_regex, lit, selector
@@ -92,10 +93,23 @@ def owner_labels(policy: CompiledPolicy) -> dict[str, str]:
             "app.kubernetes.io/instance": policy.name[:63].rstrip("-.")}
 
 
-def binding_spec(name: str) -> dict[str, Any]:
-    """The binding's policy and namespaces: those the webhook configurations send (``delivery.SHIPPED_EXCLUDED``)."""
-    return {"policyName": name, "matchResources": {"namespaceSelector": {"matchExpressions": [
-        {"key": NAME_LABEL, "operator": "NotIn", "values": list(SHIPPED_EXCLUDED)}]}}}
+SHIPPED_NAMESPACES: dict[str, Any] = {"matchExpressions": [
+    {"key": NAME_LABEL, "operator": "NotIn", "values": list(SHIPPED_EXCLUDED)}]}
+"""The namespaceSelector of every webhook deploy/base installs (``delivery.SHIPPED_EXCLUDED``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Namespaces:
+    """The namespaceSelectors the bindings copy: the validating and the mutating workloads webhook's, so the
+    compiled policies see the namespaces the webhook sees (``compile --webhook-config``)."""
+
+    validating: dict[str, Any] = field(default_factory=lambda: dict(SHIPPED_NAMESPACES))
+    mutating: dict[str, Any] = field(default_factory=lambda: dict(SHIPPED_NAMESPACES))
+
+
+def binding_spec(name: str, selector: dict[str, Any]) -> dict[str, Any]:
+    """The binding's policy and the namespaces it takes (an empty selector: all)."""
+    return {"policyName": name, "matchResources": {"namespaceSelector": selector}}
 
 
 def stages_on(policy: CompiledPolicy, day: dt.date) -> frozenset[str]:

@@ -30,8 +30,9 @@ from webhook.policy.model import Action
 ACTIONS = (Action.Deny, Action.Warn, Action.Audit)
 
 
-def compile_validating(policy: CompiledPolicy, day: dt.date, until: dt.date | None) -> list[dict[str, Any]]:
-    """Every ValidatingAdmissionPolicy and binding for ``policy`` on ``day``."""
+def compile_validating(policy: CompiledPolicy, day: dt.date, until: dt.date | None,
+                       namespaces: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every ValidatingAdmissionPolicy and binding for ``policy`` on ``day``; the bindings take ``namespaces``."""
     objects: list[dict[str, Any]] = []
     checks = all_checks(policy)
     for layout in LAYOUTS:
@@ -46,7 +47,7 @@ def compile_validating(policy: CompiledPolicy, day: dt.date, until: dt.date | No
                          *({"name": n, "expression": e} for c in used for n, e in c.variables)]
             validations = [_validation(c, action, policy, day) for c in used]
             objects.append(_policy(meta, layout, validations, variables, policy))
-            objects.append(_binding(meta, action))
+            objects.append(_binding(meta, action, namespaces))
     return objects
 
 
@@ -99,6 +100,6 @@ def _policy(meta: dict[str, Any], layout: Layout, validations: list[dict[str, An
     }
 
 
-def _binding(meta: dict[str, Any], action: Action) -> dict[str, Any]:
+def _binding(meta: dict[str, Any], action: Action, namespaces: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": API, "kind": "ValidatingAdmissionPolicyBinding", "metadata": {**meta},
-            "spec": {**binding_spec(meta["name"]), "validationActions": [action.value]}}
+            "spec": {**binding_spec(meta["name"], namespaces), "validationActions": [action.value]}}

@@ -122,7 +122,7 @@ def test_the_import_check_sees_lazy_and_relative_imports():
 
 #: The modules that may import the ``kubernetes`` client: the API calls, the watch loop and the live view.
 KUBERNETES_MODULES = frozenset({"webhook.kube_api", "webhook.informer", "webhook.live_view", "webhook.kube_lists",
-                                "webhook.leader"})
+                                "webhook.leader", "webhook.kube_apply"})
 
 
 def _module(path: Path) -> str:

@@ -22,6 +22,7 @@ COMMANDS = (
     "replay",
     "explain",
     "convert",
+    "compile",
 )
 
 DESCRIPTION = """\

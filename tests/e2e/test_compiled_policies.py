@@ -1,0 +1,410 @@
+"""Issue #28 items 1, 3, 4: the compiled ValidatingAdmissionPolicies decide as the webhook does, on the real API server.
+
+One control plane of its own, with NO webhook installed: ``dra-webhook compile`` output is applied as is
+(server-side apply), then one table of cases (every compiled rule, every stage, a Pod and each built-in workload
+kind) is sent through the API server (server-side dry-run create) and through ``dra-webhook check`` (offline,
+same policy, same ``--at``). Both must allow and deny the same objects, and the API server's warnings must be
+the webhook's warnings of the compiled rules, word for word. Done for two dates, so a stage change and an
+expired exception are covered. Also: ``compile --validate`` reports the API server's type check, and a broken
+expression is reported.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import jsonpatch
+import pytest
+import yaml
+
+from tests.e2e import binaries
+from tests.e2e.controlplane import ControlPlane
+from tests.e2e.kube import Denied, Kube
+from tests.e2e.waits import eventually
+from webhook.commands import load_policy
+from webhook.compile import compile_admission
+from webhook.compile.coverage import COMPILED
+from webhook.rules.tracking import TRACK_NAMES
+
+POLICY = Path(__file__).parent / "data" / "compile-policy.yaml"
+DATES = ("2030-03-01", "2030-07-01")  # teams: pilot, then migrated; the exception expires in between
+NAMESPACES: dict[str, dict[str, str]] = {
+    "plain-legacy": {},
+    "team-a": {},
+    "batch-b": {},
+    "team-excepted": {},
+    "labelled-ns": {"gpu-migration": "migrated"},
+    "labelled-hold": {"gpu-migration": "migrated", "hold": "yes"},
+    "research-x": {"division": "ml"},
+}
+VAP_WARNING = re.compile(r"^Validation failed for ValidatingAdmissionPolicy '[^']+' with binding '[^']+': ")
+VAP_DENIAL = re.compile(r"ValidatingAdmissionPolicy '[^']+' with binding '[^']+' denied request: ")
+IMAGE = "registry.example.com/trainer:1.0"
+
+
+def _c(name: str, **resources: str) -> dict[str, Any]:
+    c: dict[str, Any] = {"name": name, "image": IMAGE}
+    if resources:
+        c["resources"] = {"limits": {k.replace("__", "/").replace("_", "."): v for k, v in resources.items()}}
+    return c
+
+
+def _spec(containers: list[dict[str, Any]], init: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": containers, "terminationGracePeriodSeconds": 0}
+    if init:
+        spec["initContainers"] = init
+    return spec
+
+
+SIDECAR = {**_c("proxy", example_com__gpu="2"), "restartPolicy": "Always"}
+CONTENTS: dict[str, dict[str, Any]] = {
+    "plain": _spec([_c("app", cpu="1")]),
+    "legacy": _spec([_c("main", nvidia_com__gpu="1")]),
+    "two-names": _spec([_c("a", vendor_example_com__gpu="1"), _c("b", vendor_example_com__gpu="1")],
+                       [_c("init", nvidia_com__gpu="1")]),
+    "many": _spec([_c(f"c{i}", vendor_example_com__gpu="1") for i in range(5)]),
+    "sidecar-peak": _spec([_c("main", example_com__gpu="1")], [SIDECAR, _c("warmup", example_com__gpu="3")]),
+    "at-limit": _spec([_c("main", example_com__gpu="2"),
+                       _c("dra", **{"deviceclass.resource.kubernetes.io/gpu.example.com": "2"})]),
+    "zero": _spec([_c("main", nvidia_com__gpu="0")]),
+    "other-scheduler": {**_spec([_c("main", example_com__gpu="2")]), "schedulerName": "kai-scheduler"},
+    "implicit-and-legacy": _spec([_c("a", nvidia_com__gpu="1"),
+                                  _c("b", **{"deviceclass.resource.kubernetes.io/gpu.example.com": "1"})]),
+    # A claim: which claims are the migration's needs their DeviceClasses, so track-rollout stays the webhook's.
+    "claim": {**_spec([_c("main", vendor_example_com__gpu="1")]),
+              "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "gpu"}]},
+}
+WORKLOAD_CONTENTS = ("plain", "two-names", "sidecar-peak")
+UPDATED_IN = ("labelled-ns", "team-a", "plain-legacy")
+
+
+def _template(spec: dict[str, Any], restart: str = "Always") -> dict[str, Any]:
+    return {"metadata": {"labels": {"app": "x"}}, "spec": {**spec, "restartPolicy": restart}}
+
+
+def _workload(kind: str, name: str, ns: str, spec: dict[str, Any]) -> dict[str, Any]:
+    meta = {"name": name, "namespace": ns}
+    sel = {"matchLabels": {"app": "x"}}
+    if kind == "Pod":
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+    if kind in ("Deployment", "ReplicaSet", "DaemonSet"):
+        return {"apiVersion": "apps/v1", "kind": kind, "metadata": meta,
+                "spec": {"selector": sel, "template": _template(spec)}}
+    if kind == "StatefulSet":
+        return {"apiVersion": "apps/v1", "kind": kind, "metadata": meta,
+                "spec": {"selector": sel, "serviceName": name, "template": _template(spec)}}
+    job = {"template": _template(spec, "Never")}
+    if kind == "Job":
+        return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": job}
+    return {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": meta,
+            "spec": {"schedule": "0 2 * * *", "jobTemplate": {"spec": job}}}
+
+
+def _owned_replicaset(ns: str) -> dict[str, Any]:
+    """A Deployment's ReplicaSet: judged at its Deployment, never itself (``examined_owner``)."""
+    rs = _workload("ReplicaSet", "owned-legacy-replicaset", ns, CONTENTS["legacy"])
+    rs["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "d",
+                                          "controller": True, "uid": "6b0b6ab2-0c55-4d3e-9d59-1a4c3c0c4a5e"}]
+    return rs
+
+
+def _training(ns: str) -> list[dict[str, Any]]:
+    """Long training jobs (``trainingJobs``): by the template's or the object's labels, by a Job's deadline."""
+    gpu = _spec([_c("main", example_com__gpu="2")])
+    labelled = _workload("Pod", "training-pod", ns, gpu)
+    labelled["metadata"]["labels"] = {"workload.example.com/kind": "training"}
+    keyed = _workload("Pod", "training-legacy-pod", ns, CONTENTS["legacy"])  # the device plugin serves it
+    keyed["metadata"]["labels"] = {"training.kubeflow.org/job-name": "j"}
+    deadline = _workload("Job", "training-job", ns, gpu)
+    deadline["spec"]["activeDeadlineSeconds"] = 20000
+    owner = _workload("Deployment", "training-deployment", ns, gpu)
+    owner["metadata"]["labels"] = {"workload.example.com/kind": "training"}
+    cron = _workload("CronJob", "training-cronjob", ns, gpu)
+    cron["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["labels"]["training.kubeflow.org/job-name"] = "c"
+    return [labelled, keyed, deadline, owner, cron]
+
+
+def cases() -> list[dict[str, Any]]:
+    out = []
+    for ns in NAMESPACES:
+        out += _training(ns)
+        out += [_workload("Pod", f"{content}-pod", ns, spec) for content, spec in CONTENTS.items()]
+        for kind in ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job", "CronJob"):
+            out += [_workload(kind, f"{content}-{kind.lower()}", ns, CONTENTS[content])
+                    for content in WORKLOAD_CONTENTS]
+        out.append(_owned_replicaset(ns))
+    return out
+
+
+@pytest.fixture(scope="module")
+def plane(tmp_path_factory: pytest.TempPathFactory):
+    """A control plane of this module's own, with no webhook. The controller-manager runs the
+    ValidatingAdmissionPolicy status controller, which type-checks the policies (``compile --validate``)."""
+    try:
+        found = binaries.find()
+    except binaries.NoBinaries as exc:
+        pytest.skip(f"e2e suite skipped: {exc}")
+    if not found.has_controllers:
+        pytest.skip("needs kube-controller-manager (the policies' type check), which KUBEBUILDER_ASSETS lacks")
+    cp = ControlPlane(found, tmp_path_factory.mktemp("compiled"))
+    try:
+        cp.start()
+        kube = Kube(cp.api())
+        for ns, labels in NAMESPACES.items():
+            kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels}})
+            eventually(lambda ns=ns: kube.get_or_none("v1", "ServiceAccount", "default", ns), f"SA default in {ns}", 60)
+        for ns in UPDATED_IN:  # before any compiled policy: admitted in an earlier stage, so to speak
+            kube.create(_workload("Deployment", "existing", ns, CONTENTS["two-names"]))
+        yield cp, kube
+    finally:
+        cp.stop()
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "webhook", *args], capture_output=True, text=True, timeout=300)
+
+
+def _apply_compiled(cp: ControlPlane, kube: Kube, at: str) -> list[dict[str, Any]]:
+    """``compile --validate`` against the plane (replacing the previous date's objects); the objects applied."""
+    for plural in ("validatingadmissionpolicybindings", "validatingadmissionpolicies",
+                   "mutatingadmissionpolicybindings", "mutatingadmissionpolicies"):
+        kube.call("DELETE", f"/apis/admissionregistration.k8s.io/v1/{plural}",
+                  query=[("labelSelector", "app.kubernetes.io/managed-by=dra-webhook-compile")])
+    done = _cli("compile", "--policy", str(POLICY), "--at", at, "-o", "json", "--validate",
+                "--kubeconfig", str(cp.admin_kubeconfig))
+    assert done.returncode == 0, done.stderr
+    assert "type check passed" in done.stderr
+    return json.loads(done.stdout)["items"]
+
+
+def _server(kube: Kube, obj: dict[str, Any]) -> tuple[bool, list[str], str, dict[str, Any]]:
+    """(allowed, the compiled policies' warnings without the API server's prefix, denial message, stored object)."""
+    try:
+        result = kube.create(obj, dry_run=True)
+    except Denied as exc:
+        return False, [], exc.message, {}
+    return True, sorted(VAP_WARNING.sub("", w) for w in result.warnings if VAP_WARNING.match(w)), "", result.obj
+
+
+TEMPLATE_AT = {"Pod": (), "CronJob": ("spec", "jobTemplate", "spec", "template")}
+
+
+def tracking(obj: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """The track-rollout annotations on the object and on its pod template."""
+    out = {}
+    for where, path in (("object", ()), ("template", TEMPLATE_AT.get(obj["kind"], ("spec", "template")))):
+        if where == "template" and not path:
+            continue
+        node: Any = obj
+        for step in path:
+            node = node.get(step) or {}
+        ann = (node.get("metadata") or {}).get("annotations") or {}
+        out[where] = {k: v for k, v in ann.items() if k.split("/")[-1] in TRACK_NAMES}
+    return out
+
+
+def _patched(obj: dict[str, Any], r: dict[str, Any]) -> dict[str, Any]:
+    return jsonpatch.apply_patch(obj, r["patch"]) if r["patch"] else obj
+
+
+def _checked(tmp: Path, at: str, objs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """``check -o json`` over every case (and the Namespaces, its view of namespace labels), by (kind, ns/name)."""
+    namespaces = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n, "labels": labels}}
+                  for n, labels in NAMESPACES.items()]
+    path = tmp / f"cases-{at}.yaml"
+    path.write_text(yaml.safe_dump_all([*namespaces, *objs]))
+    done = _cli("check", "--policy", str(POLICY), "--at", at, "-o", "json", str(path))
+    assert done.returncode in (0, 1), done.stderr
+    out = {}
+    for r in json.loads(done.stdout)["results"]:
+        kind, _, where = r["object"].partition(" ")
+        out[(kind, where)] = r
+    return out
+
+
+def _expected(r: dict[str, Any]) -> tuple[bool, list[str], list[str]]:
+    """What the compiled policies must answer, from ``check``: (allowed, warnings, denial texts) of compiled rules."""
+    compiled = [f for f in r["findings"] if f["rule"] in COMPILED]
+    warnings = sorted(w for w in r["warnings"] if w.split(" ", 1)[0] in COMPILED)
+    denials = [f"{f['rule']} ({r['stage']}: Deny): {f['message']}; fix: {f['remediation'].splitlines()[0]}"
+               for f in compiled if f["action"] == "Deny"]
+    return not denials, warnings, denials
+
+
+def _wait_for_date(kube: Kube, at: str) -> None:
+    """Until the API server uses this date's objects (the team-a cohort is pilot, then migrated)."""
+    stage = "pilot" if at == DATES[0] else "migrated"
+    legacy, fine = (_workload("Pod", "probe", "team-a", CONTENTS[c]) for c in ("legacy", "at-limit"))
+    eventually(lambda: _server(kube, legacy)[0] == (stage == "pilot"), f"the {at} validating policies in use", 30)
+    eventually(lambda: tracking(_server(kube, fine)[3])["object"].get("dra-migration.io/stage") == stage,
+               f"the {at} mutating policies in use", 30)
+
+
+@pytest.mark.parametrize("at", DATES)
+def test_compiled_policies_decide_as_the_webhook(plane, tmp_path, at):
+    cp, kube = plane
+    _apply_compiled(cp, kube, at)
+    probe = _workload("Pod", "probe", "labelled-ns", CONTENTS["legacy"])
+    eventually(lambda: not _server(kube, probe)[0], "the API server enforcing the compiled policies", 30)
+    _wait_for_date(kube, at)
+    objs = cases()
+    checked = _checked(tmp_path, at, objs)
+    mismatches, fired, tracked = [], set(), 0
+    for obj in objs:
+        meta = obj["metadata"]
+        r = checked[(obj["kind"], f"{meta['namespace']}/{meta['name']}")]
+        allowed, warnings, denials = _expected(r)
+        fired.update((f["rule"], f["action"]) for f in r["findings"] if f["rule"] in COMPILED)
+        got_allowed, got_warnings, message, stored = _server(kube, obj)
+        where = f"{obj['kind']} {meta['namespace']}/{meta['name']}"
+        if got_allowed and "resourceClaims" in json.dumps(obj):
+            assert tracking(stored)["object"] == {}, where  # left to the webhook (matchCondition no-resource-claims)
+        elif got_allowed and tracking(stored) != tracking(_patched(obj, r)):
+            mismatches.append(f"{where}: annotations\n  API server {tracking(stored)}\n  check      "
+                              f"{tracking(_patched(obj, r))}")
+        tracked += bool(stored and tracking(stored)["object"])
+        if got_allowed != allowed:
+            mismatches.append(f"{where}: API server allowed={got_allowed} ({message}), check allowed={allowed} "
+                              f"{denials}")
+        elif got_warnings != warnings:
+            mismatches.append(f"{where}: warnings\n  API server {got_warnings}\n  check      {warnings}")
+        elif not allowed and not any(VAP_DENIAL.search(message) and message.endswith(d) for d in denials):
+            mismatches.append(f"{where}: denial {message!r} is none of {denials}")
+    assert not mismatches, "\n".join(mismatches)
+    assert tracked > len(objs) / 3, tracked
+    # The table exercises every compiled rule in every action this date gives it.
+    validating = [rule for rule in COMPILED if rule != "track-rollout"]  # it has no findings: its annotations
+    assert {(rule, a) for rule in validating for a in ("Deny", "Warn", "Audit")} <= fired | {
+        ("legacy-resource-name", "Audit"), ("training-job-extended-resource", "Deny")}, fired
+
+
+def _updates(old: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """UPDATEs of a stored Deployment: only its own labels, only the webhook's template annotation, its template."""
+    own = json.loads(json.dumps(old))
+    own["metadata"].setdefault("labels", {})["team"] = "x"
+    marker = json.loads(json.dumps(old))
+    marker["spec"]["template"]["metadata"]["annotations"] = {"dra-migration.io/stage": "pilot"}
+    template = json.loads(json.dumps(old))
+    template["spec"]["template"]["metadata"]["labels"]["rev"] = "2"
+    return {"own-labels": own, "webhook-annotation": marker, "template": template}
+
+
+def _review(obj: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
+    meta = obj["metadata"]
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": f"update-{meta['namespace']}", "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+        "resource": {"group": "apps", "version": "v1", "resource": "deployments"}, "namespace": meta["namespace"],
+        "name": meta["name"], "operation": "UPDATE", "userInfo": {"username": "e2e-admin"},
+        "object": obj, "oldObject": old}}
+
+
+@pytest.mark.parametrize("at", DATES[:1])
+def test_updates_are_judged_only_when_the_template_changes(plane, tmp_path, at):
+    """``examined_templates`` on UPDATE: a change of the Deployment's own labels or of the webhook's own template
+    annotation is never judged, a template change is; the API server (dry-run PUT) and ``check`` (the
+    AdmissionReview with its oldObject) agree on each."""
+    cp, kube = plane
+    _apply_compiled(cp, kube, at)
+    probe = _workload("Pod", "probe", "labelled-ns", CONTENTS["legacy"])
+    eventually(lambda: not _server(kube, probe)[0], "the API server enforcing the compiled policies", 30)
+    _wait_for_date(kube, at)
+    namespaces = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n, "labels": labels}}
+                  for n, labels in NAMESPACES.items()]
+    docs, sent = [], []
+    for ns in UPDATED_IN:
+        old = kube.get("apps/v1", "Deployment", "existing", ns)
+        for what, new in _updates(old).items():
+            docs.append(_review(new, old))
+            sent.append((f"{ns} {what}", new))
+    path = tmp_path / "updates.yaml"
+    path.write_text(yaml.safe_dump_all([*namespaces, *docs]))
+    done = _cli("check", "--policy", str(POLICY), "--at", at, "-o", "json", str(path))
+    results = [r for r in json.loads(done.stdout)["results"] if r["object"].startswith("Deployment ")]
+    assert len(results) == len(sent), done.stderr
+    outcomes = {}
+    for (where, new), r in zip(sent, results, strict=True):
+        allowed, warnings, _ = _expected(r)
+        try:
+            got = kube.call("PUT", f"/apis/apps/v1/namespaces/{new['metadata']['namespace']}/deployments/existing",
+                            new, [("dryRun", "All")])
+            got_allowed, got_warnings = True, sorted(VAP_WARNING.sub("", w) for w in got.warnings
+                                                     if VAP_WARNING.match(w))
+        except Denied:
+            got_allowed, got_warnings = False, []
+        assert (got_allowed, got_warnings) == (allowed, warnings), where
+        if got_allowed:
+            assert tracking(got.obj) == tracking(_patched(new, r)), where
+        outcomes[where] = (allowed, bool(warnings))
+    assert outcomes["labelled-ns template"] == (False, False)  # migrated: denied
+    assert outcomes["team-a template"] == (True, True)  # pilot: warned
+    unchanged = [outcomes[f"{ns} {w}"] for ns in UPDATED_IN for w in ("own-labels", "webhook-annotation")]
+    assert unchanged == [(True, False)] * len(unchanged)
+
+
+def test_validate_reports_a_type_error_of_a_policy(plane, capsys):
+    """``compile --validate``: a policy whose CEL does not type-check against the matched kinds is applied (the
+    API server accepts it: ``object`` is dynamic when it compiles) and reported from ``status.typeChecking``, exit 1."""
+    from webhook.commands import EXIT_NO
+    from webhook.commands.compile import validate
+    from webhook.compile import Compiled
+
+    cp, _ = plane
+    compiled = compile_admission(load_policy(POLICY), dt.datetime(2030, 3, 1, tzinfo=dt.UTC))
+    first = next(i for i, o in enumerate(compiled.objects) if o["kind"] == "ValidatingAdmissionPolicy")
+    broken = json.loads(json.dumps(compiled.objects[first]))
+    broken["metadata"]["name"] = "broken.dra-migration.io"
+    broken["spec"]["validations"].append({"expression": "object.spec.noSuchField == 'x'", "message": "broken"})
+    binding = json.loads(json.dumps(compiled.objects[first + 1]))
+    binding["metadata"]["name"] = binding["spec"]["policyName"] = "broken.dra-migration.io"
+    try:
+        assert validate(Compiled([broken, binding], None), str(cp.admin_kubeconfig)) == EXIT_NO
+        err = capsys.readouterr().err
+        assert re.search(r"broken\.dra-migration\.io: type check: spec\.validations\[\d+\]\.expression: .*noSuchField",
+                         err), err
+    finally:
+        kube = Kube(cp.api())
+        for plural in ("validatingadmissionpolicybindings", "validatingadmissionpolicies"):
+            kube.call("DELETE", f"/apis/admissionregistration.k8s.io/v1/{plural}/broken.dra-migration.io")
+
+
+def test_the_bundled_policy_compiles_to_objects_the_api_server_accepts(plane):
+    """policies/default.yaml, on a date when every stage is in use: applied as is and type-checked clean (the CEL
+    cost limits and the compile step are the API server's), then removed."""
+    cp, kube = plane
+    try:
+        done = _cli("compile", "--at", "2027-02-15", "-o", "json", "--validate", "--kubeconfig",
+                    str(cp.admin_kubeconfig))
+        assert done.returncode == 0, done.stderr
+        names = [o["metadata"]["name"] for o in json.loads(done.stdout)["items"] if o["kind"].endswith("Policy")]
+        assert len(names) == len(set(names)) >= 4
+        checked = [n for n in names if n.endswith(("-deny.dra-migration.io", "-warn.dra-migration.io",
+                                                    "-audit.dra-migration.io"))]
+        assert done.stderr.count("type check passed") == len(checked) >= 3
+    finally:
+        for plural in ("validatingadmissionpolicybindings", "validatingadmissionpolicies",
+                       "mutatingadmissionpolicybindings", "mutatingadmissionpolicies"):
+            kube.call("DELETE", f"/apis/admissionregistration.k8s.io/v1/{plural}",
+                      query=[("labelSelector", "app.kubernetes.io/managed-by=dra-webhook-compile")])
+
+
+def test_validate_deletes_what_is_no_longer_compiled(plane):
+    """Before every schedule date all namespaces are legacy: no Deny or Warn policy is compiled, and ``--validate``
+    deletes the ones an earlier date's compile applied (else they would go on enforcing the old stage)."""
+    cp, kube = plane
+    _apply_compiled(cp, kube, DATES[1])
+    done = _cli("compile", "--policy", str(POLICY), "--at", "2029-06-01", "-o", "json", "--validate",
+                "--kubeconfig", str(cp.admin_kubeconfig))
+    assert done.returncode == 0, done.stderr
+    stored = {o["metadata"]["name"] for o in kube.call(
+        "GET", "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies").obj["items"]}
+    compiled = {o["metadata"]["name"] for o in json.loads(done.stdout)["items"]
+                if o["kind"] == "ValidatingAdmissionPolicy"}
+    assert stored == compiled and all(n.endswith("-audit.dra-migration.io") for n in compiled), stored
+    gone = "deleted ValidatingAdmissionPolicy compile-e2e-pods-deny.dra-migration.io (no longer compiled)"
+    assert gone in done.stderr

@@ -1,0 +1,179 @@
+"""`dra-webhook compile` (issue #28 item 1): the shape of its output, its coverage list, and its CEL pieces.
+
+What the compiled policies decide is proven on the real API server (tests/e2e/test_compiled_policies.py); here:
+every policy the project ships or tests with compiles to objects the Kubernetes 1.37 schema accepts, each policy
+with its binding and every variable declared before use; every rule id is either compiled or listed with why;
+the namespace globs and the cohort/stage expression mean what ``CompiledPolicy`` means (evaluated with the
+``cel`` package).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fnmatch
+import json
+import re
+from pathlib import Path
+
+import cel
+import kubernetes_validate
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.helpers import K8S_VERSION, ROOT
+from webhook.cli import main
+from webhook.commands import load_policy
+from webhook.compile import compile_admission
+from webhook.compile.cel import glob_regex
+from webhook.compile.coverage import COMPILED, NOT_COMPILED, not_compiled
+from webhook.compile.shared import cohort_expression, stage_expression, valid_until
+from webhook.rules import ids
+
+POLICIES = [ROOT / "policies" / "default.yaml", ROOT / "tests" / "e2e" / "data" / "policy.yaml",
+            ROOT / "tests" / "e2e" / "data" / "compile-policy.yaml", ROOT / "tests" / "data" / "live-policy.yaml"]
+DATES = [dt.datetime(2026, 1, 1, tzinfo=dt.UTC), dt.datetime(2027, 2, 15, tzinfo=dt.UTC),
+         dt.datetime(2030, 7, 1, tzinfo=dt.UTC)]
+
+
+@pytest.mark.parametrize("path", POLICIES, ids=lambda p: p.name)
+@pytest.mark.parametrize("at", DATES, ids=lambda d: d.date().isoformat())
+def test_compiled_objects_have_the_api_shape(path: Path, at: dt.datetime):
+    objects = compile_admission(load_policy(path), at).objects
+    assert objects, "every test policy has a legacy name or a maxPerPod: something compiles"
+    for kind in ("ValidatingAdmissionPolicy", "MutatingAdmissionPolicy"):
+        policies = {o["metadata"]["name"]: o for o in objects if o["kind"] == kind}
+        bindings = [o for o in objects if o["kind"] == f"{kind}Binding"]
+        assert sorted(b["spec"]["policyName"] for b in bindings) == sorted(policies)
+        for p in policies.values():
+            _variables_declared_before_use(p)
+    kinds = {o["kind"] for o in objects}
+    assert kinds == {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "MutatingAdmissionPolicy",
+                     "MutatingAdmissionPolicyBinding"}
+    for obj in objects:
+        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+        assert re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", obj["metadata"]["name"])
+        if obj["kind"] == "ValidatingAdmissionPolicyBinding":
+            action = obj["spec"]["validationActions"]
+            assert action in (["Deny"], ["Warn"], ["Audit"])
+            assert obj["spec"]["policyName"].endswith(f"-{action[0].lower()}.dra-migration.io")
+
+
+def _variables_declared_before_use(policy: dict) -> None:
+    declared: list[str] = []
+    for v in policy["spec"]["variables"]:
+        used = set(re.findall(r"variables\.(\w+)", v["expression"]))
+        assert used <= set(declared), (v["name"], used - set(declared))
+        declared.append(v["name"])
+    texts = [c["expression"] + c["messageExpression"] for c in policy["spec"].get("validations", [])]
+    texts += [json.dumps(m) for m in policy["spec"].get("mutations", [])]
+    for text in texts:
+        used = set(re.findall(r"variables\.(\w+)", text))
+        assert used <= set(declared), used - set(declared)
+
+
+def test_every_rule_is_compiled_or_listed_with_why():
+    assert set(COMPILED).isdisjoint(NOT_COMPILED)
+    assert set(COMPILED) | set(NOT_COMPILED) == set(ids.RULE_IDS)
+    assert [r["rule"] for r in not_compiled()] == [r for r in ids.RULE_IDS if r in NOT_COMPILED]
+    assert all(r["why"] for r in not_compiled())
+
+
+def test_the_cli_prints_objects_and_lists_what_is_left_to_the_webhook(capsys):
+    policy = str(ROOT / "tests" / "e2e" / "data" / "compile-policy.yaml")
+    assert main(["compile", "--policy", policy, "--at", "2030-03-01", "-o", "json"]) == 0
+    out, err = capsys.readouterr()
+    doc = json.loads(out)
+    assert doc["kind"] == "List" and doc["validUntil"] == "2030-06-01"
+    assert [r["rule"] for r in doc["notCompiled"]] == [r["rule"] for r in not_compiled()]
+    for rule, why in NOT_COMPILED.items():
+        assert f"not compiled: {rule}: {why}" in err
+    assert "valid until 2030-06-01" in err
+    assert main(["compile", "--policy", policy, "--at", "2030-03-01"]) == 0
+    assert list(yaml.safe_load_all(capsys.readouterr().out)) == doc["items"]
+
+
+def test_a_bad_date_is_an_input_error(capsys):
+    assert main(["compile", "--at", "March"]) == 2
+    assert "--at" in capsys.readouterr().err
+
+
+def test_valid_until_is_the_next_schedule_date_or_the_day_after_an_exception_expires():
+    policy = load_policy(ROOT / "tests" / "e2e" / "data" / "compile-policy.yaml")
+    assert valid_until(policy, dt.date(2029, 12, 31)) == dt.date(2030, 1, 1)
+    assert valid_until(policy, dt.date(2030, 6, 1)) == dt.date(2030, 7, 1)  # exception expires 2030-06-30
+    assert valid_until(policy, dt.date(2030, 7, 1)) is None
+
+
+@given(st.text(alphabet="ab-*?[]!^\\", min_size=1, max_size=7), st.text(alphabet="ab-[]!^\\", max_size=5))
+def test_glob_regex_matches_what_fnmatch_matches(pattern: str, name: str):
+    assert (re.search(glob_regex([pattern]), name) is not None) == fnmatch.fnmatchcase(name, pattern)
+
+
+NAMESPACES = [("ml-a", {}), ("xml-a", {}), ("other", {"gpu-migration": "pilot"}),
+              ("r", {"division": "research", "cost-center": "1"}),
+              ("r2", {"division": "research", "cost-center": "1", "gpu-migration": "hold"}),
+              ("r3", {"division": "research"}), ("inference-x", {}), ("serving-y", {"division": "research"}),
+              ("team-a", {}), ("batch-b", {}), ("batch-c", {}), ("plain", {"gpu-migration": "migrated"}),
+              ("held", {"gpu-migration": "migrated", "hold": ""}), ("lab", {"division": "ml"})]
+
+
+@pytest.mark.parametrize("path", POLICIES[:3], ids=lambda p: p.name)
+@pytest.mark.parametrize("at", DATES, ids=lambda d: d.date().isoformat())
+def test_the_stage_expression_is_cohort_for_and_stage_for(path: Path, at: dt.datetime):
+    policy = load_policy(path)
+    stage, cohort = cel.compile(stage_expression(policy, at.date())), cel.compile(cohort_expression(policy))
+    for ns, labels in NAMESPACES:
+        ctx = cel.Context()
+        ctx.add_variable("variables", {"ns": ns, "labels": labels})
+        found = policy.cohort_for(ns, labels)
+        assert stage.execute(ctx) == policy.stage_for(found, at), (ns, labels)
+        assert cohort.execute(ctx) == (found.name if found else "none"), (ns, labels)
+
+
+def test_the_readme_rule_table_is_the_coverage_list():
+    from webhook.compile.coverage import markdown
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start, end = text.index("<!-- compile:start -->"), text.index("<!-- compile:end -->")
+    assert markdown() in text[start:end]
+
+
+def test_track_rollout_writes_only_where_the_policy_lets_it():
+    """No MutatingAdmissionPolicy when track-rollout is overridden to Audit (report, don't patch: ``engine``)."""
+    from webhook.compile.mutating import compile_tracking
+    from webhook.compile.shared import SHIPPED_NAMESPACES
+
+    policy = load_policy(ROOT / "tests" / "e2e" / "data" / "compile-policy.yaml")
+    assert compile_tracking(policy, dt.date(2030, 3, 1), None, SHIPPED_NAMESPACES)
+    assert compile_tracking(policy.without_rule(ids.TRACK_ROLLOUT), dt.date(2030, 3, 1), None,
+                            SHIPPED_NAMESPACES) == []
+
+
+def test_validate_without_a_cluster_is_a_clear_error(capsys, tmp_path):
+    assert main(["compile", "--validate", "--kubeconfig", str(tmp_path / "missing")]) == 1
+    err = capsys.readouterr().err
+    assert f"error: kubeconfig {tmp_path / 'missing'} does not exist" in err
+    assert "Traceback" not in err
+
+
+def test_bindings_take_the_namespaces_of_the_webhook_configuration(capsys, tmp_path):
+    """``--webhook-config``: an overlay that also leaves out ``batch`` namespaces; the shipped one by default."""
+    docs = list(yaml.safe_load_all((ROOT / "deploy" / "base" / "webhooks.yaml").read_text(encoding="utf-8")))
+    tier = {"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["batch"]}]}
+    for doc in docs:
+        for hook in doc["webhooks"]:
+            hook["namespaceSelector"] = tier
+    path = tmp_path / "hooks.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    policy = str(ROOT / "tests" / "e2e" / "data" / "compile-policy.yaml")
+    for args, wanted in (([], "kubernetes.io/metadata.name"), (["--webhook-config", str(path)], "tier")):
+        assert main(["compile", "--policy", policy, "--at", "2030-03-01", "-o", "json", *args]) == 0
+        items = json.loads(capsys.readouterr().out)["items"]
+        selectors = [o["spec"]["matchResources"]["namespaceSelector"] for o in items if o["kind"].endswith("Binding")]
+        assert selectors and all(s["matchExpressions"][0]["key"] == wanted for s in selectors)
+    docs[0]["webhooks"][0]["name"] = "renamed"
+    path.write_text(yaml.safe_dump_all(docs))
+    assert main(["compile", "--policy", policy, "--webhook-config", str(path)]) == 2
+    assert "no webhook named workloads.mutate.dra-migration.io" in capsys.readouterr().err

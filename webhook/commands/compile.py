@@ -1,0 +1,141 @@
+"""`dra-webhook compile`: the policy's rules CEL can decide, as Validating/MutatingAdmissionPolicies and bindings.
+
+The API server then enforces them itself, with no call to the webhook (issue #28). The objects hold the
+stage of every cohort on one date (``--at``, default today): CEL in admission has no clock, so they must be
+compiled again when a schedule date passes or an exception expires; each object's ``valid-until`` annotation
+says when. Rules that need the cluster view or mutation stay with the webhook; they are listed on stderr (and
+under ``notCompiled`` with ``-o json``) with why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
+
+from webhook.commands import EXIT_NO, EXIT_OK, CliError, Subparsers, load_policy
+from webhook.compile import Compiled, compile_admission
+from webhook.compile.coverage import COMPILED, not_compiled
+from webhook.compile.shared import FIELD_MANAGER, Namespaces
+from webhook.defaults import default_policy
+from webhook.delivery import CONFIG_KINDS
+from webhook.inputs import InputError, parse_at, read_items
+
+VALIDATING_HOOK = "workloads.validate.dra-migration.io"
+MUTATING_HOOK = "workloads.mutate.dra-migration.io"
+"""The webhooks (deploy/base/webhooks.yaml) whose namespaces the compiled policies take over."""
+
+
+def add_parser(sub: Subparsers) -> None:
+    p = sub.add_parser(
+        "compile",
+        help="print the policy's rules as Validating/MutatingAdmissionPolicies (run by the API server itself)",
+        description="Compile the MigrationPolicy into admissionregistration.k8s.io/v1 ValidatingAdmissionPolicies, "
+        "MutatingAdmissionPolicies and bindings that run, in the API server and with no webhook call, the rules CEL "
+        "can decide from the object and its namespace: " + ", ".join(COMPILED) + ". The cohorts' stages are those "
+        "of --at (default: "
+        "now, UTC); compile again by each object's valid-until annotation. Rules left to the webhook are listed "
+        "on stderr with why. --validate applies the objects to a cluster (server-side apply, field manager "
+        f"{FIELD_MANAGER}) and reports the API server's type check of each policy (exit 1 on a warning).",
+    )
+    p.add_argument("--policy", type=Path, default=None, help="policy file or directory (default: bundled)")
+    p.add_argument("--at", default=None, metavar="DATE",
+                   help="the date whose stages to compile (YYYY-MM-DD[THH:MM:SS], UTC; default now)")
+    p.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml",
+                   help="yaml: a multi-document stream for kubectl apply / GitOps; json: a v1 List plus "
+                   "notCompiled and validUntil")
+    p.add_argument("--webhook-config", type=Path, default=None, metavar="FILE",
+                   help="the Mutating/ValidatingWebhookConfigurations the cluster has (e.g. `kubectl kustomize "
+                   "deploy/overlays/prod` output): the bindings take the namespaceSelector of its "
+                   f"{VALIDATING_HOOK} and {MUTATING_HOOK} webhooks (default: those deploy/base installs)")
+    p.add_argument("--validate", action="store_true",
+                   help="apply the objects to the cluster (server-side apply), delete the ones an earlier compile of "
+                   "this policy made that are no longer compiled, and report status.typeChecking")
+    p.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig for --validate (default: $KUBECONFIG, "
+                   "in-cluster, ~/.kube/config)")
+
+
+def run(args: argparse.Namespace) -> int:
+    policy = load_policy(args.policy or default_policy())
+    try:
+        at = parse_at(args.at) or dt.datetime.now(dt.UTC)
+    except InputError as exc:
+        raise CliError(f"input error: {exc}") from None
+    compiled = compile_admission(policy, at, _namespaces(args.webhook_config))
+    _print(compiled, args.output)
+    for row in not_compiled():
+        print(f"not compiled: {row['rule']}: {row['why']}", file=sys.stderr)
+    if compiled.valid_until is not None:
+        print(f"valid until {compiled.valid_until.isoformat()}: compile again by then (a stage or an exception "
+              "changes)", file=sys.stderr)
+    return validate(compiled, args.kubeconfig) if args.validate else EXIT_OK
+
+
+def _namespaces(config: Path | None) -> Namespaces | None:
+    """The workloads webhooks' namespaceSelectors in ``config`` (None: the shipped ones)."""
+    if config is None:
+        return None
+    try:
+        docs = [i.request.object or {} for i in read_items(str(config), None, "CREATE", [])]
+    except (OSError, ValueError, InputError) as exc:
+        raise CliError(f"input error: --webhook-config {config}: {exc}") from None
+    hooks = {str(h.get("name")): h for d in docs if d.get("kind") in CONFIG_KINDS for h in d.get("webhooks") or []}
+    found = []
+    for name in (VALIDATING_HOOK, MUTATING_HOOK):
+        if name not in hooks:
+            raise CliError(f"input error: --webhook-config {config}: no webhook named {name}")
+        found.append(dict(hooks[name].get("namespaceSelector") or {}))
+    return Namespaces(*found)
+
+
+def _print(compiled: Compiled, output: str) -> None:
+    if output == "json":
+        doc = {"apiVersion": "v1", "kind": "List", "items": compiled.objects, "notCompiled": not_compiled(),
+               "validUntil": compiled.valid_until.isoformat() if compiled.valid_until else None}
+        sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
+        return
+    sys.stdout.write(yaml.safe_dump_all(compiled.objects, sort_keys=False, width=120))
+
+
+def validate(compiled: Compiled, kubeconfig: str | None) -> int:
+    """Apply every object; print each policy's type-check result. Exit 1 when any expression has a warning."""
+    from webhook import kube_api, kube_apply  # the kubernetes client: only when asked to talk to a cluster
+
+    try:
+        kube_api.quiet_client_logs()
+        api = kube_api.connect(kubeconfig)
+        with api:
+            policies = []
+            for obj in compiled.objects:
+                stored = kube_apply.apply(api, obj, FIELD_MANAGER)
+                note = " (expressions compiled by the API server; this kind has no type-check status)" \
+                    if obj["kind"] == "MutatingAdmissionPolicy" else ""
+                print(f"applied {obj['kind']} {obj['metadata']['name']}{note}", file=sys.stderr)
+                if obj["kind"] == "ValidatingAdmissionPolicy":
+                    policies.append(stored)
+            for gone in kube_apply.prune(api, compiled.objects, compiled.labels):
+                print(f"deleted {gone} (no longer compiled)", file=sys.stderr)
+            checked = kube_apply.type_checking(api, policies)
+    except kube_api.ClusterError as exc:
+        raise CliError(f"error: {exc}", EXIT_NO) from None
+    warned = [_report(name, warnings) for name, warnings in checked.items()]
+    return EXIT_NO if any(warned) else EXIT_OK
+
+
+def _report(name: str, warnings: list[dict[str, Any]] | None) -> bool:
+    if warnings is None:
+        print(f"ValidatingAdmissionPolicy {name}: not type-checked yet (the status controller of "
+              "kube-controller-manager reports it)", file=sys.stderr)
+        return True
+    if not warnings:
+        print(f"ValidatingAdmissionPolicy {name}: type check passed", file=sys.stderr)
+        return False
+    for w in warnings:
+        print(f"ValidatingAdmissionPolicy {name}: type check: {w.get('fieldRef')}: {w.get('warning')}",
+              file=sys.stderr)
+    return True

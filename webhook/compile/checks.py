@@ -1,0 +1,124 @@
+"""The compiled rules as CEL checks: one check per finding the webhook can report on a pod template.
+
+A check is true when the object has the finding. ``message`` is CEL for the finding's text, the same text
+the rule builds (``rules/pods.py``): the validating policies put it behind the rule id and stage exactly as
+``admission.answer`` does. Variables the checks read (``variables.containers``, ``variables.init``...) are
+declared by ``policies``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from webhook.compile.cel import asks_for, clip, count_of, lit, str_list
+from webhook.objects import DEVICECLASS_PREFIX
+from webhook.placement import hardware
+from webhook.policy.compiled import CompiledPolicy
+from webhook.policy.model import Resource
+from webhook.rules import ids
+from webhook.rules.pods import MESSAGE_MAX
+
+STAGES = ("legacy", "pilot", "migrated")
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One finding in CEL: ``finding`` (bool), ``message`` (string) and the remediation's first line."""
+
+    rule: str
+    stages: tuple[str, ...]  # where the rule looks at all (legacy-resource-name: not in legacy)
+    finding: str
+    message: str
+    fix: str
+    variables: tuple[tuple[str, str], ...] = ()  # (name, CEL) the check's expressions read as variables.<name>
+    advisory: bool = False  # ``Finding.advisory``: a warning at most, whatever the stage says
+    plan: bool = False  # reads ``plan.plan_variables`` and ``plan.training_variables``
+
+
+def _who(names: str, quoted: str) -> str:
+    """``rules.pods._who`` in CEL over a list of container names (``quoted``: the same names in double quotes)."""
+    shown = (f"(size({quoted}) > 3 ? {quoted}.slice(0, 3).join(', ') + ' +' + string(size({quoted}) - 3) + "
+             f"' more' : {quoted}.join(', '))")
+    return f"(size({names}) == 1 ? 'container ' + {shown} + ' requests' : 'containers ' + {shown} + ' request')"
+
+
+def _askers(name: str) -> str:
+    """CEL list of the names of the containers (init first, as ``iter_containers``) asking for ``name``."""
+    return f"variables.containers.filter(c, {asks_for('c', name)}).map(c, c.name)"
+
+
+def legacy_checks(policy: CompiledPolicy) -> list[Check]:
+    """``legacy-resource-name``: a legacy device-plugin name requested in a pilot or migrated cohort."""
+    checks = []
+    for i, (name, res) in enumerate(sorted(policy.legacy.items())):
+        askers, quoted, text = f"legacy{i}", f"legacy{i}Quoted", f"legacy{i}Text"
+        message = f"{_who(f'variables.{askers}', f'variables.{quoted}')} + " \
+                  f"{lit(' legacy device-plugin resource ' + name)}"
+        fix = (f"request {res.name} instead of {name} (same hardware, served by DeviceClass "
+               f"{res.deviceClassName})")
+        checks.append(Check(
+            ids.LEGACY_RESOURCE_NAME, ("pilot", "migrated"), f"size(variables.{askers}) > 0",
+            clip(f"variables.{text}", MESSAGE_MAX), fix,
+            ((askers, _askers(name)), (quoted, f"variables.{askers}.map(n, '\"' + n + '\"')"), (text, message))))
+    return checks
+
+
+def _group_names(policy: CompiledPolicy, res: Resource) -> list[str]:
+    """Every requested name that counts as ``res`` (``placement.hardware``), sorted as the rule sorts them."""
+    names = [res.name, *res.legacyNames, DEVICECLASS_PREFIX + res.deviceClassName]
+    return sorted(n for n in names if hardware(policy, n) is res)
+
+
+def max_per_pod_checks(policy: CompiledPolicy) -> list[Check]:
+    """``max-devices-per-pod``: the scheduler's effective count of a resource above its ``maxPerPod``.
+
+    ``objects.extended_requests`` in CEL: max(regular containers + sidecars, the peak over init containers of
+    the sidecars started before one plus the one itself).
+    """
+    checks = []
+    for i, res in enumerate(r for r in policy.spec.resources if r.maxPerPod):
+        names = _group_names(policy, res)
+        count = count_of("c", names)
+        v = {k: f"max{i}{k.capitalize()}" for k in ("side", "total", "peak", "count", "asked", "text")}
+        side = f"variables.init.map(c, c.?restartPolicy.orValue('') == 'Always' ? {count} : 0)"
+        total = f"([0] + variables.main.map(c, {count})).sum() + ([0] + variables.{v['side']}).sum()"
+        peak = (f"([0] + variables.init.transformList(i, c, ([0] + variables.{v['side']}.slice(0, i)).sum() + "
+                f"({count}))).max()")
+        effective = f"variables.{v['total']} > variables.{v['peak']} ? variables.{v['total']} : variables.{v['peak']}"
+        asked = f"{str_list(names)}.filter(n, variables.containers.exists(c, {asks_for('c', '', key='n')}))"
+        a = f"variables.{v['asked']}"
+        counted = f"(size({a}) > 1 || {a} != [{lit(res.name)}] ? ' (' + {a}.join(' + ') + ')' : '')"
+        message = (f"'Pod needs ' + string(variables.{v['count']}) + ' ' + {lit(res.name)} + {counted} + "
+                   f"{lit(f', above maxPerPod {res.maxPerPod}')}")
+        fix = f"request at most {res.maxPerPod} {res.name} per Pod, or split the work across Pods"
+        checks.append(Check(
+            ids.MAX_DEVICES_PER_POD, STAGES, f"variables.{v['count']} > {res.maxPerPod}",
+            clip(f"variables.{v['text']}", MESSAGE_MAX), fix,
+            ((v["side"], side), (v["total"], total), (v["peak"], peak), (v["count"], effective),
+             (v["asked"], asked), (v["text"], message))))
+    return checks
+
+
+def training_checks(policy: CompiledPolicy) -> list[Check]:
+    """``training-job-extended-resource``: a long training job whose plan puts a policy resource on DRA's
+    extended-resource path (advisory). One finding per resource asked for by its own or its class's implicit name,
+    as the rule groups them."""
+    evicted = policy.source.spec.extendedResourceTaintEviction == "evicted"
+    why = ("a NoExecute device taint evicts it at once, with no checkpoint window" if evicted else
+           "no device taint moves it, it keeps running on a device under maintenance")
+    checks = []
+    for res in policy.spec.resources:
+        names = [n for n in (res.name, DEVICECLASS_PREFIX + res.deviceClassName)
+                 if n == res.name or hardware(policy, n) is res]
+        asked = " || ".join(f"variables.containers.exists(c, {asks_for('c', n)})" for n in names)
+        finding = f"variables.trainPath in ['dra-extended-resource', 'mixed'] && variables.trainJob && ({asked})"
+        text = f"training job requests {res.name} as an extended resource: {why}"
+        text = text if len(text) <= MESSAGE_MAX else text[: MESSAGE_MAX - 3] + "..."  # as rules.pods clips
+        checks.append(Check(ids.TRAINING_JOB_EXTENDED_RESOURCE, STAGES, finding, lit(text),
+                            "use a ResourceClaimTemplate with device tolerations instead", advisory=True, plan=True))
+    return checks
+
+
+def all_checks(policy: CompiledPolicy) -> list[Check]:
+    """Every compiled check of the policy, in rule order (``ids.RULE_IDS``)."""
+    return [*legacy_checks(policy), *max_per_pod_checks(policy), *training_checks(policy)]

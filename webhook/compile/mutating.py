@@ -1,0 +1,137 @@
+"""``track-rollout`` as MutatingAdmissionPolicies: the ``path``, ``stage``, ``cohort`` and ``policy`` annotations.
+
+The rule (``rules/tracking.py``) in CEL, for Pods and the built-in workload kinds whose pod specs name no
+ResourceClaim: which of a Pod's claims belong to the migration needs the claims' DeviceClasses (the cluster view,
+``claims.scoped_usage``), so those objects are left to the webhook (a matchCondition). ``path`` is
+``placement.plan`` over the names the pod spec asks for, against the policy's lists (legacy names, names a
+policy resource serves, names a pool advertises) and ``spec.draSchedulers``, all known when compiling.
+
+Mutations are ``ApplyConfiguration`` merges of the ``annotations`` maps (granular maps: only our keys are
+written), with ``reinvocationPolicy: IfNeeded`` as the webhook has it. As the rule: the object's own annotations
+always; the template's on CREATE, and on UPDATE only when the template itself changed and may change (not in a
+controlled object, nor in a started Job).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from webhook.compile.cel import glob_regex, lit, str_list
+from webhook.compile.checks import STAGES
+from webhook.compile.layouts import JOB, LAYOUTS, POD, Layout, owned, template_changed
+from webhook.compile.plan import plan_variables
+from webhook.compile.shared import (
+    API,
+    binding_spec,
+    cohort_expression,
+    container_variables,
+    excepted,
+    metadata,
+    namespace_variables,
+)
+from webhook.policy.compiled import CompiledPolicy
+from webhook.policy.model import Action
+from webhook.rules import ids
+from webhook.rules.tracking import TRACK_NAMES
+
+
+def mutating_stages(policy: CompiledPolicy) -> list[str]:
+    """Stages where track-rollout writes (``engine``: the rule runs unless its action is Off, and it patches unless
+    its own override is Audit or Off)."""
+    if policy.rule_actions.get(ids.TRACK_ROLLOUT) in (Action.Off, Action.Audit):
+        return []
+    return [s for s in STAGES if policy.action_for(ids.TRACK_ROLLOUT, s) is not Action.Off]
+
+
+def _annotations(policy: CompiledPolicy) -> str:
+    keys = {"path": "variables.trkPath", "stage": "variables.stage", "cohort": "variables.cohort",
+            "policy": lit(policy.identity)}
+    return "{" + ", ".join(f"{lit(policy.key(k))}: {keys[k]}" for k in TRACK_NAMES) + "}"
+
+
+def _apply(layout: Layout | None, annotations: str) -> str:
+    """``Object{...}`` setting ``annotations`` on the object's metadata (layout None) or its template's."""
+    if layout is None:
+        return f"Object{{metadata: Object.metadata{{annotations: {annotations}}}}}"
+    steps = [s for s in layout.template.split(".") if s] + ["metadata"]
+    inner = f"annotations: {annotations}"
+    for i in range(len(steps), 0, -1):
+        inner = f"{steps[i - 1]}: Object.{'.'.join(steps[:i])}{{{inner}}}"
+    return f"Object{{{inner}}}"
+
+
+def _template_writable(layout: Layout, prefix: str) -> str:
+    """CEL: the template's annotations are written (``template_writes`` and ``template_unchanged``)."""
+    changed = template_changed(layout, [f"{prefix}/{k}" for k in TRACK_NAMES])
+    update = f"oldObject != null && {changed}"
+    if layout is JOB:  # a batch/v1 Job's template may change only while suspended and never started
+        update += " && oldObject.spec.?suspend.orValue(false) && !has(oldObject.status.startTime)"
+    return f"!({owned()}) && (request.operation == 'CREATE' || ({update}))"
+
+
+def _keep_old(layout: Layout, prefix: str, guard: str) -> str:
+    """JSONPatch CEL: on an UPDATE that leaves the template alone but for our keys, put back the old template's values
+    of our keys (``track_rollout``: ``desired = old``), so a ``kubectl replace`` of a manifest without them does not
+    change the template and roll out every Pod. A template without ``metadata`` is not patched."""
+    keys = str_list(f"{prefix}/{k}" for k in TRACK_NAMES)
+    changed = template_changed(layout, [f"{prefix}/{k}" for k in TRACK_NAMES])
+    keep = f"request.operation == 'UPDATE' && oldObject != null && !({owned()}) && !{changed}"
+    if layout is JOB:
+        keep += " && oldObject.spec.?suspend.orValue(false) && !has(oldObject.status.startTime)"
+    new, old = f"object{layout.template}", f"oldObject{layout.template}"
+    na, oa = f"{new}.metadata.?annotations.orValue({{}})", f"{old}.?metadata.?annotations.orValue({{}})"
+    where = lit(layout.template.replace(".", "/") + "/metadata/annotations")
+    one = f"{where} + '/' + jsonpatch.escapeKey(k)"
+    patch = (f"has({new}.metadata.annotations) ? "
+             f"{keys}.filter(k, k in {na} && !(k in {oa})).map(k, JSONPatch{{op: 'remove', path: {one}}}) + "
+             f"{keys}.filter(k, k in {oa} && (!(k in {na}) || {na}[k] != {oa}[k]))"
+             f".map(k, JSONPatch{{op: 'add', path: {one}, value: {oa}[k]}}) : "
+             f"{keys}.exists(k, k in {oa}) ? [JSONPatch{{op: 'add', path: {where}, "
+             f"value: {oa}.transformMap(k, v, k in {keys}, v)}}] : []")
+    return f"{guard} && {keep} && has({new}.metadata) ? ({patch}) : []"
+
+
+def _policy(layout: Layout, policy: CompiledPolicy, day: dt.date, meta: dict[str, Any]) -> dict[str, Any]:
+    stages = mutating_stages(policy)
+    guard = f"variables.stage in {str_list(stages)} && variables.trkPath != ''"
+    globs = excepted(ids.TRACK_ROLLOUT, policy, day)
+    if globs:
+        guard += f" && !variables.ns.matches({lit(glob_regex(globs))})"
+    ann = _annotations(policy)
+    mutations = [f"{guard} ? {_apply(None, ann)} : Object{{}}"]
+    patches = []
+    if layout is not POD:
+        mutations.append(f"{guard} && {_template_writable(layout, policy.prefix)} ? {_apply(layout, ann)} : Object{{}}")
+        patches.append(_keep_old(layout, policy.prefix, guard))
+    no_claims = f"!has({layout.spec()}.resourceClaims) || size({layout.spec()}.resourceClaims) == 0"
+    return {
+        "apiVersion": API, "kind": "MutatingAdmissionPolicy", "metadata": meta,
+        "spec": {
+            "failurePolicy": "Ignore",  # as workloads.mutate (deploy/base/webhooks.yaml)
+            "reinvocationPolicy": "IfNeeded",
+            "matchConstraints": {"resourceRules": layout.resource_rules()},
+            "matchConditions": [{"name": "no-resource-claims", "expression": no_claims}],
+            "variables": [*namespace_variables(policy, day),
+                          {"name": "cohort", "expression": cohort_expression(policy)},
+                          *container_variables(layout), *plan_variables(policy)],
+            "mutations": [*({"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": m}}
+                            for m in mutations),
+                          *({"patchType": "JSONPatch", "jsonPatch": {"expression": p}} for p in patches)],
+        },
+    }
+
+
+def compile_tracking(policy: CompiledPolicy, day: dt.date, until: dt.date | None,
+                     namespaces: dict[str, Any]) -> list[dict[str, Any]]:
+    """One MutatingAdmissionPolicy and binding per layout, or none when track-rollout never writes."""
+    if not mutating_stages(policy):
+        return []
+    out = []
+    for layout in LAYOUTS:
+        name = f"{policy.name}-{layout.name}-track-rollout.dra-migration.io"
+        meta = metadata(name, policy, day, until)
+        out += [_policy(layout, policy, day, meta),
+                {"apiVersion": API, "kind": "MutatingAdmissionPolicyBinding", "metadata": {**meta},
+                 "spec": binding_spec(name, namespaces)}]
+    return out

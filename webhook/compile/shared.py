@@ -1,0 +1,118 @@
+"""What every compiled admission policy has: the namespace's cohort and stage on one date, exceptions, names,
+labels and the binding's namespaces.
+
+CEL in admission has no clock, so the stage of each cohort is worked out here for one day and written into
+the policies as a constant per cohort; ``valid_until`` says when that stops being true (a schedule entry or an
+exception's expiry), and the objects must be compiled again by then (issue #28 item 2).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from webhook.compile.cel import glob_regex, lit, selector
+from webhook.compile.layouts import Layout
+from webhook.delivery import NAME_LABEL, SHIPPED_EXCLUDED
+from webhook.policy.compiled import CompiledCohort, CompiledPolicy
+
+API = "admissionregistration.k8s.io/v1"
+FIELD_MANAGER = "dra-webhook-compile"
+
+
+def valid_until(policy: CompiledPolicy, day: dt.date) -> dt.date | None:
+    """The first day after ``day`` on which a cohort's stage or an exception changes, or None."""
+    dates = [e.from_ for c in policy.cohorts for e in c.schedule if e.from_ > day]
+    dates += [e.expires + dt.timedelta(days=1) for e in policy.exceptions if e.expires and e.expires >= day]
+    return min(dates, default=None)
+
+
+def stage_expression(policy: CompiledPolicy, day: dt.date) -> str:
+    """CEL for the namespace's stage on ``day``: the first matching cohort's (``cohort_for``), else the default."""
+    default = policy.spec.defaultStage.value
+    return _first_cohort(policy, lambda c: lit(c.stage_on(day, default)), lit(default))
+
+
+def cohort_expression(policy: CompiledPolicy) -> str:
+    """CEL for the name of the namespace's cohort (``cohort_for``), ``none`` outside every cohort."""
+    return _first_cohort(policy, lambda c: lit(c.name), lit("none"))
+
+
+def _first_cohort(policy: CompiledPolicy, value: Callable[[CompiledCohort], str], otherwise: str) -> str:
+    expr = otherwise
+    for cohort, spec in reversed(list(zip(policy.cohorts, policy.spec.cohorts, strict=True))):
+        terms = []
+        if spec.namespaces.names:
+            terms.append(f"variables.ns.matches({lit(glob_regex(spec.namespaces.names))})")
+        if spec.namespaces.selector is not None:
+            terms.append(f"({selector(spec.namespaces.selector, 'variables.labels')})")
+        expr = f"({' || '.join(terms)}) ? {value(cohort)} : {expr}"
+    return expr
+
+
+def namespace_variables(policy: CompiledPolicy, day: dt.date) -> list[dict[str, str]]:
+    """``ns``, ``labels`` (of ``namespaceObject``) and ``stage``: what every compiled policy reads first."""
+    return [
+        {"name": "ns", "expression": "request.namespace"},
+        {"name": "labels", "expression": "namespaceObject.metadata.?labels.orValue({})"},
+        {"name": "stage", "expression": stage_expression(policy, day)},
+    ]
+
+
+def container_variables(layout: Layout) -> list[dict[str, str]]:
+    """``spec`` (the layout's pod spec) and its ``init``, ``main`` and ``containers`` (init first, as
+    ``objects.iter_containers``)."""
+    spec = layout.spec()
+    return [
+        {"name": "spec", "expression": spec},
+        {"name": "init", "expression": f"{spec}.?initContainers.orValue([])"},
+        {"name": "main", "expression": f"{spec}.containers"},
+        {"name": "containers", "expression": "variables.init + variables.main"},
+    ]
+
+
+def excepted(rule: str, policy: CompiledPolicy, day: dt.date) -> list[str]:
+    """Namespace globs of the exceptions switching ``rule`` off on ``day`` (``CompiledException.covers``)."""
+    return [g for e in policy.spec.exceptions if rule in e.rules and (e.expires is None or day <= e.expires)
+            for g in e.namespaces]
+
+
+def metadata(name: str, policy: CompiledPolicy, day: dt.date, until: dt.date | None) -> dict[str, Any]:
+    """Name, our labels, and the policy identity, the date compiled for and the date it is valid until."""
+    annotations = {policy.key("policy"): policy.identity, policy.key("compiled-for"): day.isoformat()}
+    if until is not None:
+        annotations[policy.key("valid-until")] = until.isoformat()
+    return {"name": name, "labels": owner_labels(policy), "annotations": annotations}
+
+
+def owner_labels(policy: CompiledPolicy) -> dict[str, str]:
+    """The labels of every object compiled from ``policy``: ``--validate`` prunes by them."""
+    return {"app.kubernetes.io/managed-by": FIELD_MANAGER, "app.kubernetes.io/part-of": "dra-migration-webhook",
+            "app.kubernetes.io/instance": policy.name[:63].rstrip("-.")}
+
+
+SHIPPED_NAMESPACES: dict[str, Any] = {"matchExpressions": [
+    {"key": NAME_LABEL, "operator": "NotIn", "values": list(SHIPPED_EXCLUDED)}]}
+"""The namespaceSelector of every webhook deploy/base installs (``delivery.SHIPPED_EXCLUDED``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Namespaces:
+    """The namespaceSelectors the bindings copy: the validating and the mutating workloads webhook's, so the
+    compiled policies see the namespaces the webhook sees (``compile --webhook-config``)."""
+
+    validating: dict[str, Any] = field(default_factory=lambda: dict(SHIPPED_NAMESPACES))
+    mutating: dict[str, Any] = field(default_factory=lambda: dict(SHIPPED_NAMESPACES))
+
+
+def binding_spec(name: str, selector: dict[str, Any]) -> dict[str, Any]:
+    """The binding's policy and the namespaces it takes (an empty selector: all)."""
+    return {"policyName": name, "matchResources": {"namespaceSelector": selector}}
+
+
+def stages_on(policy: CompiledPolicy, day: dt.date) -> frozenset[str]:
+    """The stages some namespace can be in on ``day``: the default, and each cohort's."""
+    default = policy.spec.defaultStage.value
+    return frozenset({default, *(c.stage_on(day, default) for c in policy.cohorts)})

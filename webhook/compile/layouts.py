@@ -70,6 +70,20 @@ def template_changed(layout: Layout, ignored: list[str]) -> str:
             f"{old}.?metadata.?labels.orValue({{}}) || !({same_ann}))")
 
 
+def uses_devices(layout: Layout) -> str:
+    """CEL: the pod spec asks for a device: a resource name with '/' in a container or init container, a
+    ``resources.claims`` entry, or ``spec.resourceClaims`` (the ``uses-devices`` matchCondition of
+    deploy/base/webhooks.yaml, on the typed built-in kinds). The webhook is never sent anything else, so the
+    compiled policies leave it too: a plain Pod pays no CEL evaluation (bench/results.md, issue 28 item 5)."""
+    s = layout.spec()
+    named = "n.contains('/')"
+    container = (f"c.?resources.?claims.orValue([]).size() > 0 || "
+                 f"c.?resources.?limits.orValue({{}}).exists(n, {named}) || "
+                 f"c.?resources.?requests.orValue({{}}).exists(n, {named})")
+    return (f"{s}.?resourceClaims.orValue([]).size() > 0 || "
+            f"({s}.?containers.orValue([]) + {s}.?initContainers.orValue([])).exists(c, {container})")
+
+
 def examined(layout: Layout, prefix: str) -> str:
     """CEL: whether the webhook judges this object's template (``workloads.examined_templates``).
 

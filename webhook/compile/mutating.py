@@ -19,7 +19,7 @@ from typing import Any
 
 from webhook.compile.cel import glob_regex, lit, str_list
 from webhook.compile.checks import STAGES
-from webhook.compile.layouts import JOB, LAYOUTS, POD, Layout, owned, template_changed
+from webhook.compile.layouts import JOB, LAYOUTS, POD, Layout, owned, template_changed, uses_devices
 from webhook.compile.plan import plan_variables
 from webhook.compile.shared import (
     API,
@@ -111,7 +111,8 @@ def _policy(layout: Layout, policy: CompiledPolicy, day: dt.date, meta: dict[str
             "failurePolicy": "Ignore",  # as workloads.mutate (deploy/base/webhooks.yaml)
             "reinvocationPolicy": "IfNeeded",
             "matchConstraints": {"resourceRules": layout.resource_rules()},
-            "matchConditions": [{"name": "no-resource-claims", "expression": no_claims}],
+            "matchConditions": [{"name": "uses-devices", "expression": uses_devices(layout)},
+                                {"name": "no-resource-claims", "expression": no_claims}],
             "variables": [*namespace_variables(policy, day),
                           {"name": "cohort", "expression": cohort_expression(policy)},
                           *container_variables(layout), *plan_variables(policy)],

@@ -13,7 +13,7 @@ from typing import Any
 
 from webhook.compile.cel import glob_regex, lit, str_list
 from webhook.compile.checks import Check, all_checks
-from webhook.compile.layouts import LAYOUTS, Layout, examined
+from webhook.compile.layouts import LAYOUTS, Layout, examined, uses_devices
 from webhook.compile.plan import plan_variables, training_variables
 from webhook.compile.shared import (
     API,
@@ -93,7 +93,8 @@ def _policy(meta: dict[str, Any], layout: Layout, validations: list[dict[str, An
             # As the validating webhook for workloads (deploy/base/webhooks.yaml): fail open.
             "failurePolicy": "Ignore",
             "matchConstraints": {"resourceRules": layout.resource_rules()},
-            "matchConditions": [{"name": "examined", "expression": examined(layout, policy.prefix)}],
+            "matchConditions": [{"name": "uses-devices", "expression": uses_devices(layout)},
+                                {"name": "examined", "expression": examined(layout, policy.prefix)}],
             "variables": variables,
             "validations": validations,
         },

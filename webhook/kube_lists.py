@@ -139,7 +139,7 @@ def stream(
             more = bool(meta.get("continue"))
             on_page(resource, read, remaining if isinstance(remaining, int) else (None if more else 0))
         for item in items:
-            value = item if project is None else project(item)
+            value: Any = item if project is None else project(item)
             if value is not None:
                 yield value
         del items

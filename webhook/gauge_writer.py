@@ -20,10 +20,15 @@ import os
 import socket
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from webhook.policy.compiled import CompiledPolicy
+
+if TYPE_CHECKING:
+    from webhook.gauges import Exporter
 
 log = logging.getLogger(__name__)
 
@@ -85,9 +90,24 @@ def lower_priority() -> None:
         fh.write("1000")
 
 
+def exporter(opts: WriterOptions, api: Any, leading: Callable[[], bool]) -> Exporter:
+    """The gauges' exporter over streams of paged lists (one page of objects in memory at a time); a read
+    whose continue token expires half-way (410, after about five minutes of paging) starts again from the
+    beginning (``kube_lists.rerun``), so no object is counted twice and no refresh is lost to it."""
+    from webhook import gauges, kube_lists
+    from webhook import kube_api as cluster
+
+    return gauges.Exporter(
+        opts.directory, _CheckedPolicy(opts.policy),
+        lambda: gauges.ClusterObjects(
+            kube_lists.stream(api, "namespaces"), kube_lists.stream(api, "pods"),
+            kube_lists.stream(api, "resourceclaims"), kube_lists.device_classes(api), cluster.server_version(api)),
+        interval=opts.interval, leading=leading, retry=kube_lists.rerun,
+    )
+
+
 def run(opts: WriterOptions, stop: threading.Event) -> None:
     """The writer's life: elect, and while leading, refresh the gauges; release the Lease when stopped."""
-    from webhook import gauges, kube_lists
     from webhook import kube_api as cluster
     from webhook.leader import RETRY_PERIOD, LeaseElector
 
@@ -103,13 +123,6 @@ def run(opts: WriterOptions, stop: threading.Event) -> None:
 
     thread = threading.Thread(target=elect, name="lease", daemon=True)
     thread.start()
-    exporter = gauges.Exporter(
-        opts.directory, _CheckedPolicy(opts.policy),
-        lambda: gauges.ClusterObjects(  # streams of paged lists: one page of objects in memory at a time
-            kube_lists.stream(api, "namespaces"), kube_lists.stream(api, "pods"),
-            kube_lists.stream(api, "resourceclaims"), kube_lists.device_classes(api), cluster.server_version(api)),
-        interval=opts.interval, leading=lambda: elector.leading,
-    )
-    exporter.run(stop)
+    exporter(opts, api, lambda: elector.leading).run(stop)
     thread.join(10)
     elector.release()

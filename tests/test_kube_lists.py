@@ -265,3 +265,18 @@ def test_preflight_command_reads_again_after_an_expired_list(
     claim_lists = [q.get("continue") for r, v, q in fake.requests if r == "resourceclaims" and v == "list"]
     assert claim_lists == [None, "3", None, "3"]  # 410 on the second page, then the whole list again
     assert sorted(p["pod"] for p in json.loads(out)["pods"]) == ["w-0", "w-1", "w-2", "w-3"]
+
+
+def test_json_output_is_written_entry_by_entry_in_json_dumps_layout(fake: FakeAPI) -> None:
+    """``-o json`` never holds the whole document as text: each entry of a top-level list is its own piece,
+    and the pieces are exactly ``json.dumps(indent=2)``'s layout."""
+    from webhook.commands import json_chunks
+
+    with connect(fake.kubeconfig) as api:
+        report = build_report(make_policy(), NOW, kube_lists.stream(api, "namespaces"),
+                              kube_lists.stream(api, "pods"), kube_lists.stream(api, "resourceclaims"),
+                              kube_lists.device_classes(api))
+    doc = {**report.to_json(), "pods": [{"entry": f"p{i}", "claims": [], "é": {"nested": [i, None]}} for i in range(50)]}
+    chunks = list(json_chunks(doc))
+    assert "".join(chunks) == json.dumps(doc, indent=2, ensure_ascii=False)
+    assert sum(c.count('"entry": ') for c in chunks) == 50 and all(c.count('"entry": ') <= 1 for c in chunks)

@@ -276,7 +276,8 @@ def test_json_output_is_written_entry_by_entry_in_json_dumps_layout(fake: FakeAP
         report = build_report(make_policy(), NOW, kube_lists.stream(api, "namespaces"),
                               kube_lists.stream(api, "pods"), kube_lists.stream(api, "resourceclaims"),
                               kube_lists.device_classes(api))
-    doc = {**report.to_json(), "pods": [{"entry": f"p{i}", "claims": [], "é": {"nested": [i, None]}} for i in range(50)]}
+    entries = [{"entry": f"p{i}", "claims": [], "é": {"nested": [i, None]}} for i in range(50)]
+    doc = {**report.to_json(), "pods": entries}
     chunks = list(json_chunks(doc))
     assert "".join(chunks) == json.dumps(doc, indent=2, ensure_ascii=False)
     assert sum(c.count('"entry": ') for c in chunks) == 50 and all(c.count('"entry": ') <= 1 for c in chunks)

@@ -75,9 +75,16 @@ def log(msg: str) -> None:
 # ------------------------------------------------------------------------------------------- filling
 
 
+# What the fill asks back. The API server's CPU bounds the fill (bench/results.md), and encoding each created
+# 9 KB Pod as JSON for an answer nobody reads is part of it: protobuf is the cheapest encoding it has, and only
+# the UID of a claimed Pod is read back (PartialObjectMetadata: metadata only, as JSON).
+PROTOBUF = "application/vnd.kubernetes.protobuf"
+METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+
+
 def _send(api: Api, conn: http.client.HTTPSConnection, method: str, path: str, body: Any = None,
-          ctype: str = "application/json") -> tuple[int, bytes]:
-    headers = {"Accept": "application/json"}
+          ctype: str = "application/json", accept: str = "application/json") -> tuple[int, bytes]:
+    headers = {"Accept": accept}
     data = None
     if body is not None:
         data = json.dumps(body, separators=(",", ":")).encode()
@@ -94,17 +101,20 @@ class Filler:
         self.api, self.per_ns, self.concurrency = api, per_namespace, concurrency
         self.started = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
-    def create(self, conn: http.client.HTTPSConnection, path: str, obj: dict[str, Any]) -> dict[str, Any] | None:
-        """POST; None when it already exists (a reused store)."""
-        status, raw = _send(self.api, conn, "POST", path, obj)
+    def create(self, conn: http.client.HTTPSConnection, path: str, obj: dict[str, Any],
+               uid: bool = False) -> str | None:
+        """POST; the created object's UID (``uid``) or "" (its answer is not read), None when it already exists
+        (a reused store)."""
+        status, raw = _send(self.api, conn, "POST", path, obj, accept=METADATA if uid else PROTOBUF)
         if status == 409:
             return None
         if status != 201:
             raise RuntimeError(f"POST {path} {obj['metadata'].get('name')}: {status} {raw[:400]!r}")
-        return json.loads(raw)
+        return str(json.loads(raw)["metadata"]["uid"]) if uid else ""
 
     def patch_status(self, conn: http.client.HTTPSConnection, path: str, patch: dict[str, Any]) -> None:
-        status, raw = _send(self.api, conn, "PATCH", f"{path}/status", patch, "application/merge-patch+json")
+        status, raw = _send(self.api, conn, "PATCH", f"{path}/status", patch, "application/merge-patch+json",
+                            accept=PROTOBUF)
         if status != 200:
             raise RuntimeError(f"PATCH {path}/status: {status} {raw[:400]!r}")
 
@@ -180,15 +190,14 @@ class Filler:
         if claimed:
             self.create(conn, claims, fleet.claim(i, self.per_ns))
         path = f"/api/v1/namespaces/{ns}/pods"
-        created = self.create(conn, path, obj)
-        if created is None:
-            status, raw = _send(self.api, conn, "GET", f"{path}/{name}")
-            created = json.loads(raw)
+        uid = self.create(conn, path, obj, uid=claimed)
+        if uid is None and claimed:
+            status, raw = _send(self.api, conn, "GET", f"{path}/{name}", accept=METADATA)
+            uid = json.loads(raw)["metadata"]["uid"]
         if fleet.kind(i) == fleet.EXTENDED_KIND:  # the scheduler's record of the extended-resource claim
             self.patch_status(conn, f"{path}/{name}", fleet.pod_status(i, self.started))
         if claimed:
-            self.patch_status(conn, f"{claims}/{fleet.claim_name(i)}",
-                              fleet.claim_status(i, self.per_ns, created["metadata"]["uid"]))
+            self.patch_status(conn, f"{claims}/{fleet.claim_name(i)}", fleet.claim_status(i, self.per_ns, str(uid)))
 
 
 def count_pods(api: Api) -> int:
@@ -534,6 +543,7 @@ class SizeResult:
     runs: dict[str, Run] = field(default_factory=dict)
     serve: ServeRun | None = None
     control_plane_mb: dict[str, float] = field(default_factory=dict)
+    run: str = ""  # which run measured it (merged results come from several): when, load, code
 
 
 def measure_size(args: argparse.Namespace, cp: Any, workdir: Path, certs: Path, size: int) -> SizeResult:
@@ -634,14 +644,20 @@ def serve_lines(r: SizeResult) -> list[str]:
     ]
 
 
+def run_label(meta: dict[str, str]) -> str:
+    return f"run of {meta['when']}, code {meta['code']}, load average {meta['load']}"
+
+
 def render(results: list[SizeResult], meta: dict[str, str]) -> str:
-    lines = [
-        f"Run of {meta['when']} on {meta['cores']} cores ({meta['memory']}), {meta['platform']}; code {meta['code']}; "
-        f"{meta['k8s']} (etcd without fsync, no scheduler or controller-manager); load average {meta['load']}.",
-        "",
-        *summary_table(results),
-        "",
-    ]
+    runs = sorted({r.run for r in results if r.run})
+    head = (f"Run of {meta['when']} on {meta['cores']} cores ({meta['memory']}), {meta['platform']}; code "
+            f"{meta['code']}; {meta['k8s']} (etcd without fsync, no scheduler or controller-manager); load average "
+            f"{meta['load']}.")
+    if len(runs) > 1:  # --merge: sizes measured by separate runs (separate stores), one table
+        head = (f"Sizes measured by {len(runs)} runs (`--merge`) on {meta['cores']} cores ({meta['memory']}), "
+                f"{meta['platform']}; {meta['k8s']} (etcd without fsync, no scheduler or controller-manager): "
+                + "; ".join(f"{r.pods:,} Pods: {r.run}" for r in results) + ".")
+    lines = [head, "", *summary_table(results), ""]
     for r in results:
         cp = ", ".join(f"{k} {v:.0f} MB" for k, v in r.control_plane_mb.items())
         fill = f"filled at {r.fill_rate:.0f} Pods/s ({r.fill_s:.0f} s)" if r.fill_s else "already filled"
@@ -661,12 +677,38 @@ def as_json(results: list[SizeResult], meta: dict[str, str]) -> dict[str, Any]:
                 "processes": r.serve.processes, "hwm_sum_mb": r.serve.hwm_sum(), "peak_sum_mb": r.serve.peak_sum_mb,
                 "peak_pss_mb": r.serve.peak_pss_mb,
                 "refreshes": r.serve.refreshes, "gauge_pods": r.serve.gauge_pods, "errors": r.serve.errors,
-                "note": r.serve.note,
+                "note": r.serve.note, "latencies": r.serve.latencies,
                 "latency_ms": {k: {"n": len(v), "p50": pct(v, .5), "p99": pct(v, .99)}
                                for k, v in (("during", during), ("outside", outside))},
             }
         out.append(item)
     return {"meta": meta, "sizes": out}
+
+
+def from_json(item: dict[str, Any]) -> SizeResult:
+    """A size of an earlier run's ``--raw`` file (``as_json``), for ``--merge``."""
+    r = SizeResult(item["pods"], item["fill_s"], item["fill_rate"], item["pod_bytes"], item["floor_counts"],
+                   {k: Run(**v) for k, v in item["runs"].items()}, None, item["control_plane_mb"],
+                   item.get("run", ""))
+    s = item.get("serve")
+    if s:
+        r.serve = ServeRun({int(k): v for k, v in s["processes"].items()}, s["peak_sum_mb"], s["peak_pss_mb"],
+                           [tuple(x) for x in s["refreshes"]], [tuple(x) for x in s.get("latencies", [])],
+                           s["errors"], s["gauge_pods"], s["note"])
+    return r
+
+
+def merged(paths: list[Path]) -> tuple[list[SizeResult], dict[str, str] | None]:
+    """The sizes of earlier runs' ``--raw`` files, and the last file's meta."""
+    results, meta = [], None
+    for path in paths:
+        doc = json.loads(path.read_text())
+        meta = doc["meta"]
+        for item in doc["sizes"]:
+            result = from_json(item)
+            result.run = result.run or run_label(meta)
+            results.append(result)
+    return results, meta
 
 
 def write_results(text: str, output: str) -> None:
@@ -715,6 +757,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("-o", "--output", choices=("text", "json"), default="text", help="stdout format")
     ap.add_argument("--results", default=str(RESULTS), help="results file to update (its own section), or -")
     ap.add_argument("--raw", type=Path, metavar="FILE", help="also write the results as JSON here")
+    ap.add_argument("--merge", type=Path, metavar="FILE", action="append", default=[],
+                    help="add the sizes of an earlier run's --raw FILE to the table (repeatable): sizes filled "
+                         "in separate stores, e.g. 5,000 beside a kept 100,000")
+    ap.add_argument("--render-only", action="store_true",
+                    help="start nothing: render the --merge files as one table (and update --results)")
     ap.add_argument("--only", default=",".join(COMMANDS),
                     help=f"measurements to run, comma-separated (default all: {','.join(COMMANDS)})")
     ap.add_argument("--concurrency", type=int, default=12, help="threads creating objects (default 12)")
@@ -737,6 +784,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.floor:
         return floor_main(args.floor)
+    if args.render_only:
+        results, meta = merged(args.merge)
+        if meta is None:
+            raise SystemExit("--render-only needs at least one --merge FILE")
+        return _output(args, sorted(results, key=lambda r: r.pods), meta)
     from tests.e2e import procs
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the finally below, then atexit's stop_all
@@ -752,16 +804,23 @@ def main(argv: list[str] | None = None) -> int:
         load_before = os.getloadavg()[0]
         results = [fill_and_measure(args, cp, api, filler, workdir, certs, size) for size in args.sizes]
         meta = _meta(api, load_before)
-        text = render(results, meta)
-        raw = json.dumps(as_json(results, meta), indent=1)
-        print(raw if args.output == "json" else text)
-        if args.raw:
-            args.raw.write_text(raw)
-        write_results(text, args.results)
-        return 0
+        for r in results:
+            r.run = run_label(meta)
+        earlier, _ = merged(args.merge)
+        return _output(args, sorted(earlier + results, key=lambda r: r.pods), meta)
     finally:
         procs.stop_all()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _output(args: argparse.Namespace, results: list[SizeResult], meta: dict[str, str]) -> int:
+    text = render(results, meta)
+    raw = json.dumps(as_json(results, meta), indent=1)
+    print(raw if args.output == "json" else text)
+    if args.raw:
+        args.raw.write_text(raw)
+    write_results(text, args.results)
+    return 0
 
 
 def fill_and_measure(args: argparse.Namespace, cp: Any, api: Api, filler: Filler, workdir: Path, certs: Path,

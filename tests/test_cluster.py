@@ -27,7 +27,7 @@ from tests.fakeapi import (
     resource_claim,
     resource_claim_template,
 )
-from webhook import kube_api
+from webhook import kube_api, kube_lists
 from webhook.kube_api import REQUIRED_RBAC, ClusterError, connect
 from webhook.live_view import LiveView
 from webhook.view import ABSENT, Autoscaler, ClusterView, Lookup
@@ -292,7 +292,7 @@ def test_namespace_created_after_sync_is_looked_up(fake: FakeAPI, make_view: Cal
 
 
 def test_list_helpers_page_through_results(fake: FakeAPI, kubeconfig: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(kube_api, "PAGE_SIZE", 2)  # our own page size, not the client
+    monkeypatch.setattr(kube_lists, "PAGE_SIZE", 2)  # our own page size (one page loop), not the client
     fake.put(*(pod("ml-a", f"p{i}") for i in range(5)), pod("ml-b", "q"))
     api = connect(kubeconfig)
     with api:
@@ -300,6 +300,53 @@ def test_list_helpers_page_through_results(fake: FakeAPI, kubeconfig: str, monke
         assert [p["metadata"]["name"] for p in kube_api.list_pods(api, "ml-b")] == ["q"]
         assert kube_api.get_namespace(api, "nope") is None
     assert fake.count("pods", "list") >= 4
+
+
+def test_an_informer_keeps_each_page_before_listing_the_next(fake: FakeAPI, kubeconfig: str,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first list (and every relist) goes through ``keep`` page by page: one page of whole objects in
+    memory, never the whole list (the device process's ResourceSlices)."""
+    from kubernetes import client
+
+    from webhook.informer import Informer
+
+    monkeypatch.setattr(kube_lists, "PAGE_SIZE", 2)
+    fake.put(*(device_class(f"gpu-{i}.example.com") for i in range(5)))
+    lists_before_keep: list[int] = []
+
+    def keep(obj: dict) -> str:
+        lists_before_keep.append(fake.count("deviceclasses", "list"))
+        return obj["metadata"]["name"]
+
+    with connect(kubeconfig) as api:
+        informer = Informer("deviceclasses", client.ResourceV1Api(api).list_device_class, keep)
+        informer.relist()
+    assert lists_before_keep == [1, 1, 2, 2, 3]  # each page kept before the next one is asked for
+    assert sorted(informer.store) == [f"gpu-{i}.example.com" for i in range(5)]
+    assert informer.synced and informer.rv
+
+
+def test_an_informer_lists_again_when_its_list_expires_half_way(fake: FakeAPI, kubeconfig: str,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from kubernetes import client
+
+    from webhook.informer import Informer
+
+    monkeypatch.setattr(kube_lists, "PAGE_SIZE", 2)
+    fake.put(*(device_class(f"gpu-{i}.example.com") for i in range(5)))
+    fake.expire_next_continue()
+    stop = threading.Event()
+    with connect(kubeconfig) as api:
+        informer = Informer("deviceclasses", client.ResourceV1Api(api).list_device_class, lambda o: 1)
+        thread = threading.Thread(target=informer.run, args=(stop, (0.05, 0.2), 5, lambda _: None), daemon=True)
+        thread.start()
+        try:
+            eventually(lambda: informer.synced, "the informer synced", timeout=DEADLINE)
+        finally:
+            stop.set()
+            informer.watch.stop()
+            thread.join(10)
+    assert len(informer.store) == 5 and informer.expired == 1 and informer.errors == 0
 
 
 def test_connect_errors_are_clear(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

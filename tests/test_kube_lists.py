@@ -110,6 +110,24 @@ def test_rerun_lists_again_from_the_start_and_counts_each_object_once(fake: Fake
     assert sum(sum(n.actual.values()) for n in report.namespaces) == 5
 
 
+def test_the_gauge_writer_reads_again_when_its_list_expires_half_way(fake: FakeAPI, tmp_path: Path) -> None:
+    """The writer's bulk read goes through ``kube_lists.rerun``: a 410 on a continue token costs a re-list, not
+    the refresh, and each Pod is counted once."""
+    from webhook import gauge_writer, gauges
+
+    opts = gauge_writer.WriterOptions(Path(write_policy(tmp_path)), fake.kubeconfig, str(tmp_path), 60, "ns")
+    fake.expire_next_continue()
+    with connect(fake.kubeconfig) as api:
+        assert gauge_writer.exporter(opts, api, leading=lambda: True).refresh()
+    assert [q.get("continue") for q in _pod_lists(fake)] == [None, "3", None, "3", "6"]  # the 410, the re-list
+    snap = gauges.read_snapshot(str(tmp_path))
+    assert snap is not None and snap["error"] is None
+    pods = sum(v for name, _, v in snap["samples"] if name == "dra_webhook_migration_pods")
+    objs = fleet()
+    whole = gauges.samples(make_policy(), NOW, gauges.ClusterObjects(objs[:2], objs[3:10], objs[10:], objs[2:3]))
+    assert pods == sum(v for name, _, v in whole if name == "dra_webhook_migration_pods") == 5
+
+
 def test_rerun_gives_up_after_its_attempts() -> None:
     calls = []
 
@@ -247,3 +265,19 @@ def test_preflight_command_reads_again_after_an_expired_list(
     claim_lists = [q.get("continue") for r, v, q in fake.requests if r == "resourceclaims" and v == "list"]
     assert claim_lists == [None, "3", None, "3"]  # 410 on the second page, then the whole list again
     assert sorted(p["pod"] for p in json.loads(out)["pods"]) == ["w-0", "w-1", "w-2", "w-3"]
+
+
+def test_json_output_is_written_entry_by_entry_in_json_dumps_layout(fake: FakeAPI) -> None:
+    """``-o json`` never holds the whole document as text: each entry of a top-level list is its own piece,
+    and the pieces are exactly ``json.dumps(indent=2)``'s layout."""
+    from webhook.commands import json_chunks
+
+    with connect(fake.kubeconfig) as api:
+        report = build_report(make_policy(), NOW, kube_lists.stream(api, "namespaces"),
+                              kube_lists.stream(api, "pods"), kube_lists.stream(api, "resourceclaims"),
+                              kube_lists.device_classes(api))
+    entries = [{"entry": f"p{i}", "claims": [], "é": {"nested": [i, None]}} for i in range(50)]
+    doc = {**report.to_json(), "pods": entries}
+    chunks = list(json_chunks(doc))
+    assert "".join(chunks) == json.dumps(doc, indent=2, ensure_ascii=False)
+    assert sum(c.count('"entry": ') for c in chunks) == 50 and all(c.count('"entry": ') <= 1 for c in chunks)

@@ -7,13 +7,12 @@ by the test, never raced against a sleep.
 from __future__ import annotations
 
 import datetime as dt
-from pathlib import Path
 
 import pytest
 
 from tests.fakeapi import FakeAPI
 from webhook import kube_api as cluster
-from webhook.gauge_writer import Supervisor, WriterOptions, identity, lease_namespace
+from webhook.gauge_writer import identity, lease_namespace
 from webhook.leader import LeaseElector, lease_spec, micro_time
 
 T0 = dt.datetime(2027, 1, 20, 9, 30, tzinfo=dt.UTC)
@@ -189,40 +188,3 @@ def test_the_lease_namespace_follows_flag_then_downward_api_then_service_account
 def test_candidates_on_one_host_have_distinct_identities() -> None:
     a, b = identity({"POD_NAME": "dra-webhook-7c9f-abcde"}), identity({"POD_NAME": "dra-webhook-7c9f-abcde"})
     assert a != b and a.startswith("dra-webhook-7c9f-abcde_") and b.startswith("dra-webhook-7c9f-abcde_")
-
-
-class _Supervised(Supervisor):
-    """The supervisor's restart policy with the fork replaced by a record of when it would fork."""
-
-    def __init__(self, clock: list[float]) -> None:
-        super().__init__(WriterOptions(Path("p"), None, "d", 60, "ns"), clock=lambda: clock[0])
-        self.spawned: list[float] = []
-        self.running = False
-
-    def alive(self) -> bool:
-        return self.running
-
-    def _spawn(self) -> None:
-        self.spawned.append(self.clock())
-        self.pid, self._started, self.running = len(self.spawned), self.clock(), True
-
-
-def test_a_dying_writer_is_restarted_with_backoff_reset_after_a_good_run() -> None:
-    t = [0.0]
-    sup = _Supervised(t)
-    sup.check()
-    assert sup.spawned == [0.0]
-    for _ in range(4):  # dies at once, every time: 1, 2, 4, 8 s between its deaths and the next starts
-        sup.running = False
-        sup.check()
-        died = t[0]
-        while len(sup.spawned) == _ + 1:
-            t[0] += 0.5
-            sup.check()
-        assert sup.spawned[-1] - died == 2 ** _
-    t[0] += 120  # then it runs fine for two minutes and dies: back to 1 s
-    sup.running = False
-    sup.check()
-    t[0] += 1
-    sup.check()
-    assert sup.spawned[-1] == t[0] and len(sup.spawned) == 6

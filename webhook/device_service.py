@@ -17,12 +17,10 @@ import contextlib
 import json
 import logging
 import os
-import signal
 import socket
 import socketserver
 import threading
 import time
-from collections.abc import Callable
 from typing import Any, Protocol
 
 from webhook.cel_devices import DeviceAnswers
@@ -101,74 +99,3 @@ class DeviceServer:
         self._conns.clear()
         if os.path.exists(self.path):
             os.unlink(self.path)
-
-
-def _child(run: Callable[[threading.Event], None]) -> int:
-    """The device process: default signal handlers (not the master's), SIGTERM stops it."""
-    for sig in (signal.SIGHUP, signal.SIGQUIT, signal.SIGINT, signal.SIGTTIN, signal.SIGTTOU, signal.SIGUSR1,
-                signal.SIGUSR2, signal.SIGWINCH, signal.SIGCHLD):
-        signal.signal(sig, signal.SIG_DFL)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    try:
-        run(stop)
-    except Exception:
-        log.exception("device process failed")
-        return 1
-    return 0
-
-
-class DeviceProcess:
-    """Run in the gunicorn master (single-threaded, forks as it forks workers): keeps one device process alive
-    (``check()`` every loop of the master; a dead one is started again after 1 s) and stops it at exit."""
-
-    def __init__(self, run: Callable[[threading.Event], None], close_fds: Callable[[], list[int]] = list) -> None:
-        self.run = run
-        self.close_fds = close_fds
-        self.pid: int | None = None
-        self._next = 0.0
-
-    def alive(self) -> bool:
-        if self.pid is None:
-            return False
-        try:
-            pid, _ = os.waitpid(self.pid, os.WNOHANG)
-        except ChildProcessError:  # gunicorn's waitpid(-1) reaped it first
-            return False
-        return pid == 0
-
-    def check(self) -> None:
-        if self.alive():
-            return
-        if self.pid is not None:
-            log.warning("device process pid %d exited; starting another in 1 s", self.pid)
-            self.pid, self._next = None, time.monotonic() + 1.0
-        if time.monotonic() < self._next:
-            return
-        fds = self.close_fds()
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - the child (exercised by the e2e suite)
-            code = 1
-            try:
-                for fd in fds:  # the listening sockets: this process never accepts admission requests
-                    with contextlib.suppress(OSError):
-                        os.close(fd)
-                code = _child(self.run)
-            finally:
-                logging.shutdown()
-                os._exit(code)
-        self.pid = pid
-
-    def stop(self, timeout: float = 5.0) -> None:
-        if self.pid is None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while self.alive() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if self.alive():
-            os.kill(self.pid, signal.SIGKILL)
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(self.pid, 0)
-        self.pid = None

@@ -248,7 +248,8 @@ class Exporter:
     """Keeps ``<directory>/migration.json`` current while ``leading()`` says this process is the writer.
 
     ``read`` is the producer of the counts' input (today one paged read of the cluster); ``leading`` is the
-    Lease holder check (``webhook.leader``), always true when there is no election (tests, one replica).
+    Lease holder check (``webhook.leader``), always true when there is no election (tests, one replica);
+    ``retry`` wraps each read-and-count (the writer passes ``kube_lists.rerun``).
     """
 
     def __init__(
@@ -259,8 +260,10 @@ class Exporter:
         interval: float = 60.0,
         clock: Callable[[], dt.datetime] | None = None,
         leading: Callable[[], bool] = lambda: True,
+        retry: Callable[[Callable[[], list[Sample]]], list[Sample]] = lambda count: count(),
     ) -> None:
         self.directory = directory
+        self.retry = retry  # runs read-and-count again when a paged read expired half-way (kube_lists.rerun)
         self.policies = policies
         self.read = read
         self.interval = interval
@@ -279,7 +282,7 @@ class Exporter:
             error = "no valid policy loaded"
         else:
             try:
-                computed = samples(policy, now, self.read())
+                computed = self.retry(lambda: samples(policy, now, self.read()))
                 self._last_samples, self._last_success = computed, now.timestamp()
             except Exception as exc:  # API down, RBAC missing: keep serving, report it in the gauges and logs
                 error = f"{type(exc).__name__}: {exc}"[:300]

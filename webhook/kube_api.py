@@ -19,6 +19,7 @@ from kubernetes import client, config
 from kubernetes.client import rest as kube_rest
 from kubernetes.client.exceptions import ApiException as ApiException  # re-exported: commands catch it
 
+from webhook import kube_lists
 from webhook.cluster_gates import ClusterGates, parse_metrics, served_versions
 
 log = logging.getLogger(__name__)
@@ -45,9 +46,6 @@ REQUIRED_RBAC: tuple[dict[str, Any], ...] = (
     # featureGates auto: the API server's kubernetes_feature_enabled samples (discovery needs no rule).
     {"nonResourceURLs": ["/metrics"], "verbs": ["get"]},
 )
-
-PAGE_SIZE = 500
-
 
 class ClusterError(RuntimeError):
     """The cluster could not be reached or configured; the message is meant for a human."""
@@ -124,16 +122,15 @@ def call_raw(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any
 def list_raw(
     fn: Callable[..., Any], *args: Any, request_timeout: float | tuple[float, float] | None = None, **kwargs: Any
 ) -> tuple[list[dict[str, Any]], str]:
-    """All items of a (paginated) list call and the list's resourceVersion."""
+    """All items of a (paginated) list call and the list's resourceVersion: small lists only (Namespaces,
+    DeviceClasses); bulk reads keep what they need page by page with ``webhook.kube_lists``, whose page loop
+    this is."""
     items: list[dict[str, Any]] = []
-    token: str | None = None
-    while True:
-        page = call_raw(fn, *args, limit=PAGE_SIZE, _continue=token, _request_timeout=request_timeout, **kwargs)
-        items.extend(page.get("items") or [])
-        meta = page.get("metadata") or {}
-        token = meta.get("continue") or None
-        if not token:
-            return items, meta.get("resourceVersion", "")
+    rv = ""
+    for page, meta in kube_lists.pages(fn, *args, timeout=request_timeout, **kwargs):
+        items.extend(page)
+        rv = meta.get("resourceVersion", "")
+    return items, rv
 
 
 def list_namespaces(api: client.ApiClient) -> list[dict[str, Any]]:

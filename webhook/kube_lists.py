@@ -70,9 +70,10 @@ def _list_call(api: client.ApiClient, resource: str, namespace: str | None) -> C
     return call
 
 
-def _page(call: Callable[..., Any], args: tuple[str, ...], token: str | None,
-          timeout: float | tuple[float, float] | None) -> dict[str, Any]:
-    resp = call(*args, limit=PAGE_SIZE, _continue=token, _request_timeout=timeout, _preload_content=False)
+def _page(call: Callable[..., Any], args: tuple[Any, ...], token: str | None,
+          timeout: float | tuple[float, float] | None, params: dict[str, Any]) -> dict[str, Any]:
+    resp = call(*args, limit=PAGE_SIZE, _continue=token, _request_timeout=timeout, _preload_content=False,
+                **params)
     try:
         body = orjson.loads(resp.data)
     finally:
@@ -80,6 +81,40 @@ def _page(call: Callable[..., Any], args: tuple[str, ...], token: str | None,
     if not isinstance(body, dict):
         raise ValueError(f"the API server answered a list with a JSON {type(body).__name__}, expected an object")
     return body
+
+
+def pages(
+    call: Callable[..., Any],
+    *args: Any,
+    timeout: float | tuple[float, float] | None = (5.0, 60.0),
+    what: str = "objects",
+    **params: Any,
+) -> Iterator[tuple[list[dict[str, Any]], dict[str, Any]]]:
+    """The one page loop: ``(items, list metadata)`` of each page of the generated list method ``call``.
+
+    Each page is requested only when the previous one has been consumed, so a consumer that reduces the items
+    before asking for more holds one page. Raises ``ListExpired`` when a continue token expires (``what`` names
+    the objects in its message), ``ApiException`` for other API errors.
+    """
+    token: str | None = None
+    read = 0
+    while True:
+        try:
+            page = _page(call, args, token, timeout, params)
+        except ApiException as exc:
+            if exc.status == 410 and token:
+                raise ListExpired(f"the list of {what} expired after {read} objects (HTTP 410): "
+                                  "its continue token outlived the API server's history") from None
+            raise
+        items = page.get("items") or []
+        meta = page.get("metadata") or {}
+        del page
+        token = meta.get("continue") or None
+        read += len(items)
+        yield items, meta
+        del items
+        if not token:
+            return
 
 
 def stream(
@@ -96,31 +131,18 @@ def stream(
     """
     call = _list_call(api, resource, namespace)
     args = (namespace,) if namespace else ()
-    token: str | None = None
     read = 0
-    while True:
-        try:
-            page = _page(call, args, token, timeout)
-        except ApiException as exc:
-            if exc.status == 410 and token:
-                raise ListExpired(f"the list of {resource} expired after {read} objects (HTTP 410): "
-                                  "its continue token outlived the API server's history") from None
-            raise
-        items = page.get("items") or []
-        meta = page.get("metadata") or {}
-        del page
-        token = meta.get("continue") or None
+    for items, meta in pages(call, *args, timeout=timeout, what=resource):
         read += len(items)
         if on_page is not None:
             remaining = meta.get("remainingItemCount")
-            on_page(resource, read, remaining if isinstance(remaining, int) else (None if token else 0))
+            more = bool(meta.get("continue"))
+            on_page(resource, read, remaining if isinstance(remaining, int) else (None if more else 0))
         for item in items:
-            value = item if project is None else project(item)
+            value: Any = item if project is None else project(item)
             if value is not None:
                 yield value
         del items
-        if not token:
-            return
 
 
 def device_classes(api: client.ApiClient, on_page: OnPage | None = None) -> list[dict[str, Any]] | None:

@@ -20,7 +20,7 @@ from gunicorn.app.base import BaseApplication
 from gunicorn.arbiter import Arbiter
 
 if TYPE_CHECKING:
-    from webhook.gauge_writer import Supervisor
+    from webhook.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
 
@@ -106,13 +106,16 @@ def gauge_supervisor(opts: ServeOptions) -> Supervisor | None:
     if opts.offline or not directory or opts.gauge_interval <= 0:
         return None
     from webhook import gauge_writer
+    from webhook.supervisor import Supervisor
 
     env = dict(os.environ)
-    return gauge_writer.Supervisor(gauge_writer.WriterOptions(
+    writer = gauge_writer.WriterOptions(
         policy=opts.policy, kubeconfig=opts.kubeconfig, directory=directory, interval=opts.gauge_interval,
         lease_namespace=gauge_writer.lease_namespace(opts.lease_namespace, env), lease_name=opts.lease_name,
         identity=gauge_writer.identity(env),
-    ))
+    )
+    return Supervisor("gauge writer", lambda stop: gauge_writer.run(writer, stop),
+                      prepare=gauge_writer.lower_priority)
 
 
 def master_policy(opts: ServeOptions) -> Any:
@@ -136,14 +139,14 @@ def _refresh_master_policy(opts: ServeOptions) -> None:
         log.exception("refreshing the master's policy copy failed")
 
 
-def device_process(opts: ServeOptions) -> Any:
+def device_process(opts: ServeOptions) -> Supervisor | None:
     """The replica's one device process (``webhook.device_service``): a cluster view whose ResourceSlice watch
     and device index the workers ask over a Unix socket, instead of each keeping a copy. None offline."""
     if opts.offline:
         return None
     import tempfile
 
-    from webhook.device_service import DeviceProcess
+    from webhook.supervisor import Supervisor
 
     path = _PROCESS["devices_socket"] = os.path.join(tempfile.mkdtemp(prefix="dra-webhook-"), "devices.sock")
 
@@ -161,11 +164,12 @@ def device_process(opts: ServeOptions) -> Any:
         server.stop()
         view.stop()
 
-    return DeviceProcess(run)
+    return Supervisor("device process", run)
 
 
 class _Arbiter(Arbiter):
-    """gunicorn's master, also keeping the gauge writer and the device process alive beside the workers."""
+    """gunicorn's master, also keeping the gauge writer and the device process alive beside the workers (one
+    ``webhook.supervisor.Supervisor`` each)."""
 
     def __init__(self, app: WebhookServer) -> None:
         super().__init__(app)

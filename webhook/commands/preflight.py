@@ -9,12 +9,11 @@ training job would be evicted at once, 0 otherwise, 1 when the cluster could not
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from webhook.commands import Subparsers, load_policy
+from webhook.commands import Subparsers, load_policy, write_json
 from webhook.defaults import default_policy
 from webhook.preflight import (
     EFFECTS,
@@ -168,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
         return result
     result.notes[:0] = notes
     if args.output == "json":
-        print(json.dumps(result.to_json(), indent=2))
+        write_json(result.to_json())
     else:
         sys.stdout.write(render_text(result))
     return result.exit_code

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -22,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from webhook import policyreport
-from webhook.commands import Subparsers, load_policy
+from webhook.commands import Subparsers, load_policy, write_json
 from webhook.dates import date_arg as _date
 from webhook.defaults import default_policy
 from webhook.progress import Progress
@@ -159,7 +158,7 @@ def once(api: Any, policy: CompiledPolicy, args: argparse.Namespace) -> int:
 
 def print_report(report: Report, reports: list[dict[str, Any]], output: str, watching: bool) -> None:
     if output == "json":
-        print(json.dumps(report.to_json(), indent=2))
+        write_json(report.to_json())
     elif output == "yaml":
         sys.stdout.write(("---\n" if watching else "") + yaml.safe_dump(report.to_json(), sort_keys=False))
     elif output == "policyreport":

@@ -1,0 +1,41 @@
+"""bench/scale.py's results (pure): sizes of separate runs merged into one table with per-1k-Pods slopes."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+_spec = importlib.util.spec_from_file_location(
+    "bench_scale", Path(__file__).resolve().parents[1] / "bench" / "scale.py")
+scale = importlib.util.module_from_spec(_spec)
+sys.modules["bench_scale"] = scale
+_spec.loader.exec_module(scale)
+
+META = {"when": "2026-12-05 07:40 UTC", "cores": "2", "memory": "24 GiB", "platform": "Linux 6", "code": "abc1234",
+        "k8s": "kube-apiserver v1.36.2", "load": "1.00 before / 2.00 after"}
+
+
+def _size(pods: int, report_mb: float, serve_mb: float) -> object:
+    r = scale.SizeResult(pods, 10.0, 100.0, 9200.0, {"pods": pods, "device_pods": pods // 2})
+    r.runs["report"] = scale.Run(12.5, report_mb, 0, 1000)
+    r.serve = scale.ServeRun({11: {"name": "master 11", "hwm_mb": serve_mb}}, serve_mb, serve_mb - 10,
+                             [(100.0, 130.0)], [(90.0, 4.0), (110.0, 6.0)], 0, pods / 2)
+    return r
+
+
+def test_an_earlier_runs_raw_file_merges_into_one_table(tmp_path: Path) -> None:
+    small = tmp_path / "small.json"
+    small.write_text(json.dumps(scale.as_json([_size(5000, 100.0, 300.0)], META)))
+    (back,), meta = scale.merged([small])
+    assert meta == META and back.run == scale.run_label(META)
+    assert back.serve.split_latency() == ([6.0], [4.0])  # the admission samples survive the round trip
+    big = _size(100000, 119.0, 338.0)
+    big.run = "run of 2026-12-05 08:20 UTC, code abc1234, load average 3.00 before / 4.00 after"
+    text = scale.render(sorted([big, back], key=lambda r: r.pods), META)
+    assert "Sizes measured by 2 runs" in text and "08:20 UTC" in text and "07:40 UTC" in text
+    report = next(line for line in text.splitlines() if line.startswith("| `report`"))
+    assert "12.5 s / 100 MB | 12.5 s / 119 MB | 0.20 |" in report  # (119 - 100) MB over 95,000 Pods, per 1,000
+    serve = next(line for line in text.splitlines() if "sum of the processes' peak RSS" in line)
+    assert serve.endswith("| 300 MB | 338 MB | 0.40 |")

@@ -52,6 +52,23 @@ def parse_at(value: str | None) -> dt.datetime | None:
         raise InputError(f"--at {exc}") from None
 
 
+def expand_paths(paths: list[str], recursive: bool, errors: list[str], suffixes: tuple[str, ...]) -> list[str]:
+    """Files as given; directories become their files ending in ``suffixes`` (sorted; all levels with ``-R``).
+    A directory with none is an input error (in ``errors``)."""
+    out: list[str] = []
+    for path in paths:
+        p = Path(path)
+        if path == "-" or not p.is_dir():
+            out.append(path)
+            continue
+        found = sorted(f for f in (p.rglob("*") if recursive else p.iterdir()) if f.is_file() and f.suffix in suffixes)
+        if not found:
+            names = f"{', '.join(suffixes[:-1])} or {suffixes[-1]}" if len(suffixes) > 1 else suffixes[0]
+            errors.append(f"{path}: no {names} files" + ("" if recursive else " (use -R for subdirectories)"))
+        out.extend(str(f) for f in found)
+    return out
+
+
 def subject_of(req: review.AdmissionRequest) -> str:
     """``Pod ml-a/train-0``: the object a request is about, for reports."""
     meta = (req.object or req.old_object or {}).get("metadata") or {}

@@ -9,6 +9,7 @@ message on stderr and exits with the code, so every command fails the same way. 
 from __future__ import annotations
 
 import argparse  # noqa: F401 - named in the alias below
+import datetime as dt
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias
@@ -53,6 +54,16 @@ def load_policy(path: Path, what: str = "policy") -> CompiledPolicy:
         return load(path)
     except PolicyError as exc:
         raise CliError(f"{what} error:\n{exc}") from None
+
+
+def at_or_now(value: str | None) -> dt.datetime:
+    """``--at`` as a UTC datetime, now when not given; a malformed date is an input error."""
+    from webhook.inputs import InputError, parse_at
+
+    try:
+        return parse_at(value) or dt.datetime.now(dt.UTC)
+    except InputError as exc:
+        raise CliError(f"input error: {exc}") from None
 
 
 def exit_codes_text() -> str:

@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from webhook import delivery, review
-from webhook.commands import EXIT_ASKED, EXIT_INPUT, EXIT_NO, EXIT_OK, CliError, Subparsers, load_policy
+from webhook.commands import EXIT_ASKED, EXIT_INPUT, EXIT_NO, EXIT_OK, CliError, Subparsers, at_or_now, load_policy
 from webhook.defaults import default_policy
-from webhook.inputs import NAMESPACED_DEFAULT, InputError, Item, meta_of, parse_at, read_items
+from webhook.inputs import NAMESPACED_DEFAULT, InputError, Item, expand_paths, meta_of, read_items
 from webhook.view import ClusterView, OfflineView, StaticView
 
 if TYPE_CHECKING:
@@ -114,14 +114,12 @@ def run(args: argparse.Namespace) -> int:
     paths = [*args.files, *args.filename]
     if not paths:
         raise CliError("input error: no input: give FILE arguments or -f FILE ('-' for stdin)")
-    try:
-        now = parse_at(args.at) or dt.datetime.now(dt.UTC)
-    except InputError as exc:
-        raise CliError(f"input error: {exc}") from None
+    now = at_or_now(args.at)
     errors: list[str] = []
     cluster = _read_cluster_objects(args.cluster_objects, errors)
     sent = _delivery(getattr(args, "webhook_config", None))
-    items = _read_inputs(_expand_paths(paths, args.recursive, errors), args.namespace, args.operation, errors)
+    files = expand_paths(paths, args.recursive, errors, MANIFEST_SUFFIXES)
+    items = _read_inputs(files, args.namespace, args.operation, errors)
     if not items:
         return EXIT_INPUT
     results = _check_items(items, policy, now, sent, cluster)
@@ -213,23 +211,6 @@ def _exit_code(results: list[dict[str, Any]], errors: list[str], fail_on_unexami
     if fail_on_unexamined and any(not r["examined"] and r.get("sent", True) for r in results):
         return EXIT_UNEXAMINED
     return EXIT_OK
-
-
-def _expand_paths(paths: list[str], recursive: bool, errors: list[str]) -> list[str]:
-    """Files as given; directories become their manifest files (sorted; all levels with ``-R``)."""
-    out: list[str] = []
-    for path in paths:
-        p = Path(path)
-        if path == "-" or not p.is_dir():
-            out.append(path)
-            continue
-        found = sorted(f for f in (p.rglob("*") if recursive else p.iterdir())
-                       if f.is_file() and f.suffix in MANIFEST_SUFFIXES)
-        if not found:
-            errors.append(f"{path}: no .yaml, .yml or .json files" + ("" if recursive else " (use -R for "
-                                                                        "subdirectories)"))
-        out.extend(str(f) for f in found)
-    return out
 
 
 def examined(group: str, kind: str, named: Container[tuple[str, str]] = ()) -> bool:

@@ -10,7 +10,6 @@ under ``notCompiled`` with ``-o json``) with why.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,13 +17,13 @@ from typing import Any
 import orjson
 import yaml
 
-from webhook.commands import EXIT_NO, EXIT_OK, CliError, Subparsers, load_policy
+from webhook.commands import EXIT_NO, EXIT_OK, CliError, Subparsers, at_or_now, load_policy
 from webhook.compile import Compiled, compile_admission
 from webhook.compile.coverage import COMPILED, not_compiled
 from webhook.compile.shared import FIELD_MANAGER, Namespaces
 from webhook.defaults import default_policy
 from webhook.delivery import CONFIG_KINDS
-from webhook.inputs import InputError, parse_at, read_items
+from webhook.inputs import InputError, read_items
 
 VALIDATING_HOOK = "workloads.validate.dra-migration.io"
 MUTATING_HOOK = "workloads.mutate.dra-migration.io"
@@ -62,10 +61,7 @@ def add_parser(sub: Subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     policy = load_policy(args.policy or default_policy())
-    try:
-        at = parse_at(args.at) or dt.datetime.now(dt.UTC)
-    except InputError as exc:
-        raise CliError(f"input error: {exc}") from None
+    at = at_or_now(args.at)
     compiled = compile_admission(policy, at, _namespaces(args.webhook_config))
     _print(compiled, args.output)
     for row in not_compiled():

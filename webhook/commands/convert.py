@@ -11,7 +11,6 @@ was (``webhook/convert_yaml.py``), and checked through the webhook's own admissi
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import difflib
 import sys
 from pathlib import Path
@@ -19,10 +18,10 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from webhook.commands import EXIT_INPUT, EXIT_NO, EXIT_OK, CliError, Subparsers, load_policy
+from webhook.commands import EXIT_INPUT, EXIT_NO, EXIT_OK, CliError, Subparsers, at_or_now, load_policy
 from webhook.convert_plan import STAGES, pinned
 from webhook.defaults import default_policy
-from webhook.inputs import NAMESPACED_DEFAULT, InputError, parse_at
+from webhook.inputs import NAMESPACED_DEFAULT, expand_paths
 
 if TYPE_CHECKING:
     from webhook.convert_file import Converted
@@ -86,12 +85,10 @@ def run(args: argparse.Namespace) -> int:
     paths = [*args.files, *args.filename]
     if not paths:
         raise CliError("input error: no input: give FILE arguments or -f FILE ('-' for stdin)")
-    try:
-        now = parse_at(args.at) or dt.datetime.now(dt.UTC)
-    except InputError as exc:
-        raise CliError(f"input error: {exc}") from None
+    now = at_or_now(args.at)
     errors: list[str] = []
-    files = expand_paths(paths, args.recursive, errors)
+    # JSON manifests are left out of directories: convert writes YAML.
+    files = expand_paths(paths, args.recursive, errors, YAML)
     settings = Settings(pinned(policy, args.stage), args.stage, args.namespace, args.claims, now)
     results = []
     for path in files:
@@ -110,22 +107,6 @@ def run(args: argparse.Namespace) -> int:
     if errors:
         return EXIT_INPUT
     return EXIT_NO if args.check and any(r.changed for r in results) else EXIT_OK
-
-
-def expand_paths(paths: list[str], recursive: bool, errors: list[str]) -> list[str]:
-    """Files as given; directories become their YAML files (sorted; all levels with ``-R``). JSON manifests are
-    left out of directories: convert writes YAML."""
-    out: list[str] = []
-    for path in paths:
-        p = Path(path)
-        if path == "-" or not p.is_dir():
-            out.append(path)
-            continue
-        found = sorted(f for f in (p.rglob("*") if recursive else p.iterdir()) if f.is_file() and f.suffix in YAML)
-        if not found:
-            errors.append(f"{path}: no .yaml or .yml files" + ("" if recursive else " (use -R for subdirectories)"))
-        out.extend(str(f) for f in found)
-    return out
 
 
 def _read(path: str, errors: list[str]) -> str | None:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from webhook.commands import EXIT_NO, EXIT_OK, CliError, Subparsers, load_policy
+from webhook.commands import EXIT_NO, EXIT_OK, CliError, Subparsers, at_or_now, load_policy
 from webhook.defaults import default_policy
 
 if TYPE_CHECKING:
@@ -308,15 +308,12 @@ def _json(result: Replay, base: Any, new: Any) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from webhook.inputs import InputError, parse_at
+
 
     base_src = args.baseline or default_policy()
     base = load_policy(base_src, "baseline policy")
     new = load_policy(args.policy, "new policy")
-    try:
-        now = parse_at(args.at) or dt.datetime.now(dt.UTC)
-    except InputError as exc:
-        raise CliError(f"input error: {exc}") from None
+    now = at_or_now(args.at)
     result = _replay_files(list(args.files), base, new, now)
     if args.output == "json":
         sys.stdout.write(orjson.dumps(_json(result, base, new), option=orjson.OPT_INDENT_2).decode() + "\n")

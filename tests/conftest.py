@@ -30,3 +30,15 @@ def client(live_server: Server) -> Client:
     c = live_server.client()
     yield c
     c.close()
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """With pytest-xdist (``-n``): each test module runs whole on one worker, and the end-to-end suite runs
+    whole on one worker, so its session control plane is started once while the other worker runs unit tests."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class E2EOnOneWorker(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "tests/e2e" if nodeid.startswith("tests/e2e/") else super()._split_scope(nodeid)
+
+    return E2EOnOneWorker(config, log)

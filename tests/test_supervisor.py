@@ -61,7 +61,9 @@ def _child_run(out: Path, listener_fd: int):  # noqa: ANN202 - returns the child
             closed = False
         except OSError:
             closed = True
-        (out / f"run-{os.getpid()}").write_text(f"{closed} {os.environ.get('PREPARED')}")
+        written = out / f"run-{os.getpid()}.tmp"  # renamed when whole: the test polls for the name
+        written.write_text(f"{closed} {os.environ.get('PREPARED')}")
+        written.replace(out / f"run-{os.getpid()}")
         stop.wait()
         (out / f"stopped-{os.getpid()}").write_text("")
 

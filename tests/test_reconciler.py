@@ -170,3 +170,20 @@ def test_losing_the_lease_mid_pass_stops_the_writes():
     rec = Reconciler(lambda: policy, Writer(), now=Clock("2026-12-05T10:00:00+00:00"))
     assert rec.tick(lambda: next(answers, False))
     assert len(applied) == 2
+
+
+def test_the_server_forks_the_reconciler_only_in_compiled_mode(tmp_path):
+    from webhook.server import ServeOptions, reconciler_supervisor
+
+    opts = {"policy": default_policy(), "cert_dir": tmp_path}
+    assert reconciler_supervisor(ServeOptions(**opts, offline=False)) is None
+    assert reconciler_supervisor(ServeOptions(**opts, offline=True, compiled_policies=True)) is None
+    child = reconciler_supervisor(ServeOptions(**opts, offline=False, compiled_policies=True))
+    assert child is not None and child.name == "compiled-policy reconciler"
+
+
+def test_serve_refuses_the_compiled_mode_offline(tmp_path, capsys):
+    from webhook.cli import main
+
+    assert main(["serve", "--offline", "--compiled-policies", "--dev-certs", "--cert-dir", str(tmp_path)]) == 2
+    assert "--compiled-policies needs the cluster" in capsys.readouterr().err

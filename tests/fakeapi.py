@@ -59,7 +59,9 @@ KINDS = {
             ("ValidatingAdmissionPolicy", "validatingadmissionpolicies"),
             ("ValidatingAdmissionPolicyBinding", "validatingadmissionpolicybindings"),
             ("MutatingAdmissionPolicy", "mutatingadmissionpolicies"),
-            ("MutatingAdmissionPolicyBinding", "mutatingadmissionpolicybindings"))),
+            ("MutatingAdmissionPolicyBinding", "mutatingadmissionpolicybindings"),
+            ("ValidatingWebhookConfiguration", "validatingwebhookconfigurations"),
+            ("MutatingWebhookConfiguration", "mutatingwebhookconfigurations"))),
     )
 }
 BY_KIND = {k.kind: k for k in KINDS.values()}

@@ -70,9 +70,13 @@ def test_the_compiled_overlay_is_the_default_plus_three_changes(default, compile
             assert narrow.CONDITION_NAME not in [c["name"] for c in conds], hook["name"]
         assert mine == obj, key
     rules = ours[role]["rules"]
-    assert len(rules) == 1 and set(rules[0]["resources"]) == POLICY_KINDS
-    assert rules[0]["apiGroups"] == ["admissionregistration.k8s.io"]
+    assert len(rules) == 2 and set(rules[0]["resources"]) == POLICY_KINDS
+    assert rules[0]["apiGroups"] == rules[1]["apiGroups"] == ["admissionregistration.k8s.io"]
     assert set(rules[0]["verbs"]) == {"get", "list", "create", "patch", "delete"}
+    # the webhook configurations: read, by name, never written (the webhook may not change its own)
+    assert rules[1] == {"apiGroups": ["admissionregistration.k8s.io"], "verbs": ["get"],
+                        "resources": ["validatingwebhookconfigurations", "mutatingwebhookconfigurations"],
+                        "resourceNames": ["dra-migration-webhook"]}
     binding = ours[("ClusterRoleBinding", "dra-migration-webhook-compiled")]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "dra-webhook", "namespace": "dra-webhook"}]
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.fakeapi import FakeAPI
 from webhook import kube_api
@@ -97,6 +98,28 @@ def test_a_policy_reload_is_reconciled_at_once_and_the_stale_objects_are_pruned(
     assert any("-deny." in n for n in gone)
     assert stored(fake) == names(second, at)
     assert rec.last is not None and sorted(rec.last.pruned) == sorted(gone)
+
+
+def test_the_bindings_take_the_installed_webhooks_namespaces(fake, client, caplog):
+    """The reconciler reads the installed configurations before a pass (a chart release in another namespace
+    excludes that one); without them it says so and uses the shipped selector."""
+    policy = load_policy(default_policy())
+    writer = KubeWriter(client)
+    clock = Clock("2026-12-05T10:00:00+00:00")
+    rec = Reconciler(lambda: policy, writer, namespaces=writer.namespaces, now=clock)
+    rec.tick(always)
+    assert "the bindings take the shipped namespaceSelector" in caplog.text
+    selector = {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+                                      "values": ["kube-system", "gpu-platform"]}]}
+    for doc in yaml.safe_load_all((Path(__file__).parent.parent / "deploy/base/webhooks.yaml").read_text()):
+        for hook in doc["webhooks"]:
+            hook["namespaceSelector"] = selector
+        fake.put(doc)
+    clock.set("2026-12-05T10:05:00+00:00")  # the next periodic pass
+    assert rec.tick(always)
+    bindings = [*fake._store["validatingadmissionpolicybindings"].values(),
+                *fake._store["mutatingadmissionpolicybindings"].values()]
+    assert bindings and all(b["spec"]["matchResources"]["namespaceSelector"] == selector for b in bindings)
 
 
 def test_the_next_pass_is_just_after_midnight_of_valid_until(fake, client):

@@ -73,7 +73,7 @@ class Reconciler:
 
     def __init__(self, policy: Callable[[], CompiledPolicy | None], writer: Writer, *,
                  now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
-                 namespaces: Namespaces | None = None, period: float = PERIOD,
+                 namespaces: Callable[[], Namespaces | None] = lambda: None, period: float = PERIOD,
                  on_pass: Callable[[Pass], None] | None = None) -> None:
         self._policy, self._writer, self._now = policy, writer, now
         self._namespaces, self.period, self._on_pass = namespaces, period, on_pass
@@ -113,7 +113,7 @@ class Reconciler:
         return True
 
     def _pass(self, policy: CompiledPolicy, now: dt.datetime, leading: Callable[[], bool]) -> Pass:
-        compiled = compile_admission(policy, now, self._namespaces)
+        compiled = compile_admission(policy, now, self._namespaces())
         applied = []
         for obj in compiled.objects:
             if not leading():
@@ -131,11 +131,34 @@ class Reconciler:
         return Pass(now, applied, pruned, compiled.valid_until, next_at)
 
 
+WEBHOOK_CONFIGS = "dra-migration-webhook"
+"""The Mutating/ValidatingWebhookConfiguration (deploy/base/webhooks.yaml, the chart's too) whose workloads
+webhooks' namespaceSelectors the bindings copy."""
+
+
 class KubeWriter:
-    """``Writer`` over the API server: server-side apply (``kube_apply.apply``) and ``kube_apply.prune``."""
+    """``Writer`` over the API server: server-side apply (``kube_apply.apply``) and ``kube_apply.prune``; and the
+    installed webhook configurations' namespaces (``namespaces``)."""
 
     def __init__(self, api: Any, manager: str = FIELD_MANAGER) -> None:
         self._api, self._manager = api, manager
+
+    def namespaces(self) -> Namespaces | None:
+        """The namespaceSelectors of the installed workloads webhooks (an overlay's or a chart release's own), so
+        the bindings judge the namespaces the webhook is sent; None (the shipped ones, logged) when the
+        configurations are not installed. Read before every pass: an edited selector follows within 5 minutes."""
+        from webhook import kube_apply
+        from webhook.compile.narrow import hook_namespaces
+
+        base = "/apis/admissionregistration.k8s.io/v1"
+        configs = [kube_apply.get(self._api, f"{base}/{plural}/{WEBHOOK_CONFIGS}")
+                   for plural in ("validatingwebhookconfigurations", "mutatingwebhookconfigurations")]
+        try:
+            return hook_namespaces([c for c in configs if c])
+        except ValueError as exc:
+            log.warning("compiled policies: webhook configurations %s: %s; the bindings take the shipped "
+                        "namespaceSelector", WEBHOOK_CONFIGS, exc)
+            return None
 
     def apply(self, obj: dict[str, Any]) -> None:
         from webhook import kube_apply
@@ -196,7 +219,9 @@ def run(opts: ReconcilerOptions, stop: threading.Event) -> None:
 
     thread = threading.Thread(target=elect, name="lease", daemon=True)
     thread.start()
-    reconciler = Reconciler(checked_policy(opts.policy), KubeWriter(api), period=opts.period, on_pass=_record)
+    writer = KubeWriter(api)
+    reconciler = Reconciler(checked_policy(opts.policy), writer, namespaces=writer.namespaces, period=opts.period,
+                            on_pass=_record)
     while not stop.is_set():
         reconciler.tick(lambda: elector.leading)
         stop.wait(1.0)

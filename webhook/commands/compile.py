@@ -25,8 +25,7 @@ from webhook.defaults import default_policy
 from webhook.delivery import CONFIG_KINDS
 from webhook.inputs import InputError, read_items
 
-VALIDATING_HOOK = "workloads.validate.dra-migration.io"
-MUTATING_HOOK = "workloads.mutate.dra-migration.io"
+VALIDATING_HOOK, MUTATING_HOOK = narrow.NARROWED_HOOKS
 """The webhooks (deploy/base/webhooks.yaml) whose namespaces the compiled policies take over."""
 
 
@@ -84,13 +83,10 @@ def _namespaces(config: Path | None) -> Namespaces | None:
     """The workloads webhooks' namespaceSelectors in ``config`` (None: the shipped ones)."""
     if config is None:
         return None
-    hooks = {str(h.get("name")): h for d in _configs(config) for h in d.get("webhooks") or []}
-    found = []
-    for name in (VALIDATING_HOOK, MUTATING_HOOK):
-        if name not in hooks:
-            raise CliError(f"input error: --webhook-config {config}: no webhook named {name}")
-        found.append(dict(hooks[name].get("namespaceSelector") or {}))
-    return Namespaces(*found)
+    try:
+        return narrow.hook_namespaces(_configs(config))
+    except ValueError as exc:
+        raise CliError(f"input error: --webhook-config {config}: {exc}") from None
 
 
 def _configs(config: Path) -> list[dict[str, Any]]:

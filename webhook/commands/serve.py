@@ -78,7 +78,7 @@ def add_parser(sub: Subparsers) -> None:
                    "server-side-applies the policy's compiled Validating/MutatingAdmissionPolicies and bindings "
                    "(field manager dra-webhook-reconciler), deletes the stale ones, and does it again when the "
                    "policy reloads, just after midnight UTC of the day a stage or exception changes, and every 5 "
-                   "minutes. Needs the cluster view and RBAC on those kinds (deploy/components/compiled)")
+                   "minutes. Needs the cluster view and RBAC on those kinds (deploy/compiled)")
     p.add_argument("--record", default=None,
                    help="append every AdmissionReview answered to this JSON-lines file (redacted; for `replay`)")
     p.add_argument("--record-max-bytes", type=int, default=64 * 1024 * 1024,

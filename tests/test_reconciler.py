@@ -210,3 +210,16 @@ def test_serve_refuses_the_compiled_mode_offline(tmp_path, capsys):
 
     assert main(["serve", "--offline", "--compiled-policies", "--dev-certs", "--cert-dir", str(tmp_path)]) == 2
     assert "--compiled-policies needs the cluster" in capsys.readouterr().err
+
+
+def test_a_repair_pass_that_applies_the_same_objects_logs_one_short_line(fake, client, caplog):
+    caplog.set_level("INFO", logger="webhook.reconciler")
+    policy = load_policy(default_policy())
+    clock = Clock("2026-12-05T10:00:00+00:00")
+    rec = Reconciler(lambda: policy, KubeWriter(client), now=clock)
+    rec.tick(always)
+    assert "MutatingAdmissionPolicy gpu-fleet-pods-track-rollout" in caplog.text
+    caplog.clear()
+    clock.set("2026-12-05T10:05:00+00:00")
+    rec.tick(always)
+    assert "applied 24 objects (the same as before)" in caplog.text and "gpu-fleet-pods" not in caplog.text

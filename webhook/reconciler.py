@@ -81,6 +81,7 @@ class Reconciler:
         self._next: dt.datetime | None = None  # None: due now
         self.failures = 0
         self.last: Pass | None = None
+        self._said: tuple[Any, ...] = ()  # what the last full log line listed
 
     def due(self, policy: CompiledPolicy, now: dt.datetime) -> bool:
         return policy is not self._reconciled or self._next is None or now >= self._next
@@ -102,7 +103,7 @@ class Reconciler:
             return True
         except Exception as exc:  # ClusterError, a compile error: retried, never fatal
             self.failures += 1
-            delay = min(FIRST_RETRY * 2 ** (self.failures - 1), self.period)
+            delay = min(FIRST_RETRY * 2 ** min(self.failures - 1, 20), self.period)
             self._next = now + dt.timedelta(seconds=delay)
             log.warning("compiled policies: reconciling policy %s failed (%s); retrying in %g s", policy.name,
                         str(exc)[:500], delay)
@@ -125,8 +126,11 @@ class Reconciler:
         pruned = self._writer.prune(compiled.objects, compiled.labels)
         next_at = wake_time(compiled.valid_until, now, self.period)
         until = compiled.valid_until.isoformat() if compiled.valid_until else "no date in the policy"
+        said = (policy, applied, pruned)
+        listed = ", ".join(applied) if said != self._said else "the same as before"
+        self._said = (policy, applied, [])
         log.info("compiled policies: policy %s at %s: applied %d objects (%s); pruned %s; valid until %s; next "
-                 "pass %s", policy.name, now.isoformat(timespec="seconds"), len(applied), ", ".join(applied),
+                 "pass %s", policy.name, now.isoformat(timespec="seconds"), len(applied), listed,
                  ", ".join(pruned) or "nothing", until, next_at.isoformat(timespec="seconds"))
         return Pass(now, applied, pruned, compiled.valid_until, next_at)
 

@@ -14,11 +14,13 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.e2e import binaries
 from tests.e2e.binaries import ROOT
@@ -138,8 +140,20 @@ def test_the_server_applies_the_objects_and_the_api_server_enforces_them_without
     finally:
         webhook.start()
     assert "compiled policies: policy reconcile-e2e at" in webhook.output()
+    # The reconciler process's metrics reach /metrics (the DraWebhookCompiledPoliciesStale alert reads them).
+    values = eventually(lambda: _compiled_metrics(webhook), "the reconciler's metrics on /metrics", 30,
+                        alive=webhook.dead)
+    assert values["dra_webhook_compiled_policies_objects"] == 32
+    assert values["dra_webhook_compiled_policies_reconciled_timestamp_seconds"] > 1.7e9
 
 
+def _compiled_metrics(webhook: Webhook) -> dict[str, float] | None:
+    req = urllib.request.Request(f"https://127.0.0.1:{webhook.port}/metrics")
+    with urllib.request.urlopen(req, context=webhook._ctx, timeout=5) as resp:  # noqa: S310
+        text = resp.read().decode()
+    found = {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples
+             if s.name.startswith("dra_webhook_compiled_policies_")}
+    return found if len(found) == 2 and all(found.values()) else None
 def test_a_policy_change_is_reconciled_and_a_candidate_without_the_lease_writes_nothing(plane):
     cp, kube, webhook, _, sa_config = plane
     eventually(lambda: "reconcile-e2e-pods-deny.dra-migration.io" in _policies(kube), "the first pass", 60,

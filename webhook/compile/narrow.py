@@ -1,7 +1,8 @@
 """The compiled mode's narrowed webhooks: a matchCondition that sends the workloads webhooks only what the
 compiled admission policies cannot decide (issue #28 item 1, last sentence).
 
-For every rule id, ``FIRES`` gives a CEL predicate of the pod specs the rule can act on (a superset: sending too
+For every rule id, ``FIRES`` names the ``ATOMS`` (CEL predicates: extended-resource names, claims,
+``schedulingGroup``, a Job's ``spec.scheduling``) of the pod specs the rule can act on (a superset: sending too
 much costs a call, sending too little loses a finding). Whether the rule runs on a layout's kinds at all comes
 from the rule set (``Rule.kinds``), so a claim-only rule is ``false`` on Pods without a line here. The
 condition is the OR over the rules of ``coverage.NOT_COMPILED``, plus ``RESIDUAL``: what a compiled rule leaves
@@ -18,9 +19,9 @@ the code's coverage, not on the policy or the date, so it is static; the reconci
 configurations (the webhook may not change its own configurations: admission good practices).
 
 CEL: webhook matchConditions (kubernetes v1.36 staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/
-matchconditions/matcher.go, ``Matcher.Match``) see ``object`` untyped; an evaluation error under
-failurePolicy Ignore skips the webhook, so every step is an optional read (``.?``, ``orValue``) that
-cannot fail on a built-in kind.
+matchconditions/matcher.go, ``matcher.Match``) see ``object`` untyped; an evaluation error under failurePolicy
+Ignore skips the webhook, so every field is read behind ``has()`` (as ``uses-devices`` does), which
+tests/test_narrow.py evaluates with the same CEL library as tests/test_match_conditions.py.
 """
 
 from __future__ import annotations

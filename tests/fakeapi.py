@@ -55,6 +55,13 @@ KINDS = {
         Kind("podgroups", "scheduling.k8s.io/v1beta1", "PodGroup", True),
         Kind("horizontalpodautoscalers", "autoscaling/v2", "HorizontalPodAutoscaler", True),
         Kind("leases", "coordination.k8s.io/v1", "Lease", True),
+        *(Kind(plural, "admissionregistration.k8s.io/v1", kind, False) for kind, plural in (
+            ("ValidatingAdmissionPolicy", "validatingadmissionpolicies"),
+            ("ValidatingAdmissionPolicyBinding", "validatingadmissionpolicybindings"),
+            ("MutatingAdmissionPolicy", "mutatingadmissionpolicies"),
+            ("MutatingAdmissionPolicyBinding", "mutatingadmissionpolicybindings"),
+            ("ValidatingWebhookConfiguration", "validatingwebhookconfigurations"),
+            ("MutatingWebhookConfiguration", "mutatingwebhookconfigurations"))),
     )
 }
 BY_KIND = {k.kind: k for k in KINDS.values()}
@@ -290,6 +297,34 @@ class _Handler(BaseHTTPRequestHandler):
     def do_PUT(self) -> None:  # noqa: N802 - replace: 409 Conflict unless metadata.resourceVersion is current
         self._write("update")
 
+    def do_PATCH(self) -> None:  # noqa: N802 - server-side apply only: the applied object replaces the stored one
+        url = urlsplit(self.path)
+        route = _route(url.path)
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+        applying = str(self.headers.get("Content-Type")).startswith("application/apply-patch")
+        if route is None or route[2] is None or not applying:
+            return self._json(415, status(415, "UnsupportedMediaType", f"only apply patches on {url.path}"))
+        kind, namespace, name = route
+        with self.api._lock:
+            self.api.requests.append((kind.resource, "patch", {k: v[-1] for k, v in parse_qs(url.query).items()}))
+            if kind.resource in self.api._fail:
+                return self._json(500, status(500, "InternalError", "an error on the server (fake failure)"))
+            body.setdefault("metadata", {}).update(name=name)
+            stored = self.api.put(body)[0]
+        self._json(200, stored)
+
+    def do_DELETE(self) -> None:  # noqa: N802
+        route = _route(urlsplit(self.path).path)
+        if route is None or route[2] is None:
+            return self._json(405, status(405, "MethodNotAllowed", f"cannot delete {self.path}"))
+        kind, namespace, name = route
+        with self.api._lock:
+            self.api.requests.append((kind.resource, "delete", {}))
+            if (namespace or "", name) not in self.api._store[kind.resource]:
+                return self._json(404, status(404, "NotFound", f'{kind.resource} "{name}" not found'))
+            self.api.delete(kind.kind, name, namespace or "")
+        self._json(200, status(200, "Success", "deleted") | {"status": "Success"})
+
     def _write(self, verb: str) -> None:
         url = urlsplit(self.path)
         route = _route(url.path)
@@ -350,7 +385,7 @@ class _Handler(BaseHTTPRequestHandler):
             items = [
                 copy.deepcopy(o)
                 for (ns, _), o in sorted(self.api._store[kind.resource].items())
-                if namespace is None or ns == namespace
+                if (namespace is None or ns == namespace) and _selected(o, query.get("labelSelector"))
             ]
             rv = str(self.api._rv)
         if query.get("continue") and self.api._expire_next_continue:
@@ -424,6 +459,13 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
+def _selected(obj: dict[str, Any], selector: str | None) -> bool:
+    """``labelSelector`` of ``k=v`` terms (all the fake understands)."""
+    labels = obj.get("metadata", {}).get("labels") or {}
+    terms = [t.split("=", 1) for t in (selector or "").split(",") if t]
+    return all(labels.get(k) == v for k, v in terms)
+
+
 def _route(path: str) -> tuple[Kind, str | None, str | None] | None:
     """Map an API path to (kind, namespace or None for all, name or None for a collection)."""
     for kind in KINDS.values():
@@ -435,6 +477,8 @@ def _route(path: str) -> tuple[Kind, str | None, str | None] | None:
             return kind, None, parts[1] if len(parts) == 2 else None
         if parts == [kind.resource]:
             return kind, None, None
+        if not kind.namespaced and len(parts) == 2 and parts[0] == kind.resource:
+            return kind, None, parts[1]
         if kind.namespaced and len(parts) in (3, 4) and parts[0] == "namespaces" and parts[2] == kind.resource:
             return kind, parts[1], parts[3] if len(parts) == 4 else None
     return None

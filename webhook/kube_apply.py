@@ -54,6 +54,18 @@ def apply(api: client.ApiClient, obj: dict[str, Any], manager: str) -> dict[str,
         raise ClusterError(f"applying {obj['kind']} {obj['metadata']['name']}: {describe_error(exc)}") from None
 
 
+def get(api: client.ApiClient, path: str) -> dict[str, Any] | None:
+    """The object at ``path``, or None when there is none (404)."""
+    try:
+        return _call(api, "GET", path)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise ClusterError(f"reading {path}: {describe_error(exc)}") from None
+    except Exception as exc:  # urllib3 errors: unreachable, TLS
+        raise ClusterError(f"reading {path}: {describe_error(exc)}") from None
+
+
 def prune(api: client.ApiClient, keep: list[dict[str, Any]], labels: dict[str, str]) -> list[str]:
     """Delete the objects of ``PLURALS``' kinds carrying ``labels`` that are not in ``keep`` (an action or layout a
     new compile no longer produces would otherwise go on enforcing an old stage). ``Kind name`` of each deleted."""

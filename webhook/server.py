@@ -48,6 +48,7 @@ class ServeOptions:
     gauge_interval: float = 60.0  # seconds between reads of the cluster for the live gauges; 0: off
     lease_namespace: str | None = None  # of the gauge writers' Lease (webhook.gauge_writer.lease_namespace)
     lease_name: str = "dra-webhook-gauges"
+    compiled_policies: bool = False  # run the compiled-policy reconciler (webhook.reconciler); needs the cluster
 
 
 _PROCESS: dict[str, Any] = {}
@@ -118,6 +119,22 @@ def gauge_supervisor(opts: ServeOptions) -> Supervisor | None:
                       prepare=gauge_writer.lower_priority)
 
 
+def reconciler_supervisor(opts: ServeOptions) -> Supervisor | None:
+    """The compiled-policy reconciler's supervisor (``webhook.reconciler``: its own Lease, one writer per
+    cluster), or None unless ``--compiled-policies`` and the cluster view are on."""
+    if opts.offline or not opts.compiled_policies:
+        return None
+    from webhook import gauge_writer, reconciler
+    from webhook.supervisor import Supervisor
+
+    env = dict(os.environ)
+    options = reconciler.ReconcilerOptions(
+        policy=opts.policy, kubeconfig=opts.kubeconfig, identity=gauge_writer.identity(env),
+        lease_namespace=gauge_writer.lease_namespace(opts.lease_namespace, env))
+    return Supervisor("compiled-policy reconciler", lambda stop: reconciler.run(options, stop),
+                      prepare=gauge_writer.lower_priority)
+
+
 def master_policy(opts: ServeOptions) -> Any:
     """The master's last good policy: loaded before the first fork and re-checked before every fork.
 
@@ -168,27 +185,30 @@ def device_process(opts: ServeOptions) -> Supervisor | None:
 
 
 class _Arbiter(Arbiter):
-    """gunicorn's master, also keeping the gauge writer and the device process alive beside the workers (one
-    ``webhook.supervisor.Supervisor`` each)."""
+    """gunicorn's master, also keeping the gauge writer, the device process and the compiled-policy reconciler
+    alive beside the workers (one ``webhook.supervisor.Supervisor`` each)."""
 
     def __init__(self, app: WebhookServer) -> None:
         super().__init__(app)
         self.gauges = gauge_supervisor(app.opts)
         self.devices = device_process(app.opts)
+        self.reconciler = reconciler_supervisor(app.opts)
 
     def manage_workers(self) -> None:
         super().manage_workers()
-        for child in (self.gauges, self.devices):
+        for child in (self.gauges, self.devices, self.reconciler):
             if child is not None:
                 child.close_fds = lambda: [s.fileno() for s in self.LISTENERS]
                 child.check()
 
     def stop(self, graceful: bool = True) -> None:
-        if self.gauges is not None:
-            self.gauges.terminate()  # releases the Lease while the workers drain
+        for leader in (self.gauges, self.reconciler):
+            if leader is not None:
+                leader.terminate()  # releases the Lease while the workers drain
         super().stop(graceful)
-        if self.gauges is not None:
-            self.gauges.stop()
+        for leader in (self.gauges, self.reconciler):
+            if leader is not None:
+                leader.stop()
         if self.devices is not None:
             self.devices.stop()
 

@@ -18,15 +18,14 @@ import orjson
 import yaml
 
 from webhook.commands import EXIT_NO, EXIT_OK, CliError, Subparsers, at_or_now, load_policy
-from webhook.compile import Compiled, compile_admission
+from webhook.compile import Compiled, compile_admission, narrow
 from webhook.compile.coverage import COMPILED, not_compiled
 from webhook.compile.shared import FIELD_MANAGER, Namespaces
 from webhook.defaults import default_policy
 from webhook.delivery import CONFIG_KINDS
 from webhook.inputs import InputError, read_items
 
-VALIDATING_HOOK = "workloads.validate.dra-migration.io"
-MUTATING_HOOK = "workloads.mutate.dra-migration.io"
+VALIDATING_HOOK, MUTATING_HOOK = narrow.NARROWED_HOOKS
 """The webhooks (deploy/base/webhooks.yaml) whose namespaces the compiled policies take over."""
 
 
@@ -52,6 +51,11 @@ def add_parser(sub: Subparsers) -> None:
                    help="the Mutating/ValidatingWebhookConfigurations the cluster has (e.g. `kubectl kustomize "
                    "deploy/overlays/prod` output): the bindings take the namespaceSelector of its "
                    f"{VALIDATING_HOOK} and {MUTATING_HOOK} webhooks (default: those deploy/base installs)")
+    p.add_argument("--narrow-webhooks", action="store_true",
+                   help="also print the --webhook-config configurations with the matchCondition "
+                   f"'{narrow.CONDITION_NAME}' on {' and '.join(narrow.NARROWED_HOOKS)}: they are then sent only "
+                   "what the compiled policies leave to the webhook (README \"Compiled admission policies\"); "
+                   "apply them with the compiled objects")
     p.add_argument("--validate", action="store_true",
                    help="apply the objects to the cluster (server-side apply), delete the ones an earlier compile of "
                    "this policy made that are no longer compiled, and report status.typeChecking")
@@ -62,8 +66,11 @@ def add_parser(sub: Subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     policy = load_policy(args.policy or default_policy())
     at = at_or_now(args.at)
+    if args.narrow_webhooks and args.webhook_config is None:
+        raise CliError("usage error: --narrow-webhooks needs --webhook-config FILE (the configurations to narrow)")
     compiled = compile_admission(policy, at, _namespaces(args.webhook_config))
-    _print(compiled, args.output)
+    extra = narrow.narrow_configs(_configs(args.webhook_config)) if args.narrow_webhooks else []
+    _print(compiled, args.output, extra)
     for row in not_compiled():
         print(f"not compiled: {row['rule']}: {row['why']}", file=sys.stderr)
     if compiled.valid_until is not None:
@@ -77,25 +84,28 @@ def _namespaces(config: Path | None) -> Namespaces | None:
     if config is None:
         return None
     try:
+        return narrow.hook_namespaces(_configs(config))
+    except ValueError as exc:
+        raise CliError(f"input error: --webhook-config {config}: {exc}") from None
+
+
+def _configs(config: Path) -> list[dict[str, Any]]:
+    """The Mutating/ValidatingWebhookConfigurations in ``config``."""
+    try:
         docs = [i.request.object or {} for i in read_items(str(config), None, "CREATE", [])]
     except (OSError, ValueError, InputError) as exc:
         raise CliError(f"input error: --webhook-config {config}: {exc}") from None
-    hooks = {str(h.get("name")): h for d in docs if d.get("kind") in CONFIG_KINDS for h in d.get("webhooks") or []}
-    found = []
-    for name in (VALIDATING_HOOK, MUTATING_HOOK):
-        if name not in hooks:
-            raise CliError(f"input error: --webhook-config {config}: no webhook named {name}")
-        found.append(dict(hooks[name].get("namespaceSelector") or {}))
-    return Namespaces(*found)
+    return [d for d in docs if d.get("kind") in CONFIG_KINDS]
 
 
-def _print(compiled: Compiled, output: str) -> None:
+def _print(compiled: Compiled, output: str, extra: list[dict[str, Any]]) -> None:
+    objects = [*compiled.objects, *extra]
     if output == "json":
-        doc = {"apiVersion": "v1", "kind": "List", "items": compiled.objects, "notCompiled": not_compiled(),
+        doc = {"apiVersion": "v1", "kind": "List", "items": objects, "notCompiled": not_compiled(),
                "validUntil": compiled.valid_until.isoformat() if compiled.valid_until else None}
         sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
         return
-    sys.stdout.write(yaml.safe_dump_all(compiled.objects, sort_keys=False, width=120))
+    sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False, width=120))
 
 
 def validate(compiled: Compiled, kubeconfig: str | None) -> int:

@@ -1,0 +1,195 @@
+"""Issue #28 item 2 on the real control plane: the server in compiled mode keeps the compiled admission policies.
+
+The compiled install (deploy/overlays/dev plus the deploy/compiled component: the reconciler's RBAC and the narrowed
+workloads webhooks) is applied as a platform engineer would, and ``dra-webhook serve`` runs with
+``$DRA_WEBHOOK_COMPILED_POLICIES=true`` as the webhook's ServiceAccount. Shown here: the server applies the
+objects itself (field manager ``dra-webhook-reconciler``); with the webhook stopped, the API server's own
+ValidatingAdmissionPolicy denies a legacy-name Pod in a migrated namespace, naming the rule; a policy change is
+reconciled (a Warn policy appears, the Deny one is pruned); a second candidate that does not hold the Lease
+writes nothing; and the API server accepts and runs the narrowing matchCondition.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.e2e import binaries
+from tests.e2e.binaries import ROOT
+from tests.e2e.controlplane import ControlPlane
+from tests.e2e.install import NOT_APPLIED, WEBHOOK_KINDS, Webhook, apply, kubectl, service_account_kubeconfig, to_url
+from tests.e2e.kube import Denied, Kube
+from tests.e2e.waits import eventually
+from webhook import kube_api
+from webhook.commands import load_policy
+from webhook.compile import narrow
+from webhook.leader import LeaseElector
+from webhook.reconciler import FIELD_MANAGER, LEASE_NAME, KubeWriter, Reconciler
+
+POLICY = """\
+apiVersion: dra-migration.io/v1alpha1
+kind: MigrationPolicy
+metadata:
+  name: reconcile-e2e
+spec:
+  kubernetesVersion: "1.37"
+  resources:
+  - name: example.com/gpu
+    deviceClassName: gpu.example.com
+    legacyNames: [nvidia.com/gpu]
+  cohorts:
+  - name: moved
+    namespaces: {names: ["moved-*"]}
+    schedule:
+    - {stage: STAGE, from: "2026-01-01"}
+  defaultStage: legacy
+  enforcement: {legacy: Audit, pilot: Warn, migrated: Deny}
+"""
+NS = "moved-a"
+VAP = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies"
+
+
+def _render(workdir: Path) -> tuple[list[dict[str, Any]], Path]:
+    """The dev overlay with the compiled component, from a copy of deploy/ with fresh certificates."""
+    deploy = workdir / "deploy"
+    shutil.copytree(ROOT / "deploy", deploy, ignore=shutil.ignore_patterns("certs", "chart"))
+    certs = deploy / "overlays" / "dev" / "certs"
+    subprocess.run([sys.executable, "-m", "webhook", "certs", "--out", str(certs)], check=True, capture_output=True,
+                   cwd=ROOT)
+    overlay = deploy / "overlays" / "compiled-dev"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text("resources: [../dev]\ncomponents: [../../compiled]\n")
+    out = subprocess.run([kubectl(), "kustomize", str(overlay)], check=True, capture_output=True, text=True)
+    return [d for d in yaml.safe_load_all(out.stdout) if d], certs
+
+
+@pytest.fixture(scope="module")
+def plane(tmp_path_factory: pytest.TempPathFactory):
+    try:
+        found = binaries.find()
+    except binaries.NoBinaries as exc:
+        pytest.skip(f"e2e suite skipped: {exc}")
+    if not found.has_controllers:
+        pytest.skip("needs kube-controller-manager (ServiceAccounts of new namespaces), which KUBEBUILDER_ASSETS lacks")
+    work = tmp_path_factory.mktemp("reconcile")
+    cp = ControlPlane(found, work / "plane")
+    webhook = None
+    env = pytest.MonkeyPatch()
+    env.setenv("DRA_WEBHOOK_COMPILED_POLICIES", "true")  # every (re)start of the server: compiled mode
+    try:
+        cp.start()
+        kube = Kube(cp.api())
+        objects, certs = _render(work)
+        apply(cp, [o for o in objects if o["kind"] not in (*WEBHOOK_KINDS, *NOT_APPLIED)], work, "install")
+        kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+        eventually(lambda: kube.get_or_none("v1", "ServiceAccount", "default", NS), f"SA default in {NS}", 60)
+        sa_config = service_account_kubeconfig(cp, work)
+        policy = work / "policy-src.yaml"
+        policy.write_text(POLICY.replace("STAGE", "migrated"))
+        webhook = Webhook(work, certs, sa_config, policy)
+        webhook.start()
+        configs = [to_url(o, webhook.port) for o in objects if o["kind"] in WEBHOOK_KINDS]
+        apply(cp, configs, work, "webhooks")  # the API server compiles the narrowing matchCondition here
+        yield cp, kube, webhook, configs, sa_config
+    finally:
+        if webhook is not None:
+            webhook.close()
+        cp.stop()
+        env.undo()
+
+
+def _policies(kube: Kube) -> dict[str, dict[str, Any]]:
+    return {o["metadata"]["name"]: o for o in kube.call("GET", VAP).obj["items"]}
+
+
+def _gpu_pod(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS},
+            "spec": {"containers": [{"name": "c", "image": "registry.example.com/app:1.0",
+                                     "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+
+
+def _denial(kube: Kube) -> str | None:
+    try:
+        kube.create(_gpu_pod("legacy"), dry_run=True)
+    except Denied as exc:
+        return exc.message
+    return None
+
+
+def test_the_server_applies_the_objects_and_the_api_server_enforces_them_without_the_webhook(plane):
+    cp, kube, webhook, configs, _ = plane
+    deny = "reconcile-e2e-pods-deny.dra-migration.io"
+    stored = eventually(lambda: _policies(kube).get(deny), f"{deny} applied by the reconciler", 60,
+                        alive=webhook.dead)
+    assert FIELD_MANAGER in {m["manager"] for m in stored["metadata"]["managedFields"]}
+    hooks = {h["name"]: h for c in configs for h in c["webhooks"]}
+    for name in narrow.NARROWED_HOOKS:
+        assert hooks[name]["matchConditions"][-1]["name"] == narrow.CONDITION_NAME
+    webhook.stop()
+    try:
+        message = eventually(lambda: _denial(kube), "the API server's own policy denying the legacy-name Pod", 30)
+        assert "legacy-resource-name" in message and deny in message, message
+    finally:
+        webhook.start()
+    assert "compiled policies: policy reconcile-e2e at" in webhook.output()
+    # The reconciler process's metrics reach /metrics (the DraWebhookCompiledPoliciesStale alert reads them).
+    values = eventually(lambda: _compiled_metrics(webhook), "the reconciler's metrics on /metrics", 30,
+                        alive=webhook.dead)
+    assert values["dra_webhook_compiled_policies_objects"] == 32
+    assert values["dra_webhook_compiled_policies_reconciled_timestamp_seconds"] > 1.7e9
+
+
+def _compiled_metrics(webhook: Webhook) -> dict[str, float] | None:
+    req = urllib.request.Request(f"https://127.0.0.1:{webhook.port}/metrics")
+    with urllib.request.urlopen(req, context=webhook._ctx, timeout=5) as resp:  # noqa: S310
+        text = resp.read().decode()
+    found = {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples
+             if s.name.startswith("dra_webhook_compiled_policies_")}
+    return found if len(found) == 2 and all(found.values()) else None
+def test_a_policy_change_is_reconciled_and_a_candidate_without_the_lease_writes_nothing(plane):
+    cp, kube, webhook, _, sa_config = plane
+    eventually(lambda: "reconcile-e2e-pods-deny.dra-migration.io" in _policies(kube), "the first pass", 60,
+               alive=webhook.dead)
+    webhook.use_policy(POLICY.replace("STAGE", "pilot"))
+
+    def switched() -> set[str] | None:
+        found = set(_policies(kube))
+        done = "reconcile-e2e-pods-warn.dra-migration.io" in found and \
+            "reconcile-e2e-pods-deny.dra-migration.io" not in found
+        return found if done else None
+
+    names = eventually(switched, "the Warn policy applied and the Deny one pruned", 60, alive=webhook.dead)
+    assert not [n for n in names if n.endswith("-deny.dra-migration.io")]
+
+    def warnings() -> tuple[list[str], list[str]] | None:
+        found = kube.create(_gpu_pod("warned"), dry_run=True).warnings
+        own = [w for w in found if w.startswith("legacy-resource-name (pilot)")]
+        compiled = [w for w in found if "reconcile-e2e-pods-warn.dra-migration.io" in w]
+        return (own, compiled) if own and compiled else None
+
+    # The narrowed webhooks still get a GPU Pod (steer-node-pool is not compiled): the API server evaluated the
+    # not-compiled condition to true (an error would skip the webhook under Ignore, and its warning with it).
+    eventually(warnings, "the webhook's and the compiled policy's warnings", 30, alive=webhook.dead)
+
+    writes: list[str] = []
+
+    class Counting(KubeWriter):
+        def apply(self, obj: dict[str, Any]) -> None:
+            writes.append(obj["metadata"]["name"])
+            super().apply(obj)
+
+    api = kube_api.connect(str(sa_config))
+    with api:
+        elector = LeaseElector(api, "dra-webhook", LEASE_NAME, "e2e-second-replica")
+        assert not elector.tick() and elector.holder not in (None, "e2e-second-replica")
+        policy = load_policy(webhook.policy_dir)
+        assert not Reconciler(lambda: policy, Counting(api)).tick(lambda: elector.leading)
+    assert writes == []

@@ -13,7 +13,8 @@ from typing import Any
 
 from webhook.compile.cel import glob_regex, lit, str_list
 from webhook.compile.checks import Check, all_checks
-from webhook.compile.layouts import LAYOUTS, Layout, examined, uses_devices
+from webhook.compile.claims import CLAIM_LAYOUTS, claim_checks, claim_conditions, claim_variables, compiled_for_claims
+from webhook.compile.layouts import LAYOUTS, examined, uses_devices
 from webhook.compile.plan import plan_variables, training_variables
 from webhook.compile.shared import (
     API,
@@ -36,19 +37,42 @@ def compile_validating(policy: CompiledPolicy, day: dt.date, until: dt.date | No
     objects: list[dict[str, Any]] = []
     checks = all_checks(policy)
     for layout in LAYOUTS:
-        for action in ACTIONS:
-            used = [c for c in checks if _stages(c, action, policy, day)]
-            if not used:
-                continue
-            name = f"{policy.name}-{layout.name}-{action.value.lower()}.dra-migration.io"
-            meta = metadata(name, policy, day, until)
+        conditions = [{"name": "uses-devices", "expression": uses_devices(layout)},
+                      {"name": "examined", "expression": examined(layout, policy.prefix)}]
+        for action, used in _by_action(checks, policy, day):
             plan = (*plan_variables(policy), *training_variables(policy, layout)) if any(c.plan for c in used) else ()
-            variables = [*namespace_variables(policy, day), *container_variables(layout), *plan,
-                         *({"name": n, "expression": e} for c in used for n, e in c.variables)]
-            validations = [_validation(c, action, policy, day) for c in used]
-            objects.append(_policy(meta, layout, validations, variables, policy))
-            objects.append(_binding(meta, action, namespaces))
+            variables = [*namespace_variables(policy, day), *container_variables(layout), *plan]
+            objects += _pair(policy, day, until, namespaces, layout.name, action, used, variables,
+                             {"resourceRules": layout.resource_rules()}, conditions)
+    if compiled_for_claims(policy):
+        for claims in CLAIM_LAYOUTS:
+            for action, used in _by_action(claim_checks(policy), policy, day):
+                variables = [*namespace_variables(policy, day), *claim_variables(claims)]
+                objects += _pair(policy, day, until, namespaces, claims.name, action, used, variables,
+                                 {"resourceRules": claims.resource_rules()}, claim_conditions(policy, claims))
     return objects
+
+
+def _by_action(checks: list[Check], policy: CompiledPolicy, day: dt.date) -> list[tuple[Action, list[Check]]]:
+    """(action, the checks with that action in some stage in use on ``day``), for each action some check has."""
+    out = []
+    for action in ACTIONS:
+        used = [c for c in checks if _stages(c, action, policy, day)]
+        if used:
+            out.append((action, used))
+    return out
+
+
+def _pair(policy: CompiledPolicy, day: dt.date, until: dt.date | None, namespaces: dict[str, Any], layout: str,
+          action: Action, used: list[Check], variables: list[dict[str, str]], match: dict[str, Any],
+          conditions: list[dict[str, str]]) -> list[dict[str, Any]]:
+    """The policy ``<policy>-<layout>-<action>`` with the checks ``used`` (and the variables they read), and its
+    binding."""
+    meta = metadata(f"{policy.name}-{layout}-{action.value.lower()}.dra-migration.io", policy, day, until)
+    own = {n: e for c in used for n, e in c.variables}  # checks of one rule may share a variable: declared once
+    variables = [*variables, *({"name": n, "expression": e} for n, e in own.items())]
+    validations = [_validation(c, action, policy, day) for c in used]
+    return [_policy(meta, match, conditions, validations, variables), _binding(meta, action, namespaces)]
 
 
 def _stages(check: Check, action: Action, policy: CompiledPolicy, day: dt.date) -> list[str]:
@@ -83,8 +107,8 @@ def _validation(check: Check, action: Action, policy: CompiledPolicy, day: dt.da
     }
 
 
-def _policy(meta: dict[str, Any], layout: Layout, validations: list[dict[str, Any]],
-            variables: list[dict[str, str]], policy: CompiledPolicy) -> dict[str, Any]:
+def _policy(meta: dict[str, Any], match: dict[str, Any], conditions: list[dict[str, str]],
+            validations: list[dict[str, Any]], variables: list[dict[str, str]]) -> dict[str, Any]:
     return {
         "apiVersion": API,
         "kind": "ValidatingAdmissionPolicy",
@@ -92,9 +116,8 @@ def _policy(meta: dict[str, Any], layout: Layout, validations: list[dict[str, An
         "spec": {
             # As the validating webhook for workloads (deploy/base/webhooks.yaml): fail open.
             "failurePolicy": "Ignore",
-            "matchConstraints": {"resourceRules": layout.resource_rules()},
-            "matchConditions": [{"name": "uses-devices", "expression": uses_devices(layout)},
-                                {"name": "examined", "expression": examined(layout, policy.prefix)}],
+            "matchConstraints": match,
+            "matchConditions": conditions,
             "variables": variables,
             "validations": validations,
         },

@@ -6,10 +6,13 @@ subrequest or toleration, each its own warning. A validation gives one message, 
 worked out once as a list of messages (a variable, in document order, as ``claim_objects.iter_requests`` walks
 them) and validation ``k`` fails when the list has more than ``k`` entries, with entry ``k`` as its message:
 the API server then returns the webhook's warnings word for word, for up to ``FINDINGS_PER_RULE`` findings of a
-rule in one claim. A claim has at most 32 requests of at most 8 subrequests, each with at most 16 tolerations
-(kubernetes v1.36 ``staging/src/k8s.io/api/resource/v1/types.go``: ``DeviceRequestsMaxSize = 32``,
-``FirstAvailableDeviceRequestMaxSize = 8``, ``DeviceTolerationsMaxLength = 16``): 32 covers every claim made of
-``exactly`` requests; past 32 findings of one rule the last validation names how many more ``check`` lists.
+rule in one claim; past that the last validation names how many more ``check`` lists. A claim may have 32 requests
+of 8 subrequests, each with 16 tolerations (kubernetes v1.36 ``staging/src/k8s.io/api/resource/v1/types.go``:
+``DeviceRequestsMaxSize = 32``, ``FirstAvailableDeviceRequestMaxSize = 8``, ``DeviceTolerationsMaxLength = 16``),
+but a validation per possible finding is not cheap: the policy status controller type-checks every expression
+with every variable compiled again (``staging/src/k8s.io/apiserver/pkg/admission/plugin/policy/validating/
+typechecking.go`` ``TypeChecker.CheckExpression`` calls ``CompileAndStoreVariables`` per expression), and 32 per
+rule took kube-controller-manager v1.36.2 over a minute on 2 cores.
 
 Which requests belong to the migration (``MigrationScope.covers``) needs the cluster's DeviceClasses for any class
 the policy does not name: the live webhook counts a class whose DeviceClass selects a driver of the scope (the
@@ -28,9 +31,10 @@ from webhook.claim_objects import POD_CLAIM_NAME_ANNOTATION, SCHEDULER_CLAIM_ANN
 from webhook.compile.cel import glob_regex, lit, str_list
 from webhook.compile.checks import STAGES, Check
 from webhook.policy.compiled import CompiledPolicy
+from webhook.policy.model import Action
 from webhook.rules import ids
 
-FINDINGS_PER_RULE = 32
+FINDINGS_PER_RULE = 8
 """Validations per claim rule: the webhook's findings of one rule in one claim the API server repeats exactly."""
 
 
@@ -196,8 +200,11 @@ def _fixes(policy: CompiledPolicy) -> dict[str, str]:
     }
 
 
-def claim_checks(policy: CompiledPolicy) -> list[Check]:
-    """``FINDINGS_PER_RULE`` checks per claim rule the policy gives findings for, in rule order."""
+def claim_checks(policy: CompiledPolicy, action: Action) -> list[Check]:
+    """The checks of each claim rule the policy gives findings for, in rule order, for the validations of
+    ``action``: ``FINDINGS_PER_RULE`` for Warn (a warning per finding); one for Deny (the API server answers with
+    the first failing validation's message alone); one for Audit, all findings in one message joined by ``; ``
+    (as the webhook's audit annotation of the rule joins them)."""
     rules: list[tuple[str, SlotFindings | None]] = [
         (ids.DEVICE_CLASS_NOT_ALLOWED, _class_not_allowed(policy)),
         (ids.DEVICE_COUNT_EXCEEDS, _count_exceeds(policy)),
@@ -210,17 +217,18 @@ def claim_checks(policy: CompiledPolicy) -> list[Check]:
     for i, (rule, findings) in enumerate(rules):
         if findings is None:
             continue
-        found = f"claim{i}"
-        listed = f"variables.{found}"
-        last = FINDINGS_PER_RULE - 1
+        listed = f"variables.claim{i}"
+        variables = ((f"claim{i}", _per_slot(findings)),)
+        if action is not Action.Warn:
+            message = f"{listed}.join('; ')" if action is Action.Audit else f"{listed}[0]"
+            checks.append(Check(rule, STAGES, f"size({listed}) > 0", message, fixes[rule], variables))
+            continue
         for k in range(FINDINGS_PER_RULE):
             message = f"{listed}[{k}]"
-            if k == last:  # past the last validation: say how many more the webhook lists
-                message = (f"{listed}[{k}] + (size({listed}) > {FINDINGS_PER_RULE} ? ' (and ' + "
-                           f"string(size({listed}) - {FINDINGS_PER_RULE}) + ' more: dra-webhook check lists them)' "
-                           ": '')")
-            checks.append(Check(rule, STAGES, f"size({listed}) > {k}", message, fixes[rule],
-                                ((found, _per_slot(findings)),)))
+            if k == FINDINGS_PER_RULE - 1:  # the last validation says how many more the webhook lists
+                message += (f" + (size({listed}) > {FINDINGS_PER_RULE} ? ' (and ' + string(size({listed}) - "
+                            f"{FINDINGS_PER_RULE}) + ' more: dra-webhook check lists them)' : '')")
+            checks.append(Check(rule, STAGES, f"size({listed}) > {k}", message, fixes[rule], variables))
     return checks
 
 

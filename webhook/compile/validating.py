@@ -46,7 +46,10 @@ def compile_validating(policy: CompiledPolicy, day: dt.date, until: dt.date | No
                              {"resourceRules": layout.resource_rules()}, conditions)
     if compiled_for_claims(policy):
         for claims in CLAIM_LAYOUTS:
-            for action, used in _by_action(claim_checks(policy), policy, day):
+            for action in ACTIONS:
+                used = [c for c in claim_checks(policy, action) if _stages(c, action, policy, day)]
+                if not used:
+                    continue
                 variables = [*namespace_variables(policy, day), *claim_variables(claims)]
                 objects += _pair(policy, day, until, namespaces, claims.name, action, used, variables,
                                  {"resourceRules": claims.resource_rules()}, claim_conditions(policy, claims))

@@ -39,12 +39,12 @@ NAMESPACES: dict[str, dict[str, str]] = {
     "plain-legacy": {**ADMIN},
     "team-a": {**ADMIN},
     "batch-b": {},
-    "team-excepted": {},
+    "team-excepted": {**ADMIN},  # the policy's admin-access namespace
     "labelled-ns": {"gpu-migration": "migrated", **ADMIN},
     "labelled-hold": {"gpu-migration": "migrated", "hold": "yes"},
-    "research-x": {"division": "ml", **ADMIN},  # an admin-access namespace of the policy
+    "research-x": {"division": "ml", **ADMIN},
 }
-CLAIMS_IN = ("plain-legacy", "team-a", "labelled-ns", "research-x")  # every stage on both dates
+CLAIMS_IN = ("plain-legacy", "team-a", "labelled-ns", "research-x", "team-excepted")  # every stage, both dates
 SCOPE_CLASSES = ("gpu.example.com", "gpu-retired.example.com")  # the policy's spec.migration.deviceClasses
 VAP_WARNING = re.compile(r"^Validation failed for ValidatingAdmissionPolicy '[^']+' with binding '[^']+': ")
 VAP_DENIAL = re.compile(r"ValidatingAdmissionPolicy '[^']+' with binding '[^']+' denied request: ")

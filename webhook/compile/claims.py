@@ -3,16 +3,17 @@
 ``device-class-not-allowed``, ``device-count-exceeds``, ``allocation-mode-all``, ``admin-access-namespace`` and
 ``toleration-too-broad`` (``rules/claims.py``, ``rules/tolerations.py``) give one finding per request,
 subrequest or toleration, each its own warning. A validation gives one message, so each rule's findings are
-worked out once as a list of messages (a variable, in document order, as ``claim_objects.iter_requests`` walks
-them) and validation ``k`` fails when the list has more than ``k`` entries, with entry ``k`` as its message:
-the API server then returns the webhook's warnings word for word, for up to ``FINDINGS_PER_RULE`` findings of a
-rule in one claim; past that the last validation names how many more ``check`` lists. A claim may have 32 requests
-of 8 subrequests, each with 16 tolerations (kubernetes v1.36 ``staging/src/k8s.io/api/resource/v1/types.go``:
-``DeviceRequestsMaxSize = 32``, ``FirstAvailableDeviceRequestMaxSize = 8``, ``DeviceTolerationsMaxLength = 16``),
-but a validation per possible finding is not cheap: the policy status controller type-checks every expression
-with every variable compiled again (``staging/src/k8s.io/apiserver/pkg/admission/plugin/policy/validating/
-typechecking.go`` ``TypeChecker.CheckExpression`` calls ``CompileAndStoreVariables`` per expression), and 32 per
-rule took kube-controller-manager v1.36.2 over a minute on 2 cores.
+worked out as a list of messages (in document order, as ``claim_objects.iter_requests`` walks them), the lists of
+the rules in force are joined into one (``validating``: worded as the webhook words them), and validation ``k``
+fails when that list has more than ``k`` entries, with entry ``k`` as its message: the API server then returns the
+webhook's warnings word for word, for up to ``FINDINGS_PER_CLAIM`` findings in one claim; past that the last
+validation names how many more ``check`` lists. A claim may have 32 requests of 8 subrequests, each with 16
+tolerations (kubernetes v1.36 ``staging/src/k8s.io/api/resource/v1/types.go``: ``DeviceRequestsMaxSize = 32``,
+``FirstAvailableDeviceRequestMaxSize = 8``, ``DeviceTolerationsMaxLength = 16``), but a validation per possible
+finding is not cheap: the policy status controller type-checks every expression with every variable compiled
+again (``staging/src/k8s.io/apiserver/pkg/admission/plugin/policy/validating/typechecking.go``
+``TypeChecker.CheckExpression`` calls ``CompileAndStoreVariables`` per expression); 32 validations per rule took
+kube-controller-manager v1.36.2 over a minute on 2 cores, 8 per rule half a minute.
 
 Which requests belong to the migration (``MigrationScope.covers``) needs the cluster's DeviceClasses for any class
 the policy does not name: the live webhook counts a class whose DeviceClass selects a driver of the scope (the
@@ -29,13 +30,11 @@ from dataclasses import dataclass
 
 from webhook.claim_objects import POD_CLAIM_NAME_ANNOTATION, SCHEDULER_CLAIM_ANNOTATION, normalize_toleration
 from webhook.compile.cel import glob_regex, lit, str_list
-from webhook.compile.checks import STAGES, Check
 from webhook.policy.compiled import CompiledPolicy
-from webhook.policy.model import Action
 from webhook.rules import ids
 
-FINDINGS_PER_RULE = 8
-"""Validations per claim rule: the webhook's findings of one rule in one claim the API server repeats exactly."""
+FINDINGS_PER_CLAIM = 8
+"""Warn validations per claim: how many of the webhook's findings in one claim the API server repeats exactly."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,11 +199,19 @@ def _fixes(policy: CompiledPolicy) -> dict[str, str]:
     }
 
 
-def claim_checks(policy: CompiledPolicy, action: Action) -> list[Check]:
-    """The checks of each claim rule the policy gives findings for, in rule order, for the validations of
-    ``action``: ``FINDINGS_PER_RULE`` for Warn (a warning per finding); one for Deny (the API server answers with
-    the first failing validation's message alone); one for Audit, all findings in one message joined by ``; ``
-    (as the webhook's audit annotation of the rule joins them)."""
+@dataclass(frozen=True, slots=True)
+class ClaimRule:
+    """One claim rule: ``findings`` is CEL for the list of its finding messages (in document order), declared as
+    ``variables.<variable>``; ``fix`` the remediation's first line."""
+
+    rule: str
+    variable: str
+    findings: str
+    fix: str
+
+
+def claim_rules(policy: CompiledPolicy) -> list[ClaimRule]:
+    """The claim rules the policy gives findings for, in rule order."""
     rules: list[tuple[str, SlotFindings | None]] = [
         (ids.DEVICE_CLASS_NOT_ALLOWED, _class_not_allowed(policy)),
         (ids.DEVICE_COUNT_EXCEEDS, _count_exceeds(policy)),
@@ -213,23 +220,8 @@ def claim_checks(policy: CompiledPolicy, action: Action) -> list[Check]:
         (ids.TOLERATION_TOO_BROAD, _too_broad(policy)),
     ]
     fixes = _fixes(policy)
-    checks = []
-    for i, (rule, findings) in enumerate(rules):
-        if findings is None:
-            continue
-        listed = f"variables.claim{i}"
-        variables = ((f"claim{i}", _per_slot(findings)),)
-        if action is not Action.Warn:
-            message = f"{listed}.join('; ')" if action is Action.Audit else f"{listed}[0]"
-            checks.append(Check(rule, STAGES, f"size({listed}) > 0", message, fixes[rule], variables))
-            continue
-        for k in range(FINDINGS_PER_RULE):
-            message = f"{listed}[{k}]"
-            if k == FINDINGS_PER_RULE - 1:  # the last validation says how many more the webhook lists
-                message += (f" + (size({listed}) > {FINDINGS_PER_RULE} ? ' (and ' + string(size({listed}) - "
-                            f"{FINDINGS_PER_RULE}) + ' more: dra-webhook check lists them)' : '')")
-            checks.append(Check(rule, STAGES, f"size({listed}) > {k}", message, fixes[rule], variables))
-    return checks
+    return [ClaimRule(rule, f"claim{i}", _per_slot(findings), fixes[rule])
+            for i, (rule, findings) in enumerate(rules) if findings is not None]
 
 
 def decidable_classes(policy: CompiledPolicy) -> frozenset[str] | None:

@@ -12,8 +12,16 @@ import datetime as dt
 from typing import Any
 
 from webhook.compile.cel import glob_regex, lit, str_list
-from webhook.compile.checks import Check, all_checks
-from webhook.compile.claims import CLAIM_LAYOUTS, claim_checks, claim_conditions, claim_variables, compiled_for_claims
+from webhook.compile.checks import STAGES, Check, all_checks
+from webhook.compile.claims import (
+    CLAIM_LAYOUTS,
+    FINDINGS_PER_CLAIM,
+    ClaimRule,
+    claim_conditions,
+    claim_rules,
+    claim_variables,
+    compiled_for_claims,
+)
 from webhook.compile.layouts import LAYOUTS, examined, uses_devices
 from webhook.compile.plan import plan_variables, training_variables
 from webhook.compile.shared import (
@@ -45,14 +53,18 @@ def compile_validating(policy: CompiledPolicy, day: dt.date, until: dt.date | No
             objects += _pair(policy, day, until, namespaces, layout.name, action, used, variables,
                              {"resourceRules": layout.resource_rules()}, conditions)
     if compiled_for_claims(policy):
+        rules = claim_rules(policy)
         for claims in CLAIM_LAYOUTS:
             for action in ACTIONS:
-                used = [c for c in claim_checks(policy, action) if _stages(c, action, policy, day)]
-                if not used:
+                own, validations = _claim_policy(policy, day, action, rules)
+                if not validations:
                     continue
-                variables = [*namespace_variables(policy, day), *claim_variables(claims)]
-                objects += _pair(policy, day, until, namespaces, claims.name, action, used, variables,
-                                 {"resourceRules": claims.resource_rules()}, claim_conditions(policy, claims))
+                meta = metadata(f"{policy.name}-{claims.name}-{action.value.lower()}.dra-migration.io", policy, day,
+                                until)
+                variables = [*namespace_variables(policy, day), *claim_variables(claims), *own]
+                objects += [_policy(meta, {"resourceRules": claims.resource_rules()},
+                                    claim_conditions(policy, claims), validations, variables),
+                            _binding(meta, action, namespaces)]
     return objects
 
 
@@ -92,22 +104,59 @@ def _action(check: Check, policy: CompiledPolicy, stage: str) -> Action:
 
 def _validation(check: Check, action: Action, policy: CompiledPolicy, day: dt.date) -> dict[str, Any]:
     """The validation for ``check`` under ``action`` (in the stages that give the rule that action)."""
-    stages = _stages(check, action, policy, day)
-    guard = f"variables.stage in {str_list(stages)}"
-    globs = excepted(check.rule, policy, day)
-    if globs:
-        guard += f" && !variables.ns.matches({lit(glob_regex(globs))})"
-    # admission.answer: "<rule> (<stage>: Deny): <message>; fix: <fix>"; warnings "<rule> (<stage>): ...".
-    label = ": Deny" if action is Action.Deny else ""
-    text = f"{lit(check.rule + ' (')} + variables.stage + {lit(label + '): ')} + {check.message}"
-    if action is not Action.Audit:
-        text += f" + {lit('; fix: ' + check.fix)}"
     return {
-        "expression": f"!({guard}) || !({check.finding})",
-        "messageExpression": text,
+        "expression": f"!({_guard(check, action, policy, day)}) || !({check.finding})",
+        "messageExpression": _text(check, action, check.message),
         "message": f"{check.rule}: {check.fix}",
         "reason": "Forbidden",
     }
+
+
+def _guard(check: Check, action: Action, policy: CompiledPolicy, day: dt.date) -> str:
+    """CEL: the namespace is in a stage giving ``check``'s rule ``action``, and no exception covers it."""
+    guard = f"variables.stage in {str_list(_stages(check, action, policy, day))}"
+    globs = excepted(check.rule, policy, day)
+    if globs:
+        guard += f" && !variables.ns.matches({lit(glob_regex(globs))})"
+    return guard
+
+
+def _text(check: Check, action: Action, message: str) -> str:
+    """CEL: the finding as ``admission.answer`` words it: ``<rule> (<stage>: Deny): <message>; fix: <fix>``,
+    warnings ``<rule> (<stage>): ...``, audit entries without the fix."""
+    label = ": Deny" if action is Action.Deny else ""
+    text = f"{lit(check.rule + ' (')} + variables.stage + {lit(label + '): ')} + {message}"
+    if action is not Action.Audit:
+        text += f" + {lit('; fix: ' + check.fix)}"
+    return text
+
+
+def _claim_policy(policy: CompiledPolicy, day: dt.date, action: Action,
+                  rules: list[ClaimRule]) -> tuple[list[dict[str, str]], list[dict[str, Any]]]:
+    """The variables and validations of a claim policy for ``action``: every rule's findings (``claims``), worded,
+    in one list ``claimFindings``; Deny fails on its first entry, Warn gives one validation per entry (up to
+    ``FINDINGS_PER_CLAIM``), Audit one entry with all of them."""
+    variables, texts = [], []
+    for r in rules:
+        check = Check(r.rule, STAGES, "", "", r.fix)
+        if not _stages(check, action, policy, day):
+            continue
+        variables.append({"name": r.variable, "expression": r.findings})
+        texts.append(f"({_guard(check, action, policy, day)} ? variables.{r.variable}.map(m, "
+                     f"{_text(check, action, 'm')}) : [''].filter(x, false))")
+    if not texts:
+        return [], []
+    variables.append({"name": "claimFindings", "expression": " + ".join(texts)})
+    found = "variables.claimFindings"
+    shown = {Action.Deny: [f"{found}[0]"], Action.Audit: [f"{found}.join('; ')"],
+             Action.Warn: [f"{found}[{k}]" for k in range(FINDINGS_PER_CLAIM)]}[action]
+    shown[-1] += "" if action is not Action.Warn else (
+        f" + (size({found}) > {FINDINGS_PER_CLAIM} ? ' (and ' + string(size({found}) - {FINDINGS_PER_CLAIM}) + "
+        "' more: dra-webhook check lists them)' : '')")
+    fallback = "a claim rule of the migration policy: dra-webhook check names it"
+    validations = [{"expression": f"size({found}) <= {k}", "messageExpression": message, "message": fallback,
+                    "reason": "Forbidden"} for k, message in enumerate(shown)]
+    return variables, validations
 
 
 def _policy(meta: dict[str, Any], match: dict[str, Any], conditions: list[dict[str, str]],

@@ -469,3 +469,57 @@ def test_validate_deletes_what_is_no_longer_compiled(plane):
     assert stored == compiled and all(n.endswith("-audit.dra-migration.io") for n in compiled), stored
     gone = "deleted ValidatingAdmissionPolicy compile-e2e-pods-deny.dra-migration.io (no longer compiled)"
     assert gone in done.stderr
+
+
+def test_validating_policies_see_the_object_after_the_fields_the_strategy_drops(plane):
+    """Why ``gated-feature`` is not compiled (webhook/compile/coverage.py). The registry strategy's PrepareForCreate
+    drops what a ResourceClaim may not carry on create, its status and every field whose feature gate is off, in one
+    step (kubernetes v1.36 ``pkg/registry/resource/resourceclaim/strategy.go`` ``PrepareForCreate``: ``claim.Status =
+    ...; dropDisabledSpecFields``), and it runs between mutating and validating admission. So a
+    ValidatingAdmissionPolicy never sees such a field; a MutatingAdmissionPolicy does, but cannot warn or deny.
+    Shown with the status (every gate is on here): the mutating policy records it saw it, the validating one did not.
+    """
+    _, kube = plane
+    base = "/apis/admissionregistration.k8s.io/v1"
+    rules = {"resourceRules": [{"apiGroups": ["resource.k8s.io"], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                "resources": ["resourceclaims"]}]}
+    seen = "has(object.status) && has(object.status.allocation)"
+    objs = [
+        ("validatingadmissionpolicies", {"metadata": {"name": "drop-probe"}, "spec": {
+            "failurePolicy": "Fail", "matchConstraints": rules,
+            "validations": [{"expression": f"!({seen})", "message": "validating policy: status seen"},
+                            {"expression": "false", "message": "validating policy: ran"}]}}),
+        ("validatingadmissionpolicybindings", {"metadata": {"name": "drop-probe"}, "spec": {
+            "policyName": "drop-probe", "validationActions": ["Warn"]}}),
+        ("mutatingadmissionpolicies", {"metadata": {"name": "drop-probe"}, "spec": {
+            "failurePolicy": "Fail", "reinvocationPolicy": "Never", "matchConstraints": rules,
+            "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression": (
+                "[JSONPatch{op: 'add', path: '/metadata/annotations', value: {'status-seen': string(" + seen
+                + ")}}]")}}]}}),
+        ("mutatingadmissionpolicybindings", {"metadata": {"name": "drop-probe"}, "spec": {"policyName": "drop-probe"}}),
+    ]
+    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+             "metadata": {"name": "drop-probe", "namespace": "team-a"},
+             "spec": {"devices": {"requests": [_exactly("r")]}},
+             "status": {"allocation": {"devices": {"results": []}}}}
+    kinds = {"validatingadmissionpolicies": "ValidatingAdmissionPolicy",
+             "validatingadmissionpolicybindings": "ValidatingAdmissionPolicyBinding",
+             "mutatingadmissionpolicies": "MutatingAdmissionPolicy",
+             "mutatingadmissionpolicybindings": "MutatingAdmissionPolicyBinding"}
+    try:
+        for plural, obj in objs:
+            kube.call("POST", f"{base}/{plural}",
+                      {"apiVersion": "admissionregistration.k8s.io/v1", "kind": kinds[plural], **obj})
+
+        def both_ran() -> Any:
+            got = kube.create(claim, dry_run=True)
+            ran = any(w.endswith("validating policy: ran") for w in got.warnings)
+            return got if ran and "status-seen" in (got.obj["metadata"].get("annotations") or {}) else None
+
+        got = eventually(both_ran, "both probe policies in use", 30)
+        assert got.obj["metadata"]["annotations"]["status-seen"] == "true"  # the mutating policy saw it
+        assert not any(w.endswith("validating policy: status seen") for w in got.warnings), got.warnings
+        assert "allocation" not in (got.obj.get("status") or {})
+    finally:
+        for plural, obj in objs:
+            kube.call("DELETE", f"{base}/{plural}/{obj['metadata']['name']}")

@@ -39,10 +39,11 @@ NOT_COMPILED: dict[str, str] = {
     ids.MIXED_ALLOCATION: f"{CLUSTER_VIEW}: the DeviceClasses of the ResourceClaims and templates a Pod names",
     ids.NONSTANDARD_NUMA_ATTRIBUTE: "reads CEL selectors inside claims and DeviceClasses (needs a CEL parser); "
                                     "not compiled yet",
-    ids.GATED_FEATURE: "the API server drops a field whose gate is off before validating admission (k8s.io/apiserver "
-                       "registry Store.Create: BeforeCreate, then the validating admission; seen on v1.36.2), so a "
-                       "ValidatingAdmissionPolicy never sees it, and a MutatingAdmissionPolicy, which does, cannot "
-                       f"warn or deny; featureGates: auto also {CLUSTER_VIEW} (the API server's gates)",
+    ids.GATED_FEATURE: "the API server drops a field whose gate is off between mutating and validating admission "
+                       "(the strategy's PrepareForCreate), so a ValidatingAdmissionPolicy never sees it, and a "
+                       "MutatingAdmissionPolicy, which does, cannot warn or deny (shown on v1.36.2 by "
+                       "tests/e2e/test_compiled_policies.py); featureGates: auto also "
+                       f"{CLUSTER_VIEW} (the API server's gates)",
     ids.INJECT_DEVICE_TOLERATIONS: f"{MUTATION}; whether a claim is a training job's needs its owner (cluster "
                                    "view) unless its own labels say so",
     ids.STEER_NODE_POOL: f"{MUTATION}; node affinity needs a JSONPatch mutation (nodeSelectorTerms is atomic), and "

@@ -233,7 +233,8 @@ def test_claims_go_to_the_webhook_when_the_scope_names_only_drivers(tmp_path, ca
 def test_a_policy_that_maps_no_class_judges_every_claim(tmp_path):
     """MigrationScope.everything: no class tells claims apart, so every claim is the migration's: no
     scope-decidable condition."""
-    everything = COMPILE_POLICY.replace("  migration:\n    deviceClasses: [gpu.example.com, gpu-retired.example.com]\n", "")
+    scope = "  migration:\n    deviceClasses: [gpu.example.com, gpu-retired.example.com]\n"
+    everything = COMPILE_POLICY.replace(scope, "")
     start = everything.index("  resources:\n")
     everything = everything[:start] + everything[everything.index("  cohorts:\n"):]
     path = tmp_path / "policy.yaml"

@@ -227,11 +227,9 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _apply_compiled(cp: ControlPlane, kube: Kube, at: str) -> list[dict[str, Any]]:
-    """``compile --validate`` against the plane (replacing the previous date's objects); the objects applied."""
-    for plural in ("validatingadmissionpolicybindings", "validatingadmissionpolicies",
-                   "mutatingadmissionpolicybindings", "mutatingadmissionpolicies"):
-        kube.call("DELETE", f"/apis/admissionregistration.k8s.io/v1/{plural}",
-                  query=[("labelSelector", "app.kubernetes.io/managed-by=dra-webhook-compile")])
+    """``compile --validate`` against the plane (it prunes the previous date's objects that are no longer compiled);
+    the objects applied. Objects that did not change keep their generation, so their type check is not done again:
+    the tests of one date run one after the other."""
     done = _cli("compile", "--policy", str(POLICY), "--at", at, "-o", "json", "--validate",
                 "--kubeconfig", str(cp.admin_kubeconfig))
     assert done.returncode == 0, done.stderr
@@ -302,49 +300,6 @@ def _wait_for_date(kube: Kube, at: str) -> None:
                f"the {at} mutating policies in use", 30)
 
 
-@pytest.mark.parametrize("at", DATES)
-def test_compiled_policies_decide_as_the_webhook(plane, tmp_path, at):
-    cp, kube = plane
-    _apply_compiled(cp, kube, at)
-    probe = _workload("Pod", "probe", "labelled-ns", CONTENTS["legacy"])
-    eventually(lambda: not _server(kube, probe)[0], "the API server enforcing the compiled policies", 30)
-    _wait_for_date(kube, at)
-    objs = cases()
-    checked = _checked(tmp_path, at, objs)
-    mismatches, fired, tracked = [], set(), 0
-    for obj in objs:
-        meta = obj["metadata"]
-        r = checked[(obj["kind"], f"{meta['namespace']}/{meta['name']}")]
-        where = f"{obj['kind']} {meta['namespace']}/{meta['name']}"
-        allowed, warnings, denials = _expected(r) if not _left_to_the_webhook(obj) else (True, [], [])
-        if not _left_to_the_webhook(obj):
-            fired.update((f["rule"], f["action"]) for f in r["findings"] if f["rule"] in COMPILED)
-        else:  # check judges it (offline, every named class is the migration's), the compiled policies do not
-            assert r["findings"], where
-        got_allowed, got_warnings, message, stored = _server(kube, obj)
-        if obj["kind"].startswith("ResourceClaim"):
-            pass  # no compiled mutation for claims
-        elif got_allowed and "resourceClaims" in json.dumps(obj):
-            assert tracking(stored)["object"] == {}, where  # left to the webhook (matchCondition no-resource-claims)
-        elif got_allowed and tracking(stored) != tracking(_patched(obj, r)):
-            mismatches.append(f"{where}: annotations\n  API server {tracking(stored)}\n  check      "
-                              f"{tracking(_patched(obj, r))}")
-        tracked += bool(stored and tracking(stored)["object"])
-        if got_allowed != allowed:
-            mismatches.append(f"{where}: API server allowed={got_allowed} ({message}), check allowed={allowed} "
-                              f"{denials}")
-        elif got_warnings != warnings:
-            mismatches.append(f"{where}: warnings\n  API server {got_warnings}\n  check      {warnings}")
-        elif not allowed and not any(VAP_DENIAL.search(message) and message.endswith(d) for d in denials):
-            mismatches.append(f"{where}: denial {message!r} is none of {denials}")
-    assert not mismatches, "\n".join(mismatches)
-    assert tracked > len([o for o in objs if not o["kind"].startswith("ResourceClaim")]) / 3, tracked
-    # The table exercises every compiled rule in every action this date gives it.
-    validating = [rule for rule in COMPILED if rule != "track-rollout"]  # it has no findings: its annotations
-    assert {(rule, a) for rule in validating for a in ("Deny", "Warn", "Audit")} <= fired | {
-        ("legacy-resource-name", "Audit"), ("training-job-extended-resource", "Deny")}, fired
-
-
 def _updates(old: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """UPDATEs of a stored Deployment: only its own labels, only the webhook's template annotation, its template."""
     own = json.loads(json.dumps(old))
@@ -408,6 +363,49 @@ def test_updates_are_judged_only_when_the_template_changes(plane, tmp_path, at):
     assert unchanged == [(True, False)] * len(unchanged)
 
 
+@pytest.mark.parametrize("at", DATES)
+def test_compiled_policies_decide_as_the_webhook(plane, tmp_path, at):
+    cp, kube = plane
+    _apply_compiled(cp, kube, at)
+    probe = _workload("Pod", "probe", "labelled-ns", CONTENTS["legacy"])
+    eventually(lambda: not _server(kube, probe)[0], "the API server enforcing the compiled policies", 30)
+    _wait_for_date(kube, at)
+    objs = cases()
+    checked = _checked(tmp_path, at, objs)
+    mismatches, fired, tracked = [], set(), 0
+    for obj in objs:
+        meta = obj["metadata"]
+        r = checked[(obj["kind"], f"{meta['namespace']}/{meta['name']}")]
+        where = f"{obj['kind']} {meta['namespace']}/{meta['name']}"
+        allowed, warnings, denials = _expected(r) if not _left_to_the_webhook(obj) else (True, [], [])
+        if not _left_to_the_webhook(obj):
+            fired.update((f["rule"], f["action"]) for f in r["findings"] if f["rule"] in COMPILED)
+        else:  # check judges it (offline, every named class is the migration's), the compiled policies do not
+            assert r["findings"], where
+        got_allowed, got_warnings, message, stored = _server(kube, obj)
+        if obj["kind"].startswith("ResourceClaim"):
+            pass  # no compiled mutation for claims
+        elif got_allowed and "resourceClaims" in json.dumps(obj):
+            assert tracking(stored)["object"] == {}, where  # left to the webhook (matchCondition no-resource-claims)
+        elif got_allowed and tracking(stored) != tracking(_patched(obj, r)):
+            mismatches.append(f"{where}: annotations\n  API server {tracking(stored)}\n  check      "
+                              f"{tracking(_patched(obj, r))}")
+        tracked += bool(stored and tracking(stored)["object"])
+        if got_allowed != allowed:
+            mismatches.append(f"{where}: API server allowed={got_allowed} ({message}), check allowed={allowed} "
+                              f"{denials}")
+        elif got_warnings != warnings:
+            mismatches.append(f"{where}: warnings\n  API server {got_warnings}\n  check      {warnings}")
+        elif not allowed and not any(VAP_DENIAL.search(message) and message.endswith(d) for d in denials):
+            mismatches.append(f"{where}: denial {message!r} is none of {denials}")
+    assert not mismatches, "\n".join(mismatches)
+    assert tracked > len([o for o in objs if not o["kind"].startswith("ResourceClaim")]) / 3, tracked
+    # The table exercises every compiled rule in every action this date gives it.
+    validating = [rule for rule in COMPILED if rule != "track-rollout"]  # it has no findings: its annotations
+    assert {(rule, a) for rule in validating for a in ("Deny", "Warn", "Audit")} <= fired | {
+        ("legacy-resource-name", "Audit"), ("training-job-extended-resource", "Deny")}, fired
+
+
 def test_validate_reports_a_type_error_of_a_policy(plane, capsys):
     """``compile --validate``: a policy whose CEL does not type-check against the matched kinds is applied (the
     API server accepts it: ``object`` is dynamic when it compiles) and reported from ``status.typeChecking``, exit 1."""
@@ -432,26 +430,6 @@ def test_validate_reports_a_type_error_of_a_policy(plane, capsys):
         kube = Kube(cp.api())
         for plural in ("validatingadmissionpolicybindings", "validatingadmissionpolicies"):
             kube.call("DELETE", f"/apis/admissionregistration.k8s.io/v1/{plural}/broken.dra-migration.io")
-
-
-def test_the_bundled_policy_compiles_to_objects_the_api_server_accepts(plane):
-    """policies/default.yaml, on a date when every stage is in use: applied as is and type-checked clean (the CEL
-    cost limits and the compile step are the API server's), then removed."""
-    cp, kube = plane
-    try:
-        done = _cli("compile", "--at", "2027-02-15", "-o", "json", "--validate", "--kubeconfig",
-                    str(cp.admin_kubeconfig))
-        assert done.returncode == 0, done.stderr
-        names = [o["metadata"]["name"] for o in json.loads(done.stdout)["items"] if o["kind"].endswith("Policy")]
-        assert len(names) == len(set(names)) >= 4
-        checked = [n for n in names if n.endswith(("-deny.dra-migration.io", "-warn.dra-migration.io",
-                                                    "-audit.dra-migration.io"))]
-        assert done.stderr.count("type check passed") == len(checked) >= 3
-    finally:
-        for plural in ("validatingadmissionpolicybindings", "validatingadmissionpolicies",
-                       "mutatingadmissionpolicybindings", "mutatingadmissionpolicies"):
-            kube.call("DELETE", f"/apis/admissionregistration.k8s.io/v1/{plural}",
-                      query=[("labelSelector", "app.kubernetes.io/managed-by=dra-webhook-compile")])
 
 
 def test_validate_deletes_what_is_no_longer_compiled(plane):
@@ -523,3 +501,23 @@ def test_validating_policies_see_the_object_after_the_fields_the_strategy_drops(
     finally:
         for plural, obj in objs:
             kube.call("DELETE", f"{base}/{plural}/{obj['metadata']['name']}")
+
+
+def test_the_bundled_policy_compiles_to_objects_the_api_server_accepts(plane):
+    """policies/default.yaml, on a date when every stage is in use: applied as is and type-checked clean (the CEL
+    cost limits and the compile step are the API server's), then removed."""
+    cp, kube = plane
+    try:
+        done = _cli("compile", "--at", "2027-02-15", "-o", "json", "--validate", "--kubeconfig",
+                    str(cp.admin_kubeconfig))
+        assert done.returncode == 0, done.stderr
+        names = [o["metadata"]["name"] for o in json.loads(done.stdout)["items"] if o["kind"].endswith("Policy")]
+        assert len(names) == len(set(names)) >= 4
+        checked = [n for n in names if n.endswith(("-deny.dra-migration.io", "-warn.dra-migration.io",
+                                                    "-audit.dra-migration.io"))]
+        assert done.stderr.count("type check passed") == len(checked) >= 3
+    finally:
+        for plural in ("validatingadmissionpolicybindings", "validatingadmissionpolicies",
+                       "mutatingadmissionpolicybindings", "mutatingadmissionpolicies"):
+            kube.call("DELETE", f"/apis/admissionregistration.k8s.io/v1/{plural}",
+                      query=[("labelSelector", "app.kubernetes.io/managed-by=dra-webhook-compile")])

@@ -17,7 +17,7 @@ SCOPE = ("Pods (CREATE) and the pod templates of Deployments, ReplicaSets, State
 CLAIMS = ("ResourceClaims and ResourceClaimTemplates (CREATE) whose every request names a DeviceClass of the "
           "migration scope's classes (spec.migration.deviceClasses, else the classes resources map); a claim naming "
           "another class stays with the webhook (whether it is the migration's needs the cluster's DeviceClasses); "
-          "up to 8 findings of the rule per claim word for word, past that the 8th says how many more")
+          "up to 4 warnings per claim word for word, past that the 4th says how many more")
 COMPILED: dict[str, str] = {
     ids.LEGACY_RESOURCE_NAME: SCOPE,
     ids.MAX_DEVICES_PER_POD: SCOPE,

@@ -242,3 +242,27 @@ def test_a_policy_that_maps_no_class_judges_every_claim(tmp_path):
     assert load_policy(path).scope.everything
     found = _claim_policies(everything, tmp_path)
     assert found and all("scope-decidable" not in str(v["spec"]["matchConditions"]) for v in found.values())
+
+
+@pytest.mark.parametrize("path", POLICIES[:3], ids=lambda p: p.name)
+@pytest.mark.parametrize("at", DATES, ids=lambda d: d.date().isoformat())
+def test_the_stage_in_use_condition_skips_only_namespaces_whose_name_settles_another_stage(path: Path, at: dt.datetime):
+    """``outside_stages`` reads the name alone (a matchCondition has no namespaceObject): it must never skip a
+    namespace whose cohort, labels included, is in one of the stages; and it does skip some where it can."""
+    from webhook.compile.shared import outside_stages
+
+    policy = load_policy(path)
+    skipped_any = False
+    for stages in ({"legacy"}, {"pilot"}, {"migrated"}, {"legacy", "pilot"}):
+        text = outside_stages(policy, at.date(), frozenset(stages))
+        if text is None:
+            continue
+        expr = cel.compile(text)
+        for ns, labels in NAMESPACES:
+            ctx = cel.Context()
+            ctx.add_variable("request", {"namespace": ns})
+            if expr.execute(ctx):
+                skipped_any = True
+                assert policy.stage_for(policy.cohort_for(ns, labels), at) not in stages, (ns, labels, stages)
+    if path.name == "default.yaml":
+        assert skipped_any  # ml-* is the first cohort, by name

@@ -31,6 +31,7 @@ from webhook.compile.shared import (
     excepted,
     metadata,
     namespace_variables,
+    outside_stages,
     stages_on,
 )
 from webhook.policy.compiled import CompiledPolicy
@@ -50,8 +51,9 @@ def compile_validating(policy: CompiledPolicy, day: dt.date, until: dt.date | No
         for action, used in _by_action(checks, policy, day):
             plan = (*plan_variables(policy), *training_variables(policy, layout)) if any(c.plan for c in used) else ()
             variables = [*namespace_variables(policy, day), *container_variables(layout), *plan]
+            stages = frozenset(s for c in used for s in _stages(c, action, policy, day))
             objects += _pair(policy, day, until, namespaces, layout.name, action, used, variables,
-                             {"resourceRules": layout.resource_rules()}, conditions)
+                             {"resourceRules": layout.resource_rules()}, [*_in_use(policy, day, stages), *conditions])
     if compiled_for_claims(policy):
         rules = claim_rules(policy)
         for claims in CLAIM_LAYOUTS:
@@ -62,10 +64,20 @@ def compile_validating(policy: CompiledPolicy, day: dt.date, until: dt.date | No
                 meta = metadata(f"{policy.name}-{claims.name}-{action.value.lower()}.dra-migration.io", policy, day,
                                 until)
                 variables = [*namespace_variables(policy, day), *claim_variables(claims), *own]
+                stages = frozenset(s for r in rules for s in _stages(Check(r.rule, STAGES, "", "", r.fix), action,
+                                                                     policy, day))
                 objects += [_policy(meta, {"resourceRules": claims.resource_rules()},
-                                    claim_conditions(policy, claims), validations, variables),
+                                    [*_in_use(policy, day, stages), *claim_conditions(policy, claims)], validations,
+                                    variables),
                             _binding(meta, action, namespaces)]
     return objects
+
+
+def _in_use(policy: CompiledPolicy, day: dt.date, stages: frozenset[str]) -> list[dict[str, str]]:
+    """The first matchCondition: skip the policy in a namespace whose name alone puts it in a stage where the policy
+    does nothing (``shared.outside_stages``): a GPU Pod in a pilot namespace then runs no CEL of the Audit policy."""
+    outside = outside_stages(policy, day, stages)
+    return [] if outside is None else [{"name": "stage-in-use", "expression": f"!({outside})"}]
 
 
 def _by_action(checks: list[Check], policy: CompiledPolicy, day: dt.date) -> list[tuple[Action, list[Check]]]:

@@ -137,5 +137,7 @@ def outside_stages(policy: CompiledPolicy, day: dt.date, stages: frozenset[str])
         if spec.namespaces.selector is not None:
             break
     for regex, outside in reversed(walked):
-        chain = f"request.namespace.matches({lit(regex)}) ? {'true' if outside else 'false'} : {chain}"
+        named = f"request.namespace.matches({lit(regex)})"
+        chain = (named if outside else "false") if chain == "false" else \
+            f"{named} ? {'true' if outside else 'false'} : ({chain})"
     return chain if any_outside else None

@@ -90,6 +90,8 @@ def test_the_cli_prints_objects_and_lists_what_is_left_to_the_webhook(capsys):
     for rule, why in NOT_COMPILED.items():
         assert f"not compiled: {rule}: {why}" in err
     assert "valid until 2030-06-01" in err
+    assert "claims: compiled for claims whose every request names one of gpu-retired.example.com, gpu.example.com" \
+        in err
     assert main(["compile", "--policy", policy, "--at", "2030-03-01"]) == 0
     assert list(yaml.safe_load_all(capsys.readouterr().out)) == doc["items"]
 
@@ -177,3 +179,90 @@ def test_bindings_take_the_namespaces_of_the_webhook_configuration(capsys, tmp_p
     path.write_text(yaml.safe_dump_all(docs))
     assert main(["compile", "--policy", policy, "--webhook-config", str(path)]) == 2
     assert "no webhook named workloads.mutate.dra-migration.io" in capsys.readouterr().err
+
+
+def _claim_policies(policy_text: str, tmp_path: Path, at: str = "2030-03-01") -> dict[str, dict]:
+    path = tmp_path / "policy.yaml"
+    path.write_text(policy_text)
+    objects = compile_admission(load_policy(path), dt.datetime.fromisoformat(at).replace(tzinfo=dt.UTC)).objects
+    return {o["metadata"]["name"]: o for o in objects
+            if o["kind"] == "ValidatingAdmissionPolicy" and "-claim" in o["metadata"]["name"]}
+
+
+COMPILE_POLICY = (ROOT / "tests" / "e2e" / "data" / "compile-policy.yaml").read_text(encoding="utf-8")
+
+
+def test_claims_are_compiled_where_their_classes_are_named_and_left_to_the_webhook_otherwise(tmp_path):
+    """The scope-decidable matchCondition names spec.migration.deviceClasses; claims and templates each have their
+    own policies (the ClaimSpec is at spec.devices and spec.spec.devices); one validation per Warn finding up to
+    FINDINGS_PER_CLAIM, one for Deny and one for Audit."""
+    from webhook.compile.claims import FINDINGS_PER_CLAIM
+
+    found = _claim_policies(COMPILE_POLICY, tmp_path)
+    assert sorted(found) == sorted(f"compile-e2e-{layout}-{action}.dra-migration.io" for layout in
+                                   ("claims", "claimtemplates") for action in ("deny", "warn", "audit"))
+    for name, vap in found.items():
+        spec = vap["spec"]
+        assert spec["matchConstraints"]["resourceRules"][0]["operations"] == ["CREATE"]
+        conditions = {c["name"]: c["expression"] for c in spec["matchConditions"]}
+        devices = "object.spec.spec.devices" if "-claimtemplates-" in name else "object.spec.devices"
+        assert conditions["scope-decidable"].startswith(devices)
+        assert "['gpu-retired.example.com', 'gpu.example.com']" in conditions["scope-decidable"]
+        assert "system:kube-scheduler" in conditions["not-scheduler-claim"]
+        wanted = FINDINGS_PER_CLAIM if name.endswith("-warn.dra-migration.io") else 1
+        assert len(spec["validations"]) == wanted
+        # every claim rule of the policy is in the one list of findings, in rule order
+        findings = next(v["expression"] for v in spec["variables"] if v["name"] == "claimFindings")
+        rules = [ids.DEVICE_CLASS_NOT_ALLOWED, ids.DEVICE_COUNT_EXCEEDS, ids.ALLOCATION_MODE_ALL,
+                 ids.ADMIN_ACCESS_NAMESPACE, ids.TOLERATION_TOO_BROAD]
+        positions = [findings.index(f"'{rule} ('") for rule in rules]
+        assert positions == sorted(positions)
+
+
+def test_claims_go_to_the_webhook_when_the_scope_names_only_drivers(tmp_path, capsys):
+    drivers_only = COMPILE_POLICY.replace(
+        "    deviceClasses: [gpu.example.com, gpu-retired.example.com]",
+        "    deviceClasses: []\n    drivers: [gpu.example.com]")
+    assert drivers_only != COMPILE_POLICY
+    assert _claim_policies(drivers_only, tmp_path) == {}
+    path = tmp_path / "policy.yaml"
+    assert main(["compile", "--policy", str(path), "--at", "2030-03-01"]) == 0
+    assert "claims: none compiled (spec.migration names drivers" in capsys.readouterr().err
+
+
+def test_a_policy_that_maps_no_class_judges_every_claim(tmp_path):
+    """MigrationScope.everything: no class tells claims apart, so every claim is the migration's: no
+    scope-decidable condition."""
+    scope = "  migration:\n    deviceClasses: [gpu.example.com, gpu-retired.example.com]\n"
+    everything = COMPILE_POLICY.replace(scope, "")
+    start = everything.index("  resources:\n")
+    everything = everything[:start] + everything[everything.index("  cohorts:\n"):]
+    path = tmp_path / "policy.yaml"
+    path.write_text(everything)
+    assert load_policy(path).scope.everything
+    found = _claim_policies(everything, tmp_path)
+    assert found and all("scope-decidable" not in str(v["spec"]["matchConditions"]) for v in found.values())
+
+
+@pytest.mark.parametrize("path", POLICIES[:3], ids=lambda p: p.name)
+@pytest.mark.parametrize("at", DATES, ids=lambda d: d.date().isoformat())
+def test_the_stage_in_use_condition_skips_only_namespaces_whose_name_settles_another_stage(path: Path, at: dt.datetime):
+    """``outside_stages`` reads the name alone (a matchCondition has no namespaceObject): it must never skip a
+    namespace whose cohort, labels included, is in one of the stages; and it does skip some where it can."""
+    from webhook.compile.shared import outside_stages
+
+    policy = load_policy(path)
+    skipped_any = False
+    for stages in ({"legacy"}, {"pilot"}, {"migrated"}, {"legacy", "pilot"}):
+        text = outside_stages(policy, at.date(), frozenset(stages))
+        if text is None:
+            continue
+        expr = cel.compile(text)
+        for ns, labels in NAMESPACES:
+            ctx = cel.Context()
+            ctx.add_variable("request", {"namespace": ns})
+            if expr.execute(ctx):
+                skipped_any = True
+                assert policy.stage_for(policy.cohort_for(ns, labels), at) not in stages, (ns, labels, stages)
+    if path.name == "default.yaml":
+        assert skipped_any  # ml-* is the first cohort, by name

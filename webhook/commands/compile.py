@@ -19,6 +19,7 @@ import yaml
 
 from webhook.commands import EXIT_NO, EXIT_OK, CliError, Subparsers, at_or_now, load_policy
 from webhook.compile import Compiled, compile_admission, narrow
+from webhook.compile.claims import scope_note
 from webhook.compile.coverage import COMPILED, not_compiled
 from webhook.compile.shared import FIELD_MANAGER, Namespaces
 from webhook.defaults import default_policy
@@ -73,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
     _print(compiled, args.output, extra)
     for row in not_compiled():
         print(f"not compiled: {row['rule']}: {row['why']}", file=sys.stderr)
+    print(scope_note(policy), file=sys.stderr)
     if compiled.valid_until is not None:
         print(f"valid until {compiled.valid_until.isoformat()}: compile again by then (a stage or an exception "
               "changes)", file=sys.stderr)

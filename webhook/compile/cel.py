@@ -116,14 +116,21 @@ def quantity_of(container: str, name: str, key: str | None = None) -> str:
             f".orValue({container}.?resources.?limits[?{key}].orValue('0')))")
 
 
+def names(container: str, name: str, key: str | None = None) -> str:
+    """True when the container has ``name`` in its requests or limits: checked before any ``quantity()`` parse,
+    the costly step, so a container without the name parses nothing (bench/results.md, issue 28 item 5)."""
+    key = key or lit(name)
+    return f"({container}.?resources.?requests[?{key}].hasValue() || {container}.?resources.?limits[?{key}].hasValue())"
+
+
 def asks_for(container: str, name: str, key: str | None = None) -> str:
     """True when the container asks for more than zero of ``name`` (``objects.requested_names``)."""
-    return f"{quantity_of(container, name, key)}.isGreaterThan(quantity('0'))"
+    return f"({names(container, name, key)} && {quantity_of(container, name, key)}.isGreaterThan(quantity('0')))"
 
 
-def count_of(container: str, names: Sequence[str]) -> str:
-    """The container's device count over ``names`` added up (extended resources are integers: API validation)."""
-    return " + ".join(f"{quantity_of(container, n)}.asInteger()" for n in names)
+def count_of(container: str, names_: Sequence[str]) -> str:
+    """The container's device count over ``names_`` added up (extended resources are integers: API validation)."""
+    return " + ".join(f"({names(container, n)} ? {quantity_of(container, n)}.asInteger() : 0)" for n in names_)
 
 
 def clip(expr: str, limit: int) -> str:

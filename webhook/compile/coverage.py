@@ -11,16 +11,21 @@ from webhook.rules import ids
 CLUSTER_VIEW = "needs the cluster view"
 MUTATION = "mutation: not compiled yet"
 NOT_YET = "reads only the object, not compiled yet"
-CLAIM_SCOPE = ("claims, not compiled yet: the webhook gives one finding per request and subrequest, a validation one "
-               "message (needs a validation per request index, up to 32 x 8); which requests are the migration's "
-               f"needs the DeviceClasses when spec.migration names drivers ({CLUSTER_VIEW})")
-
 SCOPE = ("Pods (CREATE) and the pod templates of Deployments, ReplicaSets, StatefulSets, DaemonSets, Jobs and "
          "CronJobs (CREATE, UPDATE of the template); the workload CRDs the webhook knows (JobSet, Kubeflow, KubeRay, "
          "LeaderWorkerSet, Volcano) and the policy's workloadKinds stay with the webhook")
+CLAIMS = ("ResourceClaims and ResourceClaimTemplates (CREATE) whose every request names a DeviceClass of the "
+          "migration scope's classes (spec.migration.deviceClasses, else the classes resources map); a claim naming "
+          "another class stays with the webhook (whether it is the migration's needs the cluster's DeviceClasses); "
+          "up to 4 warnings per claim word for word, past that the 4th says how many more")
 COMPILED: dict[str, str] = {
     ids.LEGACY_RESOURCE_NAME: SCOPE,
     ids.MAX_DEVICES_PER_POD: SCOPE,
+    ids.DEVICE_CLASS_NOT_ALLOWED: f"{CLAIMS}; a Pod's implicit class names stay with the webhook",
+    ids.DEVICE_COUNT_EXCEEDS: CLAIMS,
+    ids.ALLOCATION_MODE_ALL: CLAIMS,
+    ids.ADMIN_ACCESS_NAMESPACE: CLAIMS,
+    ids.TOLERATION_TOO_BROAD: CLAIMS,
     ids.TRAINING_JOB_EXTENDED_RESOURCE: f"{SCOPE} (the same plan as track-rollout; advisory: Warn at most)",
     ids.TRACK_ROLLOUT: "MutatingAdmissionPolicies for the same kinds, on Pods and templates that name no "
                        "ResourceClaim (which claims are the migration's needs their DeviceClasses: the cluster view); "
@@ -32,15 +37,13 @@ NOT_COMPILED: dict[str, str] = {
     ids.UNMAPPED_EXTENDED_RESOURCE: f"{CLUSTER_VIEW}: which DeviceClasses exist and map a retired name "
                                     "(extendedResourceName)",
     ids.MIXED_ALLOCATION: f"{CLUSTER_VIEW}: the DeviceClasses of the ResourceClaims and templates a Pod names",
-    ids.DEVICE_CLASS_NOT_ALLOWED: f"{CLAIM_SCOPE}; a class the cluster shows is another driver's is exempt",
-    ids.DEVICE_COUNT_EXCEEDS: CLAIM_SCOPE,
-    ids.ALLOCATION_MODE_ALL: CLAIM_SCOPE,
-    ids.ADMIN_ACCESS_NAMESPACE: CLAIM_SCOPE,
-    ids.TOLERATION_TOO_BROAD: CLAIM_SCOPE,
     ids.NONSTANDARD_NUMA_ATTRIBUTE: "reads CEL selectors inside claims and DeviceClasses (needs a CEL parser); "
                                     "not compiled yet",
-    ids.GATED_FEATURE: "the catalogue's field checks are Python predicates, not compiled to CEL yet; "
-                       f"featureGates: auto {CLUSTER_VIEW} (the API server's gates)",
+    ids.GATED_FEATURE: "the API server drops a field whose gate is off between mutating and validating admission "
+                       "(the strategy's PrepareForCreate), so a ValidatingAdmissionPolicy never sees it, and a "
+                       "MutatingAdmissionPolicy, which does, cannot warn or deny (shown on v1.36.2 by "
+                       "tests/e2e/test_compiled_policies.py); featureGates: auto also "
+                       f"{CLUSTER_VIEW} (the API server's gates)",
     ids.INJECT_DEVICE_TOLERATIONS: f"{MUTATION}; whether a claim is a training job's needs its owner (cluster "
                                    "view) unless its own labels say so",
     ids.STEER_NODE_POOL: f"{MUTATION}; node affinity needs a JSONPatch mutation (nodeSelectorTerms is atomic), and "

@@ -61,6 +61,24 @@ def _apply(layout: Layout | None, annotations: str) -> str:
     return f"Object{{{inner}}}"
 
 
+def _patch_own(guard: str, policy: CompiledPolicy) -> str:
+    """JSONPatch CEL setting the four annotations on the object itself: an ``add`` per key (the keys are known
+    when compiling), or the whole map when the object has none. The same merge as an ``ApplyConfiguration`` of
+    the granular annotations map, without the structured merge a ``ApplyConfiguration`` costs the API server on
+    every GPU Pod (bench/results.md, issue 28 item 5)."""
+    keys = {"path": "variables.trkPath", "stage": "variables.stage", "cohort": "variables.cohort",
+            "policy": lit(policy.identity)}
+    each = ", ".join(f"JSONPatch{{op: 'add', path: {lit('/metadata/annotations/' + _escape(policy.key(k)))}, "
+                     f"value: {keys[k]}}}" for k in TRACK_NAMES)
+    whole = f"[JSONPatch{{op: 'add', path: '/metadata/annotations', value: {_annotations(policy)}}}]"
+    return f"!({guard}) ? [] : has(object.metadata.annotations) ? [{each}] : {whole}"
+
+
+def _escape(key: str) -> str:
+    """A JSON Pointer reference token (RFC 6901): ``~`` as ``~0``, ``/`` as ``~1``."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
 def _template_writable(layout: Layout, prefix: str) -> str:
     """CEL: the template's annotations are written (``template_writes`` and ``template_unchanged``)."""
     changed = template_changed(layout, [f"{prefix}/{k}" for k in TRACK_NAMES])
@@ -99,8 +117,8 @@ def _policy(layout: Layout, policy: CompiledPolicy, day: dt.date, meta: dict[str
     if globs:
         guard += f" && !variables.ns.matches({lit(glob_regex(globs))})"
     ann = _annotations(policy)
-    mutations = [f"{guard} ? {_apply(None, ann)} : Object{{}}"]
-    patches = []
+    mutations = []
+    patches = [_patch_own(guard, policy)]
     if layout is not POD:
         mutations.append(f"{guard} && {_template_writable(layout, policy.prefix)} ? {_apply(layout, ann)} : Object{{}}")
         patches.append(_keep_old(layout, policy.prefix, guard))

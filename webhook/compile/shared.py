@@ -116,3 +116,28 @@ def stages_on(policy: CompiledPolicy, day: dt.date) -> frozenset[str]:
     """The stages some namespace can be in on ``day``: the default, and each cohort's."""
     default = policy.spec.defaultStage.value
     return frozenset({default, *(c.stage_on(day, default) for c in policy.cohorts)})
+
+
+def outside_stages(policy: CompiledPolicy, day: dt.date, stages: frozenset[str]) -> str | None:
+    """CEL on ``request.namespace`` alone, true when the namespace's name settles its cohort and that cohort's stage on
+    ``day`` is none of ``stages``; None when no name does. A matchCondition has no ``namespaceObject`` (a v1.36.2 API
+    server answers ``no such key: metadata``), so labels cannot be read there: cohorts are walked in order while a name
+    decides (the first matching cohort wins, ``cohort_for``), up to and including the first with a label selector.
+    A policy whose validations act in ``stages`` only is then skipped for such a namespace before any other CEL runs
+    (bench/results.md, issue 28 item 5)."""
+    default = policy.spec.defaultStage.value
+    chain, any_outside = "false", False
+    walked = []
+    for cohort, spec in zip(policy.cohorts, policy.spec.cohorts, strict=True):
+        if not spec.namespaces.names:
+            break
+        outside = cohort.stage_on(day, default) not in stages
+        any_outside |= outside
+        walked.append((glob_regex(spec.namespaces.names), outside))
+        if spec.namespaces.selector is not None:
+            break
+    for regex, outside in reversed(walked):
+        named = f"request.namespace.matches({lit(regex)})"
+        chain = (named if outside else "false") if chain == "false" else \
+            f"{named} ? {'true' if outside else 'false'} : ({chain})"
+    return chain if any_outside else None

@@ -12,8 +12,17 @@ import datetime as dt
 from typing import Any
 
 from webhook.compile.cel import glob_regex, lit, str_list
-from webhook.compile.checks import Check, all_checks
-from webhook.compile.layouts import LAYOUTS, Layout, examined, uses_devices
+from webhook.compile.checks import STAGES, Check, all_checks
+from webhook.compile.claims import (
+    CLAIM_LAYOUTS,
+    FINDINGS_PER_CLAIM,
+    ClaimRule,
+    claim_conditions,
+    claim_rules,
+    claim_variables,
+    compiled_for_claims,
+)
+from webhook.compile.layouts import LAYOUTS, examined, uses_devices
 from webhook.compile.plan import plan_variables, training_variables
 from webhook.compile.shared import (
     API,
@@ -22,6 +31,7 @@ from webhook.compile.shared import (
     excepted,
     metadata,
     namespace_variables,
+    outside_stages,
     stages_on,
 )
 from webhook.policy.compiled import CompiledPolicy
@@ -36,19 +46,60 @@ def compile_validating(policy: CompiledPolicy, day: dt.date, until: dt.date | No
     objects: list[dict[str, Any]] = []
     checks = all_checks(policy)
     for layout in LAYOUTS:
-        for action in ACTIONS:
-            used = [c for c in checks if _stages(c, action, policy, day)]
-            if not used:
-                continue
-            name = f"{policy.name}-{layout.name}-{action.value.lower()}.dra-migration.io"
-            meta = metadata(name, policy, day, until)
+        conditions = [{"name": "uses-devices", "expression": uses_devices(layout)},
+                      {"name": "examined", "expression": examined(layout, policy.prefix)}]
+        for action, used in _by_action(checks, policy, day):
             plan = (*plan_variables(policy), *training_variables(policy, layout)) if any(c.plan for c in used) else ()
-            variables = [*namespace_variables(policy, day), *container_variables(layout), *plan,
-                         *({"name": n, "expression": e} for c in used for n, e in c.variables)]
-            validations = [_validation(c, action, policy, day) for c in used]
-            objects.append(_policy(meta, layout, validations, variables, policy))
-            objects.append(_binding(meta, action, namespaces))
+            variables = [*namespace_variables(policy, day), *container_variables(layout), *plan]
+            stages = frozenset(s for c in used for s in _stages(c, action, policy, day))
+            objects += _pair(policy, day, until, namespaces, layout.name, action, used, variables,
+                             {"resourceRules": layout.resource_rules()}, [*_in_use(policy, day, stages), *conditions])
+    if compiled_for_claims(policy):
+        rules = claim_rules(policy)
+        for claims in CLAIM_LAYOUTS:
+            for action in ACTIONS:
+                own, validations = _claim_policy(policy, day, action, rules)
+                if not validations:
+                    continue
+                meta = metadata(f"{policy.name}-{claims.name}-{action.value.lower()}.dra-migration.io", policy, day,
+                                until)
+                variables = [*namespace_variables(policy, day), *claim_variables(claims), *own]
+                stages = frozenset(s for r in rules for s in _stages(Check(r.rule, STAGES, "", "", r.fix), action,
+                                                                     policy, day))
+                objects += [_policy(meta, {"resourceRules": claims.resource_rules()},
+                                    [*_in_use(policy, day, stages), *claim_conditions(policy, claims)], validations,
+                                    variables),
+                            _binding(meta, action, namespaces)]
     return objects
+
+
+def _in_use(policy: CompiledPolicy, day: dt.date, stages: frozenset[str]) -> list[dict[str, str]]:
+    """The first matchCondition: skip the policy in a namespace whose name alone puts it in a stage where the policy
+    does nothing (``shared.outside_stages``): a GPU Pod in a pilot namespace then runs no CEL of the Audit policy."""
+    outside = outside_stages(policy, day, stages)
+    return [] if outside is None else [{"name": "stage-in-use", "expression": f"!({outside})"}]
+
+
+def _by_action(checks: list[Check], policy: CompiledPolicy, day: dt.date) -> list[tuple[Action, list[Check]]]:
+    """(action, the checks with that action in some stage in use on ``day``), for each action some check has."""
+    out = []
+    for action in ACTIONS:
+        used = [c for c in checks if _stages(c, action, policy, day)]
+        if used:
+            out.append((action, used))
+    return out
+
+
+def _pair(policy: CompiledPolicy, day: dt.date, until: dt.date | None, namespaces: dict[str, Any], layout: str,
+          action: Action, used: list[Check], variables: list[dict[str, str]], match: dict[str, Any],
+          conditions: list[dict[str, str]]) -> list[dict[str, Any]]:
+    """The policy ``<policy>-<layout>-<action>`` with the checks ``used`` (and the variables they read), and its
+    binding."""
+    meta = metadata(f"{policy.name}-{layout}-{action.value.lower()}.dra-migration.io", policy, day, until)
+    own = {n: e for c in used for n, e in c.variables}  # checks of one rule may share a variable: declared once
+    variables = [*variables, *({"name": n, "expression": e} for n, e in own.items())]
+    validations = [_validation(c, action, policy, day) for c in used]
+    return [_policy(meta, match, conditions, validations, variables), _binding(meta, action, namespaces)]
 
 
 def _stages(check: Check, action: Action, policy: CompiledPolicy, day: dt.date) -> list[str]:
@@ -65,26 +116,63 @@ def _action(check: Check, policy: CompiledPolicy, stage: str) -> Action:
 
 def _validation(check: Check, action: Action, policy: CompiledPolicy, day: dt.date) -> dict[str, Any]:
     """The validation for ``check`` under ``action`` (in the stages that give the rule that action)."""
-    stages = _stages(check, action, policy, day)
-    guard = f"variables.stage in {str_list(stages)}"
-    globs = excepted(check.rule, policy, day)
-    if globs:
-        guard += f" && !variables.ns.matches({lit(glob_regex(globs))})"
-    # admission.answer: "<rule> (<stage>: Deny): <message>; fix: <fix>"; warnings "<rule> (<stage>): ...".
-    label = ": Deny" if action is Action.Deny else ""
-    text = f"{lit(check.rule + ' (')} + variables.stage + {lit(label + '): ')} + {check.message}"
-    if action is not Action.Audit:
-        text += f" + {lit('; fix: ' + check.fix)}"
     return {
-        "expression": f"!({guard}) || !({check.finding})",
-        "messageExpression": text,
+        "expression": f"!({_guard(check, action, policy, day)}) || !({check.finding})",
+        "messageExpression": _text(check, action, check.message),
         "message": f"{check.rule}: {check.fix}",
         "reason": "Forbidden",
     }
 
 
-def _policy(meta: dict[str, Any], layout: Layout, validations: list[dict[str, Any]],
-            variables: list[dict[str, str]], policy: CompiledPolicy) -> dict[str, Any]:
+def _guard(check: Check, action: Action, policy: CompiledPolicy, day: dt.date) -> str:
+    """CEL: the namespace is in a stage giving ``check``'s rule ``action``, and no exception covers it."""
+    guard = f"variables.stage in {str_list(_stages(check, action, policy, day))}"
+    globs = excepted(check.rule, policy, day)
+    if globs:
+        guard += f" && !variables.ns.matches({lit(glob_regex(globs))})"
+    return guard
+
+
+def _text(check: Check, action: Action, message: str) -> str:
+    """CEL: the finding as ``admission.answer`` words it: ``<rule> (<stage>: Deny): <message>; fix: <fix>``,
+    warnings ``<rule> (<stage>): ...``, audit entries without the fix."""
+    label = ": Deny" if action is Action.Deny else ""
+    text = f"{lit(check.rule + ' (')} + variables.stage + {lit(label + '): ')} + {message}"
+    if action is not Action.Audit:
+        text += f" + {lit('; fix: ' + check.fix)}"
+    return text
+
+
+def _claim_policy(policy: CompiledPolicy, day: dt.date, action: Action,
+                  rules: list[ClaimRule]) -> tuple[list[dict[str, str]], list[dict[str, Any]]]:
+    """The variables and validations of a claim policy for ``action``: every rule's findings (``claims``), worded,
+    in one list ``claimFindings``; Deny fails on its first entry, Warn gives one validation per entry (up to
+    ``FINDINGS_PER_CLAIM``), Audit one entry with all of them."""
+    variables, texts = [], []
+    for r in rules:
+        check = Check(r.rule, STAGES, "", "", r.fix)
+        if not _stages(check, action, policy, day):
+            continue
+        variables.append({"name": r.variable, "expression": r.findings})
+        texts.append(f"({_guard(check, action, policy, day)} ? variables.{r.variable}.map(m, "
+                     f"{_text(check, action, 'm')}) : [''].filter(x, false))")
+    if not texts:
+        return [], []
+    variables.append({"name": "claimFindings", "expression": " + ".join(texts)})
+    found = "variables.claimFindings"
+    shown = {Action.Deny: [f"{found}[0]"], Action.Audit: [f"{found}.join('; ')"],
+             Action.Warn: [f"{found}[{k}]" for k in range(FINDINGS_PER_CLAIM)]}[action]
+    shown[-1] += "" if action is not Action.Warn else (
+        f" + (size({found}) > {FINDINGS_PER_CLAIM} ? ' (and ' + string(size({found}) - {FINDINGS_PER_CLAIM}) + "
+        "' more: dra-webhook check lists them)' : '')")
+    fallback = "a claim rule of the migration policy: dra-webhook check names it"
+    validations = [{"expression": f"size({found}) <= {k}", "messageExpression": message, "message": fallback,
+                    "reason": "Forbidden"} for k, message in enumerate(shown)]
+    return variables, validations
+
+
+def _policy(meta: dict[str, Any], match: dict[str, Any], conditions: list[dict[str, str]],
+            validations: list[dict[str, Any]], variables: list[dict[str, str]]) -> dict[str, Any]:
     return {
         "apiVersion": API,
         "kind": "ValidatingAdmissionPolicy",
@@ -92,9 +180,8 @@ def _policy(meta: dict[str, Any], layout: Layout, validations: list[dict[str, An
         "spec": {
             # As the validating webhook for workloads (deploy/base/webhooks.yaml): fail open.
             "failurePolicy": "Ignore",
-            "matchConstraints": {"resourceRules": layout.resource_rules()},
-            "matchConditions": [{"name": "uses-devices", "expression": uses_devices(layout)},
-                                {"name": "examined", "expression": examined(layout, policy.prefix)}],
+            "matchConstraints": match,
+            "matchConditions": conditions,
             "variables": variables,
             "validations": validations,
         },

@@ -1,0 +1,142 @@
+"""What the compiled policies cost inside the API server per GPU Pod, by the API server's own clock (issue 28 item 5).
+
+bench/apiserver.py times Pod creates from the client, which on a busy shared machine mostly measures the machine.
+This reads what kube-apiserver itself records for each admission policy it evaluates
+(``apiserver_validating_admission_policy_check_duration_seconds`` and
+``apiserver_mutating_admission_policy_check_duration_seconds``: the CEL of one policy and binding on one request;
+on v1.36.2 only the mutating one had samples for these requests, where no validation fails, so the figures are the
+MutatingAdmissionPolicies' time),
+for the same set-ups as bench/apiserver.py: ``policies`` (the hand-written VAP+MAP pair) and ``compiled`` (what
+``dra-webhook compile`` prints for ``policies/default.yaml``), and optionally ``compiled@DIR`` (the same command
+run in another checkout, e.g. the code before a change). Each round applies one set-up alone (seeded order), makes
+sure it acts, sends ``--pods`` dry-run GPU Pods in namespace ``ml-bench`` (pilot stage), and adds up the
+policies' duration sums over those requests.
+
+Usage: ``python bench/policy_cost.py [--rounds N] [--pods N] [--baseline DIR]``; prints a Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import random
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parent), str(HERE)]
+
+import apiserver as ab  # noqa: E402
+
+METRICS = ("apiserver_validating_admission_policy_check_duration_seconds",
+           "apiserver_mutating_admission_policy_check_duration_seconds")
+
+
+def policy_seconds(api: ab.Api) -> dict[str, tuple[float, float]]:
+    """Policy name -> (seconds, evaluations) summed over bindings, both kinds of policy."""
+    status, text = api.once("GET", "/metrics")
+    assert status == 200, f"GET /metrics: {status}"
+    out: dict[str, tuple[float, float]] = {}
+    for line in str(text).splitlines():
+        for metric in METRICS:
+            for part, at in (("_sum{", 0), ("_count{", 1)):
+                if line.startswith(metric.removesuffix("_seconds") + "_seconds" + part):
+                    name = re.search(r'policy="([^"]+)"', line)
+                    if name:
+                        value = list(out.get(name.group(1), (0.0, 0.0)))
+                        value[at] += float(line.rsplit(" ", 1)[1])
+                        out[name.group(1)] = (value[0], value[1])
+    return out
+
+
+def compiled_in(root: Path) -> list[dict[str, Any]]:
+    """``dra-webhook compile -o json`` for the bench policy, run in the checkout ``root``."""
+    done = subprocess.run([sys.executable, "-m", "webhook", "compile", "--policy", str(root / "policies" /
+                           "default.yaml"), "-o", "json"], capture_output=True, text=True, cwd=root, timeout=300)
+    if done.returncode != 0:
+        raise RuntimeError(f"compile in {root}: {done.stderr[-2000:]}")
+    return list(json.loads(done.stdout)["items"])
+
+
+def _acts(api: ab.Api, objs: list[dict[str, Any]]) -> bool:
+    """A dry-run GPU Pod gets the set-up's annotation (both sets write ``dra-migration.io/stage``)."""
+    status, body, _ = api.dry_run(f"/api/v1/namespaces/{ab.NAMESPACE}/pods", ab.pod("gpu"))
+    return status == 201 and "dra-migration.io/stage" in (body.get("metadata", {}).get("annotations") or {})
+
+
+def _apply(bench: ab.Bench, objs: list[dict[str, Any]], present: bool) -> None:
+    bench._ensure(objs, present)
+    deadline = time.monotonic() + 60
+    while _acts(bench.api, objs) != present:
+        assert time.monotonic() < deadline, "set-up not in effect after 60 s"
+        time.sleep(0.2)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--pods", type=int, default=100, help="dry-run GPU Pods per round and set-up")
+    ap.add_argument("--baseline", type=Path, help="another checkout whose `compile` output is timed too")
+    ap.add_argument("--seed", type=int, default=17)
+    args = ap.parse_args(argv)
+
+    from tests.e2e import binaries, procs
+    from tests.e2e.controlplane import ControlPlane
+
+    workdir = Path(tempfile.mkdtemp(prefix="dra-policy-cost-"))
+    try:
+        cp = ControlPlane(dataclasses.replace(binaries.find(), scheduler=None, controller_manager=None), workdir)
+        cp.start()
+        api = ab.Api.of(cp.server, cp.pki.ca, cp.pki.dir / "admin.crt", cp.pki.dir / "admin.key")
+        for path, obj in (("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                  "metadata": {"name": ab.NAMESPACE}}),
+                          (f"/api/v1/namespaces/{ab.NAMESPACE}/serviceaccounts",
+                           {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}})):
+            assert api.once("POST", path, obj)[0] == 201
+        bench = ab.Bench(api, [], [], [], [], lambda: {})
+        sets = {"policies": ab.policy_pair(ab._served_map_version(api)), "compiled": compiled_in(ab.ROOT)}
+        if args.baseline:
+            sets[f"compiled@{args.baseline.name}"] = compiled_in(args.baseline)
+        per_pod: dict[str, list[float]] = {name: [] for name in sets}
+        per_policy: dict[tuple[str, str], list[float]] = {}
+        rng = random.Random(args.seed)
+        body = ab.pod("gpu")
+        for r in range(args.rounds):
+            order = list(sets)
+            rng.shuffle(order)
+            for name in order:
+                names = {o["metadata"]["name"] for o in sets[name] if not o["kind"].endswith("Binding")}
+                _apply(bench, sets[name], True)
+                before = policy_seconds(api)
+                for _ in range(args.pods):
+                    assert api.dry_run(f"/api/v1/namespaces/{ab.NAMESPACE}/pods", body)[0] == 201
+                after = policy_seconds(api)
+                each = {n: (after[n][0] - before.get(n, (0.0, 0.0))[0]) / args.pods * 1000 for n in names if n in after}
+                for n, ms in each.items():
+                    per_policy.setdefault((name, n), []).append(ms)
+                per_pod[name].append(sum(each.values()))
+                _apply(bench, sets[name], False)
+                ab.log(f"round {r + 1}: {name} {per_pod[name][-1]:.3f} ms per GPU Pod in policies")
+        print("| set-up | objects | in-server policy time per GPU Pod, ms (median of rounds) | rounds |")
+        print("|---|---:|---:|---|")
+        for name, values in per_pod.items():
+            print(f"| {name} | {len(sets[name])} | {statistics.median(values):.3f} | "
+                  f"{', '.join(f'{v:.3f}' for v in values)} |")
+        print("\n| set-up | policy | ms per GPU Pod (median of rounds) |\n|---|---|---:|")
+        for (name, policy), values in sorted(per_policy.items()):
+            if statistics.median(values) >= 0.005:
+                print(f"| {name} | {policy} | {statistics.median(values):.3f} |")
+        return 0
+    finally:
+        procs.stop_all()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

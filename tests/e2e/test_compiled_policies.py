@@ -80,7 +80,23 @@ CONTENTS: dict[str, dict[str, Any]] = {
     "claim": {**_spec([_c("main", vendor_example_com__gpu="1")]),
               "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "gpu"}]},
 }
-WORKLOAD_CONTENTS = ("plain", "two-names", "sidecar-peak")
+POOL = "gpu.example.com/allocation"
+MARKER = "dra-migration.io/node-pool"
+GPU = _spec([_c("main", example_com__gpu="1")])
+CONTENTS |= {  # steer-node-pool: example.com/gpu goes to the dra pool, the legacy names to the devicePlugin pool
+    "pool-conflict": {**GPU, "nodeSelector": {POOL: "device-plugin"}},
+    "affinity-conflict": {**GPU, "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": POOL, "operator": "NotIn", "values": ["dra", "x"]}]}]}}}},
+    "affinity-merge": {**GPU, "affinity": {"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]},
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]},
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 1, "preference": {"matchExpressions": [{"key": "x", "operator": "Exists"}]}}]}}},
+    "bound": {**GPU, "nodeName": "gpu-node-1"},
+    "selected": {**_spec([_c("main", nvidia_com__gpu="1")]), "nodeSelector": {POOL: "device-plugin"}},
+}
+WORKLOAD_CONTENTS = ("plain", "two-names", "sidecar-peak", "affinity-merge")
 UPDATED_IN = ("labelled-ns", "team-a", "plain-legacy")
 
 
@@ -130,10 +146,28 @@ def _training(ns: str) -> list[dict[str, Any]]:
     return [labelled, keyed, deadline, owner, cron]
 
 
+def _steered_before(ns: str) -> list[dict[str, Any]]:
+    """Objects the webhook steered to the devicePlugin pool in an earlier stage (the marker names it): its own
+    requirement is replaced, a term it alone made goes, and a DaemonSet's Pod is never steered."""
+    earlier = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": POOL, "operator": "In", "values": ["device-plugin"]}]}]}}}
+    pod = _workload("Pod", "resteer-pod", ns, {**GPU, "affinity": earlier})
+    pod["metadata"]["annotations"] = {MARKER: "devicePlugin", "team": "a"}
+    dropped = _workload("Pod", "resteer-selected-pod", ns, {**GPU, "affinity": earlier, "nodeSelector": {POOL: "dra"}})
+    dropped["metadata"]["annotations"] = {MARKER: "devicePlugin"}
+    deployment = _workload("Deployment", "resteer-deployment", ns, {**GPU, "affinity": earlier})
+    deployment["spec"]["template"]["metadata"]["annotations"] = {MARKER: "devicePlugin"}
+    cron = _workload("CronJob", "unmarked-cronjob", ns, {**GPU, "affinity": earlier})  # the user's own: a conflict
+    daemon = _workload("Pod", "daemon-pod", ns, CONTENTS["legacy"])
+    daemon["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent",
+                                              "controller": True, "uid": "0b4e7c2e-5d1a-4c53-9d3e-2f6f0e3c1a77"}]
+    return [pod, dropped, deployment, cron, daemon]
+
+
 def cases() -> list[dict[str, Any]]:
     out = []
     for ns in NAMESPACES:
-        out += _training(ns)
+        out += _training(ns) + _steered_before(ns)
         out += [_workload("Pod", f"{content}-pod", ns, spec) for content, spec in CONTENTS.items()]
         for kind in ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job", "CronJob"):
             out += [_workload(kind, f"{content}-{kind.lower()}", ns, CONTENTS[content])
@@ -209,6 +243,15 @@ def tracking(obj: dict[str, Any]) -> dict[str, dict[str, str]]:
     return out
 
 
+def placement(obj: dict[str, Any]) -> dict[str, Any]:
+    """What steer-node-pool writes: the template's (a Pod's own) affinity and node-pool marker."""
+    node: Any = obj
+    for step in TEMPLATE_AT.get(obj["kind"], ("spec", "template")):
+        node = node.get(step) or {}
+    ann = (node.get("metadata") or {}).get("annotations") or {}
+    return {"affinity": (node.get("spec") or {}).get("affinity"), "marker": ann.get(MARKER)}
+
+
 def _patched(obj: dict[str, Any], r: dict[str, Any]) -> dict[str, Any]:
     return jsonpatch.apply_patch(obj, r["patch"]) if r["patch"] else obj
 
@@ -255,7 +298,7 @@ def test_compiled_policies_decide_as_the_webhook(plane, tmp_path, at):
     _wait_for_date(kube, at)
     objs = cases()
     checked = _checked(tmp_path, at, objs)
-    mismatches, fired, tracked = [], set(), 0
+    mismatches, fired, tracked, steered = [], set(), 0, 0
     for obj in objs:
         meta = obj["metadata"]
         r = checked[(obj["kind"], f"{meta['namespace']}/{meta['name']}")]
@@ -268,6 +311,10 @@ def test_compiled_policies_decide_as_the_webhook(plane, tmp_path, at):
         elif got_allowed and tracking(stored) != tracking(_patched(obj, r)):
             mismatches.append(f"{where}: annotations\n  API server {tracking(stored)}\n  check      "
                               f"{tracking(_patched(obj, r))}")
+        if got_allowed and placement(stored) != placement(_patched(obj, r)):
+            mismatches.append(f"{where}: placement\n  API server {placement(stored)}\n  check      "
+                              f"{placement(_patched(obj, r))}")
+        steered += bool(stored and placement(stored) != placement(obj))
         tracked += bool(stored and tracking(stored)["object"])
         if got_allowed != allowed:
             mismatches.append(f"{where}: API server allowed={got_allowed} ({message}), check allowed={allowed} "
@@ -278,6 +325,7 @@ def test_compiled_policies_decide_as_the_webhook(plane, tmp_path, at):
             mismatches.append(f"{where}: denial {message!r} is none of {denials}")
     assert not mismatches, "\n".join(mismatches)
     assert tracked > len(objs) / 3, tracked
+    assert steered > len(objs) / 3, steered
     # The table exercises every compiled rule in every action this date gives it.
     validating = [rule for rule in COMPILED if rule != "track-rollout"]  # it has no findings: its annotations
     assert {(rule, a) for rule in validating for a in ("Deny", "Warn", "Audit")} <= fired | {
@@ -340,6 +388,7 @@ def test_updates_are_judged_only_when_the_template_changes(plane, tmp_path, at):
         assert (got_allowed, got_warnings) == (allowed, warnings), where
         if got_allowed:
             assert tracking(got.obj) == tracking(_patched(new, r)), where
+            assert placement(got.obj) == placement(_patched(new, r)), where
         outcomes[where] = (allowed, bool(warnings))
     assert outcomes["labelled-ns template"] == (False, False)  # migrated: denied
     assert outcomes["team-a template"] == (True, True)  # pilot: warned

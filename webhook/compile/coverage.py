@@ -25,6 +25,10 @@ COMPILED: dict[str, str] = {
     ids.TRACK_ROLLOUT: "MutatingAdmissionPolicies for the same kinds, on Pods and templates that name no "
                        "ResourceClaim (which claims are the migration's needs their DeviceClasses: the cluster view); "
                        "ResourceClaims, ResourceClaimTemplates and Pods with claims stay with the webhook",
+    ids.STEER_NODE_POOL: "MutatingAdmissionPolicies (JSONPatch: nodeSelectorTerms is an atomic list) for the same "
+                         "kinds, Pods with claims included (the pool needs no DeviceClass); its findings (a "
+                         "constraint ruling the pool out, spec.nodeName, another scheduler) in the "
+                         "ValidatingAdmissionPolicies; DaemonSets and their Pods are never steered, as in the webhook",
 }
 """Rule id -> what the compiled ValidatingAdmissionPolicies cover of it."""
 
@@ -43,8 +47,6 @@ NOT_COMPILED: dict[str, str] = {
                        f"featureGates: auto {CLUSTER_VIEW} (the API server's gates)",
     ids.INJECT_DEVICE_TOLERATIONS: f"{MUTATION}; whether a claim is a training job's needs its owner (cluster "
                                    "view) unless its own labels say so",
-    ids.STEER_NODE_POOL: f"{MUTATION}; node affinity needs a JSONPatch mutation (nodeSelectorTerms is atomic), and "
-                         "its findings (conflicting selectors, other schedulers) a validating policy beside it",
     ids.DEVICE_CLASS_TAKEOVER: f"{CLUSTER_VIEW}: the other DeviceClasses and their extendedResourceName",
     ids.SHARED_CLAIM_LIMIT: f"{CLUSTER_VIEW}: HorizontalPodAutoscalers, PodGroups and the claims' other users",
     ids.UNSATISFIABLE_CLAIM: f"{CLUSTER_VIEW}: the ResourceSlices a claim's CEL selectors must match",

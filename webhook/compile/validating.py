@@ -24,6 +24,7 @@ from webhook.compile.shared import (
     namespace_variables,
     stages_on,
 )
+from webhook.compile.steering import steering_checks, steering_variables
 from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.model import Action
 
@@ -34,7 +35,7 @@ def compile_validating(policy: CompiledPolicy, day: dt.date, until: dt.date | No
                        namespaces: dict[str, Any]) -> list[dict[str, Any]]:
     """Every ValidatingAdmissionPolicy and binding for ``policy`` on ``day``; the bindings take ``namespaces``."""
     objects: list[dict[str, Any]] = []
-    checks = all_checks(policy)
+    checks = [*all_checks(policy), *steering_checks(policy)]
     for layout in LAYOUTS:
         for action in ACTIONS:
             used = [c for c in checks if _stages(c, action, policy, day)]
@@ -43,6 +44,8 @@ def compile_validating(policy: CompiledPolicy, day: dt.date, until: dt.date | No
             name = f"{policy.name}-{layout.name}-{action.value.lower()}.dra-migration.io"
             meta = metadata(name, policy, day, until)
             plan = (*plan_variables(policy), *training_variables(policy, layout)) if any(c.plan for c in used) else ()
+            if any(c.steer for c in used):
+                plan = (*plan, *steering_variables(policy, layout))
             variables = [*namespace_variables(policy, day), *container_variables(layout), *plan,
                          *({"name": n, "expression": e} for c in used for n, e in c.variables)]
             validations = [_validation(c, action, policy, day) for c in used]
@@ -74,7 +77,8 @@ def _validation(check: Check, action: Action, policy: CompiledPolicy, day: dt.da
     label = ": Deny" if action is Action.Deny else ""
     text = f"{lit(check.rule + ' (')} + variables.stage + {lit(label + '): ')} + {check.message}"
     if action is not Action.Audit:
-        text += f" + {lit('; fix: ' + check.fix)}"
+        text += f" + {lit('; fix: ' + check.fix)}" if check.fix_expression is None else \
+            f" + '; fix: ' + {check.fix_expression}"
     return {
         "expression": f"!({guard}) || !({check.finding})",
         "messageExpression": text,

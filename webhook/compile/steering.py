@@ -69,7 +69,7 @@ def _exact(e: str, pairs: dict[str, str]) -> str:
 def _admits(e: str, value: str) -> str:
     """``node_affinity._admits`` in CEL for the constant label ``value`` (Gt/Lt: only an integer value, and only
     against an integer bound: API validation of NodeSelectorRequirement)."""
-    vals = f"{e}.?values.orValue([])"
+    vals = f"(has({e}.values) ? {e}.values : [])"
     try:
         have = int(value)
     except ValueError:
@@ -82,7 +82,8 @@ def _admits(e: str, value: str) -> str:
 
 
 def _describe(e: str) -> str:
-    vals = f"{e}.?values.orValue([])"
+    """``node_affinity._describe`` in CEL."""
+    vals = f"(has({e}.values) ? {e}.values : [])"
     return f"({e}.key + ' ' + {e}.operator + (size({vals}) > 0 ? ' [' + {vals}.join(', ') + ']' : ''))"
 
 

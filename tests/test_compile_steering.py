@@ -25,13 +25,15 @@ from webhook.compile.steering import _admits, _pool, compile_steering, steering_
 from webhook.node_affinity import _admits as admits
 from webhook.placement import plan as plan_for
 from webhook.placement import pool_path, usage
+from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.model import Action
 from webhook.rules import ids
 
-POLICY = load_policy(ROOT / "tests" / "e2e" / "data" / "policy.yaml")
+POLICIES = [load_policy(ROOT / "tests" / "e2e" / "data" / "policy.yaml"),
+            load_policy(ROOT / "tests" / "data" / "policies" / "steering.yaml")]
 COMPILE_POLICY = ROOT / "tests" / "e2e" / "data" / "compile-policy.yaml"
-NAMES = sorted({*POLICY.resources, *POLICY.legacy, "deviceclass.resource.kubernetes.io/gpu.example.com",
-                *(n for names in POLICY.advertised.values() for n in names), "other.example.com/nic"})
+NAMES = sorted({n for p in POLICIES for n in (*p.resources, *p.legacy, *p.advertised["devicePlugin"])} |
+               {"deviceclass.resource.kubernetes.io/gpu.example.com", "other.example.com/nic"})
 
 
 def _podspec(names: list[str], scheduler: str | None, claims: bool) -> dict:
@@ -43,19 +45,20 @@ def _podspec(names: list[str], scheduler: str | None, claims: bool) -> dict:
     return spec
 
 
-@given(st.lists(st.sampled_from(NAMES), unique=True, max_size=3), st.sampled_from(STAGES),
-       st.sampled_from([None, "kai-scheduler"]), st.booleans())
-def test_the_pool_expression_is_plans_pool(names: list[str], stage: str, scheduler: str | None, claims: bool):
+@given(st.sampled_from(POLICIES), st.lists(st.sampled_from(NAMES), unique=True, max_size=3), st.sampled_from(STAGES),
+       st.sampled_from([None, "kai-scheduler", "volcano"]), st.booleans())
+def test_the_pool_expression_is_plans_pool(policy: CompiledPolicy, names: list[str], stage: str,
+                                           scheduler: str | None, claims: bool):
     """``_pool`` over the ``trk*`` variables (each pool's ``pool_path``, as ``plan.plan_variables`` computes them)
     picks the pool ``placement.plan`` picks, claims (which move the stage's fallback) and schedulers included."""
-    u = usage(_podspec(names, scheduler, claims), POLICY)
+    u = usage(_podspec(names, scheduler, claims), policy)
     ctx = cel.Context()
     ctx.add_variable("variables", {
         "trkLegacy": sorted(u.legacy), "trkEr": sorted(u.er), "trkShared": list(u.shared),
-        "trkDraOnly": u.dra_only, "trkDpOk": pool_path(u, "devicePlugin", POLICY) is not None,
-        "trkDraOk": pool_path(u, "dra", POLICY) is not None, "stage": stage, "stpClaims": bool(u.claims)})
-    serves = "true" if u.scheduler in POLICY.dra_schedulers else "false"
-    assert cel.compile(_pool(POLICY, serves)).execute(ctx) == (plan_for(u, stage, POLICY).pool or "")
+        "trkDraOnly": u.dra_only, "trkDpOk": pool_path(u, "devicePlugin", policy) is not None,
+        "trkDraOk": pool_path(u, "dra", policy) is not None, "stage": stage, "stpClaims": bool(u.claims)})
+    serves = "true" if u.scheduler in policy.dra_schedulers else "false"
+    assert cel.compile(_pool(policy, serves)).execute(ctx) == (plan_for(u, stage, policy).pool or "")
 
 
 @given(st.sampled_from(["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Bogus"]),

@@ -164,10 +164,55 @@ def _steered_before(ns: str) -> list[dict[str, Any]]:
     return [pod, dropped, deployment, cron, daemon]
 
 
+INJECTED = "dra-migration.io/tolerations-injected"
+
+
+def _claim(kind: str, name: str, ns: str, requests: list[dict[str, Any]], labels: dict[str, str]) -> dict[str, Any]:
+    spec = {"devices": {"requests": requests}}
+    obj = {"apiVersion": "resource.k8s.io/v1", "kind": kind, "metadata": {"name": name, "namespace": ns}}
+    if kind == "ResourceClaim":
+        return {**obj, "metadata": {**obj["metadata"], "labels": labels}, "spec": spec}
+    return {**obj, "spec": {"metadata": {"labels": labels}, "spec": spec}}
+
+
+def _claims(ns: str) -> list[dict[str, Any]]:
+    """inject-device-tolerations: claims and templates a training job's by their labels, requests and subrequests,
+    one toleration of the policy's key present already (kept: the user's choice wins), not a training job's, and
+    another driver's class (out of scope); a claim mixing both classes is left to the webhook."""
+    training = {"workload.example.com/kind": "training"}
+    gpu, cpu = {"deviceClassName": "gpu.example.com"}, {"deviceClassName": "dra.cpu"}
+    own = {"key": "example.com/maintenance", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 60}
+    first = [{"name": "big", **gpu, "tolerations": [own]}, {"name": "small", **gpu}]
+    return [
+        _claim("ResourceClaimTemplate", "training-template", ns, [{"name": "gpu", "exactly": gpu}], training),
+        _claim("ResourceClaim", "training-claim", ns, [{"name": "a", "firstAvailable": first},
+                                                       {"name": "b", "exactly": gpu}],
+               {"training.kubeflow.org/job-name": "j"}),
+        _claim("ResourceClaim", "plain-claim", ns, [{"name": "gpu", "exactly": gpu}], {}),
+        _claim("ResourceClaimTemplate", "cpu-template", ns, [{"name": "cpu", "exactly": cpu}], training),
+        _claim("ResourceClaim", "mixed-claim", ns, [{"name": "gpu", "exactly": gpu},
+                                                    {"name": "cpu", "exactly": cpu}], training),
+    ]
+
+
+def tolerated(obj: dict[str, Any]) -> dict[str, Any]:
+    """What inject-device-tolerations writes: each request's and subrequest's tolerations, the count annotations."""
+    spec = obj.get("spec") or {}
+    meta = [obj.get("metadata") or {}]
+    if obj["kind"] == "ResourceClaimTemplate":
+        meta.append(spec.get("metadata") or {})
+        spec = spec.get("spec") or {}
+    tolerations = []
+    for req in (spec.get("devices") or {}).get("requests") or []:
+        for body in [req.get("exactly") or {}, *(req.get("firstAvailable") or [])]:
+            tolerations.append(body.get("tolerations"))
+    return {"tolerations": tolerations, "count": [(m.get("annotations") or {}).get(INJECTED) for m in meta]}
+
+
 def cases() -> list[dict[str, Any]]:
     out = []
     for ns in NAMESPACES:
-        out += _training(ns) + _steered_before(ns)
+        out += _training(ns) + _steered_before(ns) + _claims(ns)
         out += [_workload("Pod", f"{content}-pod", ns, spec) for content, spec in CONTENTS.items()]
         for kind in ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job", "CronJob"):
             out += [_workload(kind, f"{content}-{kind.lower()}", ns, CONTENTS[content])
@@ -298,7 +343,7 @@ def test_compiled_policies_decide_as_the_webhook(plane, tmp_path, at):
     _wait_for_date(kube, at)
     objs = cases()
     checked = _checked(tmp_path, at, objs)
-    mismatches, fired, tracked, steered = [], set(), 0, 0
+    mismatches, fired, tracked, steered, injected = [], set(), 0, 0, 0
     for obj in objs:
         meta = obj["metadata"]
         r = checked[(obj["kind"], f"{meta['namespace']}/{meta['name']}")]
@@ -315,6 +360,12 @@ def test_compiled_policies_decide_as_the_webhook(plane, tmp_path, at):
             mismatches.append(f"{where}: placement\n  API server {placement(stored)}\n  check      "
                               f"{placement(_patched(obj, r))}")
         steered += bool(stored and placement(stored) != placement(obj))
+        if got_allowed and obj["metadata"]["name"] == "mixed-claim":  # a class only the cluster view can place
+            assert tolerated(stored) == tolerated(obj), where
+        elif got_allowed and tolerated(stored) != tolerated(_patched(obj, r)):
+            mismatches.append(f"{where}: tolerations\n  API server {tolerated(stored)}\n  check      "
+                              f"{tolerated(_patched(obj, r))}")
+        injected += bool(stored and tolerated(stored) != tolerated(obj))
         tracked += bool(stored and tracking(stored)["object"])
         if got_allowed != allowed:
             mismatches.append(f"{where}: API server allowed={got_allowed} ({message}), check allowed={allowed} "
@@ -326,8 +377,9 @@ def test_compiled_policies_decide_as_the_webhook(plane, tmp_path, at):
     assert not mismatches, "\n".join(mismatches)
     assert tracked > len(objs) / 3, tracked
     assert steered > len(objs) / 3, steered
+    assert injected == 2 * len(NAMESPACES), injected  # the training template and claim, in every namespace
     # The table exercises every compiled rule in every action this date gives it.
-    validating = [rule for rule in COMPILED if rule != "track-rollout"]  # it has no findings: its annotations
+    validating = [rule for rule in COMPILED if rule not in ("track-rollout", "inject-device-tolerations")]  # mutations
     assert {(rule, a) for rule in validating for a in ("Deny", "Warn", "Audit")} <= fired | {
         ("legacy-resource-name", "Audit"), ("training-job-extended-resource", "Deny")}, fired
 

@@ -119,17 +119,24 @@ def _wanted(policy: CompiledPolicy) -> str:
     return "[" + ", ".join(one(t) for t in policy.device_tolerations) + "]"
 
 
+def _field(t: str, name: str, default: str) -> str:
+    """CEL: the toleration's string field, or the API default (``has``, so the ``cel`` package evaluates it too)."""
+    return f"(has({t}.{name}) ? {t}.{name} : {lit(default)})"
+
+
 def _same_identity(t: str, tol: dict[str, Any]) -> str:
+    """CEL: ``toleration_identity`` of ``t`` is that of ``tol`` (same key and effect)."""
     key, effect = toleration_identity(tol)
-    return f"({t}.?key.orValue('') == {lit(key)} && {t}.?effect.orValue('') == {lit(effect)})"
+    return f"({_field(t, 'key', '')} == {lit(key)} && {_field(t, 'effect', '')} == {lit(effect)})"
 
 
 def _same_normalized(t: str, tol: dict[str, Any]) -> str:
+    """CEL: ``normalize_toleration`` of ``t`` is that of ``tol`` (API defaults filled in)."""
     key, operator, value, effect, seconds = normalize_toleration(tol)
-    lasts = f"{t}.?tolerationSeconds == optional.of({seconds})" if seconds is not None else \
-        f"!{t}.?tolerationSeconds.hasValue()"
-    return (f"({t}.?key.orValue('') == {lit(key)} && {t}.?operator.orValue('Equal') == {lit(operator)} && "
-            f"{t}.?value.orValue('') == {lit(value)} && {t}.?effect.orValue('') == {lit(effect)} && {lasts})")
+    lasts = f"has({t}.tolerationSeconds) && {t}.tolerationSeconds == {seconds}" if seconds is not None else \
+        f"!has({t}.tolerationSeconds)"
+    return (f"({_field(t, 'key', '')} == {lit(key)} && {_field(t, 'operator', 'Equal')} == {lit(operator)} && "
+            f"{_field(t, 'value', '')} == {lit(value)} && {_field(t, 'effect', '')} == {lit(effect)} && {lasts})")
 
 
 def _per_slot(policy: CompiledPolicy) -> tuple[str, str, str]:

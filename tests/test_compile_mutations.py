@@ -1,4 +1,5 @@
-"""`steer-node-pool` compiled (issue #28 item 1): its CEL pieces mean what the rule's Python means.
+"""`steer-node-pool` and `inject-device-tolerations` compiled (issue #28 item 1): their CEL pieces mean what the
+rules' Python means.
 
 What the compiled MutatingAdmissionPolicy writes and what its checks report is compared with ``check`` on the real
 API server (tests/e2e/test_compiled_policies.py); here the pool decision and the node selector requirement test are
@@ -17,11 +18,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.helpers import ROOT
+from webhook.claim_objects import normalize_toleration, toleration_identity
 from webhook.commands import load_policy
 from webhook.compile import compile_admission
 from webhook.compile.checks import STAGES
 from webhook.compile.shared import SHIPPED_NAMESPACES
 from webhook.compile.steering import _admits, _pool, compile_steering, steering_checks
+from webhook.compile.tolerations import _same_identity, _same_normalized, compile_tolerations
 from webhook.node_affinity import _admits as admits
 from webhook.placement import plan as plan_for
 from webhook.placement import pool_path, usage
@@ -86,3 +89,37 @@ def test_objects_only_where_the_rule_steers(tmp_path):
     audited = replace(policy, rule_actions={**policy.rule_actions, ids.STEER_NODE_POOL: Action.Audit})
     assert compile_steering(audited, day, None, SHIPPED_NAMESPACES) == []
     assert {c.rule for c in steering_checks(audited)} == {ids.STEER_NODE_POOL}
+
+
+TOLERATION = st.fixed_dictionaries({}, optional={
+    "key": st.sampled_from(["", "example.com/maintenance", "other"]), "operator": st.sampled_from(["Exists", "Equal"]),
+    "value": st.sampled_from(["", "v"]), "effect": st.sampled_from(["", "NoExecute", "NoSchedule"]),
+    "tolerationSeconds": st.sampled_from([0, 60, 3600])})
+
+
+@given(TOLERATION, TOLERATION)
+def test_the_toleration_tests_are_identity_and_normalize(t: dict, wanted: dict):
+    """``inject-device-tolerations`` compiled: a request lacks a policy toleration when none has its key and effect
+    (``toleration_identity``), and carries it when one equals it with the API defaults filled in
+    (``normalize_toleration``)."""
+    ctx = cel.Context()
+    ctx.add_variable("t", t)
+    same = cel.compile(_same_identity("t", wanted)).execute(ctx)
+    assert same == (toleration_identity(t) == toleration_identity(wanted))
+    assert cel.compile(_same_normalized("t", wanted)).execute(ctx) == (
+        normalize_toleration(t) == normalize_toleration(wanted))
+
+
+def test_tolerations_only_where_the_rule_injects(tmp_path):
+    """Two MutatingAdmissionPolicies (claims, templates) with bindings; none without policy tolerations, with
+    ``DRADeviceTaints`` off (the API server would drop the field) or under an Audit override."""
+    day = dt.date(2030, 3, 1)
+    policy = load_policy(COMPILE_POLICY)
+    assert len(compile_tolerations(policy, day, None, SHIPPED_NAMESPACES)) == 4
+    for change in ({"trainingJobs": {"labels": {"a": "b"}}}, {"featureGates": {"DRADeviceTaints": False}}):
+        doc = yaml.safe_load(COMPILE_POLICY.read_text(encoding="utf-8"))
+        doc["spec"].update(change)
+        (tmp_path / "p.yaml").write_text(yaml.safe_dump(doc))
+        assert compile_tolerations(load_policy(tmp_path / "p.yaml"), day, None, SHIPPED_NAMESPACES) == [], change
+    audited = replace(policy, rule_actions={**policy.rule_actions, ids.INJECT_DEVICE_TOLERATIONS: Action.Audit})
+    assert compile_tolerations(audited, day, None, SHIPPED_NAMESPACES) == []

@@ -18,7 +18,8 @@ Requests and device tolerations are atomic lists (k8s.io/api resource/v1 ``Devic
 request's whole toleration list, and the ``<prefix>/tolerations-injected`` count (on a template also in
 ``spec.metadata``, for the claims it generates). ``reinvocationPolicy: IfNeeded``, as the webhook
 (``resources.mutate``, deploy/base/webhooks.yaml); a second run changes nothing. Only CREATE: claim specs are
-immutable. Skipped, as by the webhook, when the policy has ``DRADeviceTaints`` off.
+immutable. Skipped, as by the webhook, when the policy has ``DRADeviceTaints`` off. The bindings take the
+``workloads.mutate`` namespaces (``Namespaces.mutating``), which deploy/base gives ``resources.mutate`` too.
 """
 
 from __future__ import annotations

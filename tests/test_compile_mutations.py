@@ -23,7 +23,7 @@ from webhook.commands import load_policy
 from webhook.compile import compile_admission
 from webhook.compile.checks import STAGES
 from webhook.compile.shared import SHIPPED_NAMESPACES
-from webhook.compile.steering import _admits, _pool, compile_steering, steering_checks
+from webhook.compile.steering import POOL_INPUTS, _admits, _pool, compile_steering, steering_checks
 from webhook.compile.tolerations import _same_identity, _same_normalized, compile_tolerations
 from webhook.node_affinity import _admits as admits
 from webhook.placement import plan as plan_for
@@ -55,13 +55,19 @@ def test_the_pool_expression_is_plans_pool(policy: CompiledPolicy, names: list[s
     """``_pool`` over the ``trk*`` variables (each pool's ``pool_path``, as ``plan.plan_variables`` computes them)
     picks the pool ``placement.plan`` picks, claims (which move the stage's fallback) and schedulers included."""
     u = usage(_podspec(names, scheduler, claims), policy)
-    ctx = cel.Context()
-    ctx.add_variable("variables", {
+    ctx_values = {
         "trkLegacy": sorted(u.legacy), "trkEr": sorted(u.er), "trkShared": list(u.shared),
         "trkDraOnly": u.dra_only, "trkDpOk": pool_path(u, "devicePlugin", policy) is not None,
-        "trkDraOk": pool_path(u, "dra", policy) is not None, "stage": stage, "stpClaims": bool(u.claims)})
+        "trkDraOk": pool_path(u, "dra", policy) is not None, "stage": stage, "stpClaims": bool(u.claims)}
+    values = dict(ctx_values)
+    for name, expression in POOL_INPUTS:  # declared in this order, each reading the ones before
+        ctx = cel.Context()
+        ctx.add_variable("variables", values)
+        values[name] = cel.compile(expression).execute(ctx)
+    ctx = cel.Context()
+    ctx.add_variable("variables", values)
     serves = "true" if u.scheduler in policy.dra_schedulers else "false"
-    assert cel.compile(_pool(policy, serves)).execute(ctx) == (plan_for(u, stage, policy).pool or "")
+    assert cel.compile(_pool(serves)).execute(ctx) == (plan_for(u, stage, policy).pool or "")
 
 
 @given(st.sampled_from(["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Bogus"]),

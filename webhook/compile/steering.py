@@ -42,17 +42,23 @@ def _selectors(policy: CompiledPolicy) -> dict[str, dict[str, str]]:
     return {p: getattr(pools, p).nodeSelector for p, _ in POOLS if getattr(pools, p) is not None}
 
 
-def _pool(policy: CompiledPolicy, serves: str) -> str:
-    """``placement.plan(...).pool`` in CEL ('' for None); ``serves``: CEL for ``serves_dra``. Reads the ``trk*``
-    variables of ``plan.plan_variables`` and ``stpClaims``."""
-    gpu = "(variables.trkLegacy.size() + variables.trkEr.size() > 0)"
-    # _stage_pool: not legacy, not DRA-only: 'device-plugin' is the stage path only for legacy names and no claims
-    fallback = ("(variables.trkDraOnly ? 'dra' : variables.stage == 'legacy' || "
-                "(!variables.stpClaims && variables.trkLegacy.size() > 0) ? 'devicePlugin' : 'dra')")
-    fallback = (f"!{gpu} || variables.trkShared.size() > 0 ? '' : "
-                f"{fallback} == 'dra' && !{serves} ? '' : {fallback}")
-    return (f"{gpu} && variables.trkDpOk && (!{serves} || variables.stage == 'legacy' || !variables.trkDraOk) ? "
-            f"'devicePlugin' : {gpu} && {serves} && variables.trkDraOk ? 'dra' : {fallback}")
+POOL_INPUTS = (
+    ("stpGpu", "variables.trkLegacy.size() + variables.trkEr.size() > 0"),
+    # _stage_pool, then plan's "never a pool that cannot serve it" for a sharing name: 'device-plugin' is the
+    # stage path (not legacy, not DRA-only) only for legacy names and no claims
+    ("stpStagePool", "!variables.stpGpu || variables.trkShared.size() > 0 ? '' : variables.trkDraOnly ? 'dra' : "
+                     "variables.stage == 'legacy' || (!variables.stpClaims && variables.trkLegacy.size() > 0) ? "
+                     "'devicePlugin' : 'dra'"),
+)
+"""What ``_pool`` reads besides the ``trk*`` variables of ``plan.plan_variables`` (declared once: the API server's
+type check of the policies grows with the expressions' size)."""
+
+
+def _pool(serves: str) -> str:
+    """``placement.plan(...).pool`` in CEL ('' for None); ``serves``: CEL for ``serves_dra``."""
+    return (f"variables.stpGpu && variables.trkDpOk && (!{serves} || variables.stage == 'legacy' || "
+            f"!variables.trkDraOk) ? 'devicePlugin' : variables.stpGpu && {serves} && variables.trkDraOk ? 'dra' : "
+            f"variables.stpStagePool == 'dra' && !{serves} ? '' : variables.stpStagePool")
 
 
 def _meta(layout: Layout) -> str:
@@ -111,7 +117,6 @@ def steering_variables(policy: CompiledPolicy, layout: Layout) -> list[dict[str,
     selectors = _selectors(policy)
     serves = (f"(variables.spec.?schedulerName.orValue({lit(DEFAULT_SCHEDULER)}) in "
               f"{str_list(sorted(policy.dra_schedulers))})")
-    default_serves = "true" if DEFAULT_SCHEDULER in policy.dra_schedulers else "false"
     marker = lit(policy.key(NODE_POOL_ANNOTATION))
     nodeaff = f"variables.spec.?affinity.?nodeAffinity.?{REQUIRED}.?nodeSelectorTerms.orValue([])"
     out = [
@@ -127,9 +132,12 @@ def steering_variables(policy: CompiledPolicy, layout: Layout) -> list[dict[str,
                                              "variables.stpControllers[0].kind == 'DaemonSet' && "
                                              "variables.stpControllers[0].apiVersion.startsWith('apps/'))"},
         {"name": "stpNodeName", "expression": "variables.spec.?nodeName.orValue('')"},
-        {"name": "stpPool", "expression": _pool(policy, serves)},
-        {"name": "stpPoolDefault", "expression": _pool(policy, default_serves)},
+        *({"name": n, "expression": e} for n, e in POOL_INPUTS),
+        {"name": "stpServes", "expression": serves},
+        {"name": "stpPool", "expression": _pool("variables.stpServes")},
     ]
+    if DEFAULT_SCHEDULER in policy.dra_schedulers and "dra" in selectors:  # the other-scheduler check reads it
+        out.append({"name": "stpPoolDefault", "expression": _pool("true")})
     for pool, short in POOLS:
         if pool not in selectors:
             continue
@@ -166,15 +174,14 @@ def steering_checks(policy: CompiledPolicy) -> list[Check]:
             clip(f"variables.stpBoundText{short}", MESSAGE_MAX),
             f"bind it to a node of the {pool} pool, or leave spec.nodeName unset and let the webhook steer it",
             ((f"stpBoundText{short}", bound),), advisory=True, plan=True, steer=True))
-    if "dra" in _selectors(policy):
+    if "dra" in _selectors(policy) and DEFAULT_SCHEDULER in policy.dra_schedulers:  # else never sent to dra
         sched = f"variables.spec.?schedulerName.orValue({lit(DEFAULT_SCHEDULER)})"
-        serves = f"({sched} in {str_list(sorted(policy.dra_schedulers))})"
         kept = "(variables.stpPool == '' ? 'not steered' : 'kept on the ' + variables.stpPool + ' pool')"
         text = (f"'schedulerName \"' + {sched} + '\" is not known to allocate DRA devices: ' + {kept} + "
                 "', not sent to the dra pool'")
         checks.append(Check(
             ids.STEER_NODE_POOL, STAGES,
-            f"{steered} && variables.stpPool != 'dra' && !{serves} && variables.stpPoolDefault == 'dra'",
+            f"{steered} && variables.stpPool != 'dra' && !variables.stpServes && variables.stpPoolDefault == 'dra'",
             clip("variables.stpSchedText", MESSAGE_MAX), "add the scheduler to spec.draSchedulers",
             (("stpSchedText", text),), advisory=True, plan=True, steer=True,
             fix_expression=f"'add \"' + {sched} + '\" to spec.draSchedulers once it allocates DRA claims'"))

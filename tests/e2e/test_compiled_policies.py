@@ -83,7 +83,27 @@ CONTENTS: dict[str, dict[str, Any]] = {
     "claim": {**_spec([_c("main", vendor_example_com__gpu="1")]),
               "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "gpu"}]},
 }
+POOL = "gpu.example.com/allocation"
+MARKER = "dra-migration.io/node-pool"
+GPU = _spec([_c("main", example_com__gpu="1")])
+# steer-node-pool: example.com/gpu goes to the dra pool, the legacy names to the devicePlugin pool
+STEERING: dict[str, dict[str, Any]] = {
+    "pool-conflict": {**GPU, "nodeSelector": {POOL: "device-plugin"}},
+    "affinity-conflict": {**GPU, "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": POOL, "operator": "NotIn", "values": ["dra", "x"]}]}]}}}},
+    "affinity-merge": {**GPU, "affinity": {"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]},
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]},
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 1, "preference": {"matchExpressions": [{"key": "x", "operator": "Exists"}]}}]}}},
+    "bound": {**GPU, "nodeName": "gpu-node-1"},
+    "selected": {**_spec([_c("main", nvidia_com__gpu="1")]), "nodeSelector": {POOL: "device-plugin"}},
+}
 WORKLOAD_CONTENTS = ("plain", "two-names", "sidecar-peak")
+STEERED_IN = ("plain-legacy", "team-a", "labelled-ns", "research-x")
+"""Where the steering and claim cases run: each stage on both dates, and fewer cases (the policies' type check and
+every dry-run cost e2e time)."""
 UPDATED_IN = ("labelled-ns", "team-a", "plain-legacy")
 
 
@@ -184,12 +204,81 @@ def _left_to_the_webhook(obj: dict[str, Any]) -> bool:
     return any(s["deviceClassName"] not in SCOPE_CLASSES for s in slots)
 
 
+def _steered_before(ns: str) -> list[dict[str, Any]]:
+    """Objects the webhook steered to the devicePlugin pool in an earlier stage (the marker names it): its own
+    requirement is replaced, a term it alone made goes, and a DaemonSet's Pod is never steered."""
+    earlier = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": POOL, "operator": "In", "values": ["device-plugin"]}]}]}}}
+    pod = _workload("Pod", "resteer-pod", ns, {**GPU, "affinity": earlier})
+    pod["metadata"]["annotations"] = {MARKER: "devicePlugin", "team": "a"}
+    dropped = _workload("Pod", "resteer-selected-pod", ns, {**GPU, "affinity": earlier, "nodeSelector": {POOL: "dra"}})
+    dropped["metadata"]["annotations"] = {MARKER: "devicePlugin"}
+    deployment = _workload("Deployment", "resteer-deployment", ns, {**GPU, "affinity": earlier})
+    deployment["spec"]["template"]["metadata"]["annotations"] = {MARKER: "devicePlugin"}
+    cron = _workload("CronJob", "unmarked-cronjob", ns, {**GPU, "affinity": earlier})  # the user's own: a conflict
+    daemon = _workload("Pod", "daemon-pod", ns, CONTENTS["legacy"])
+    daemon["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent",
+                                              "controller": True, "uid": "0b4e7c2e-5d1a-4c53-9d3e-2f6f0e3c1a77"}]
+    return [pod, dropped, deployment, cron, daemon]
+
+
+INJECTED = "dra-migration.io/tolerations-injected"
+CLAIM_KINDS = ("ResourceClaim", "ResourceClaimTemplate")  # track-rollout on claims stays with the webhook
+
+
+def _claim(kind: str, name: str, ns: str, requests: list[dict[str, Any]], labels: dict[str, str]) -> dict[str, Any]:
+    spec = {"devices": {"requests": requests}}
+    obj = {"apiVersion": "resource.k8s.io/v1", "kind": kind, "metadata": {"name": name, "namespace": ns}}
+    if kind == "ResourceClaim":
+        return {**obj, "metadata": {**obj["metadata"], "labels": labels}, "spec": spec}
+    return {**obj, "spec": {"metadata": {"labels": labels}, "spec": spec}}
+
+
+def _training_claims(ns: str) -> list[dict[str, Any]]:
+    """inject-device-tolerations: claims and templates a training job's by their labels, requests and subrequests,
+    one toleration of the policy's key present already (kept: the user's choice wins), not a training job's, and
+    another driver's class (out of scope); a claim mixing both classes is left to the webhook."""
+    training = {"workload.example.com/kind": "training"}
+    gpu, cpu = {"deviceClassName": "gpu.example.com"}, {"deviceClassName": "dra.cpu"}
+    own = {"key": "example.com/maintenance", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 60}
+    first = [{"name": "big", **gpu, "tolerations": [own]}, {"name": "small", **gpu}]
+    return [
+        _claim("ResourceClaimTemplate", "training-template", ns, [{"name": "gpu", "exactly": gpu}], training),
+        _claim("ResourceClaim", "training-claim", ns, [{"name": "a", "firstAvailable": first},
+                                                       {"name": "b", "exactly": gpu}],
+               {"training.kubeflow.org/job-name": "j"}),
+        _claim("ResourceClaim", "plain-claim", ns, [{"name": "gpu", "exactly": gpu}], {}),
+        _claim("ResourceClaimTemplate", "cpu-template", ns, [{"name": "cpu", "exactly": cpu}], training),
+        _claim("ResourceClaim", "mixed-claim", ns, [{"name": "gpu", "exactly": gpu},
+                                                    {"name": "cpu", "exactly": cpu}], training),
+    ]
+
+
+def tolerated(obj: dict[str, Any]) -> dict[str, Any]:
+    """What inject-device-tolerations writes: each request's and subrequest's tolerations, the count annotations."""
+    spec = obj.get("spec") or {}
+    meta = [obj.get("metadata") or {}]
+    if obj["kind"] == "ResourceClaimTemplate":
+        meta.append(spec.get("metadata") or {})
+        spec = spec.get("spec") or {}
+    tolerations = []
+    for req in (spec.get("devices") or {}).get("requests") or []:
+        for body in [req.get("exactly") or {}, *(req.get("firstAvailable") or [])]:
+            tolerations.append(body.get("tolerations"))
+    return {"tolerations": tolerations, "count": [(m.get("annotations") or {}).get(INJECTED) for m in meta]}
+
+
 def cases() -> list[dict[str, Any]]:
     out = []
     for ns in CLAIMS_IN:
         out += _claims(ns)
     for ns in NAMESPACES:
         out += _training(ns)
+        if ns in STEERED_IN:
+            out += _steered_before(ns) + _training_claims(ns)
+            out += [_workload("Pod", f"{content}-pod", ns, spec) for content, spec in STEERING.items()]
+            out += [_workload(kind, f"affinity-merge-{kind.lower()}", ns, STEERING["affinity-merge"])
+                    for kind in ("Deployment", "DaemonSet", "CronJob")]
         out += [_workload("Pod", f"{content}-pod", ns, spec) for content, spec in CONTENTS.items()]
         for kind in ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job", "CronJob"):
             out += [_workload(kind, f"{content}-{kind.lower()}", ns, CONTENTS[content])
@@ -261,6 +350,15 @@ def tracking(obj: dict[str, Any]) -> dict[str, dict[str, str]]:
         ann = (node.get("metadata") or {}).get("annotations") or {}
         out[where] = {k: v for k, v in ann.items() if k.split("/")[-1] in TRACK_NAMES}
     return out
+
+
+def placement(obj: dict[str, Any]) -> dict[str, Any]:
+    """What steer-node-pool writes: the template's (a Pod's own) affinity and node-pool marker."""
+    node: Any = obj
+    for step in TEMPLATE_AT.get(obj["kind"], ("spec", "template")):
+        node = node.get(step) or {}
+    ann = (node.get("metadata") or {}).get("annotations") or {}
+    return {"affinity": (node.get("spec") or {}).get("affinity"), "marker": ann.get(MARKER)}
 
 
 def _patched(obj: dict[str, Any], r: dict[str, Any]) -> dict[str, Any]:
@@ -356,6 +454,7 @@ def test_updates_are_judged_only_when_the_template_changes(plane, tmp_path, at):
         assert (got_allowed, got_warnings) == (allowed, warnings), where
         if got_allowed:
             assert tracking(got.obj) == tracking(_patched(new, r)), where
+            assert placement(got.obj) == placement(_patched(new, r)), where
         outcomes[where] = (allowed, bool(warnings))
     assert outcomes["labelled-ns template"] == (False, False)  # migrated: denied
     assert outcomes["team-a template"] == (True, True)  # pilot: warned
@@ -372,7 +471,7 @@ def test_compiled_policies_decide_as_the_webhook(plane, tmp_path, at):
     _wait_for_date(kube, at)
     objs = cases()
     checked = _checked(tmp_path, at, objs)
-    mismatches, fired, tracked = [], set(), 0
+    mismatches, fired, tracked, steered, injected = [], set(), 0, 0, 0
     for obj in objs:
         meta = obj["metadata"]
         r = checked[(obj["kind"], f"{meta['namespace']}/{meta['name']}")]
@@ -380,16 +479,26 @@ def test_compiled_policies_decide_as_the_webhook(plane, tmp_path, at):
         allowed, warnings, denials = _expected(r) if not _left_to_the_webhook(obj) else (True, [], [])
         if not _left_to_the_webhook(obj):
             fired.update((f["rule"], f["action"]) for f in r["findings"] if f["rule"] in COMPILED)
-        else:  # check judges it (offline, every named class is the migration's), the compiled policies do not
-            assert r["findings"], where
+        elif meta["namespace"] in CLAIMS_IN and meta["name"] in CLAIM_REQUESTS:
+            assert r["findings"], where  # check judges it (offline, every named class is the migration's)
         got_allowed, got_warnings, message, stored = _server(kube, obj)
         if obj["kind"].startswith("ResourceClaim"):
-            pass  # no compiled mutation for claims
+            pass  # track-rollout on claims stays with the webhook
         elif got_allowed and "resourceClaims" in json.dumps(obj):
             assert tracking(stored)["object"] == {}, where  # left to the webhook (matchCondition no-resource-claims)
         elif got_allowed and tracking(stored) != tracking(_patched(obj, r)):
             mismatches.append(f"{where}: annotations\n  API server {tracking(stored)}\n  check      "
                               f"{tracking(_patched(obj, r))}")
+        if got_allowed and placement(stored) != placement(_patched(obj, r)):
+            mismatches.append(f"{where}: placement\n  API server {placement(stored)}\n  check      "
+                              f"{placement(_patched(obj, r))}")
+        steered += bool(stored and placement(stored) != placement(obj))
+        if got_allowed and _left_to_the_webhook(obj):  # a class only the cluster view can place
+            assert tolerated(stored) == tolerated(obj), where
+        elif got_allowed and tolerated(stored) != tolerated(_patched(obj, r)):
+            mismatches.append(f"{where}: tolerations\n  API server {tolerated(stored)}\n  check      "
+                              f"{tolerated(_patched(obj, r))}")
+        injected += bool(stored and tolerated(stored) != tolerated(obj))
         tracked += bool(stored and tracking(stored)["object"])
         if got_allowed != allowed:
             mismatches.append(f"{where}: API server allowed={got_allowed} ({message}), check allowed={allowed} "
@@ -399,9 +508,12 @@ def test_compiled_policies_decide_as_the_webhook(plane, tmp_path, at):
         elif not allowed and not any(VAP_DENIAL.search(message) and message.endswith(d) for d in denials):
             mismatches.append(f"{where}: denial {message!r} is none of {denials}")
     assert not mismatches, "\n".join(mismatches)
-    assert tracked > len([o for o in objs if not o["kind"].startswith("ResourceClaim")]) / 3, tracked
+    pods_and_templates = len([o for o in objs if not o["kind"].startswith("ResourceClaim")])
+    assert tracked > pods_and_templates / 3, tracked
+    assert steered > pods_and_templates / 3, steered
+    assert injected == 2 * len(STEERED_IN), injected  # the training template and claim, in every namespace
     # The table exercises every compiled rule in every action this date gives it.
-    validating = [rule for rule in COMPILED if rule != "track-rollout"]  # it has no findings: its annotations
+    validating = [rule for rule in COMPILED if rule not in ("track-rollout", "inject-device-tolerations")]  # mutations
     assert {(rule, a) for rule in validating for a in ("Deny", "Warn", "Audit")} <= fired | {
         ("legacy-resource-name", "Audit"), ("training-job-extended-resource", "Deny")}, fired
 

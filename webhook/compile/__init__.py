@@ -12,6 +12,8 @@ from typing import Any
 
 from webhook.compile.mutating import compile_tracking
 from webhook.compile.shared import Namespaces, owner_labels, valid_until
+from webhook.compile.steering import compile_steering
+from webhook.compile.tolerations import compile_tolerations
 from webhook.compile.validating import compile_validating
 from webhook.policy.compiled import CompiledPolicy
 
@@ -31,6 +33,7 @@ def compile_admission(policy: CompiledPolicy, at: dt.datetime, namespaces: Names
     day = at.astimezone(dt.UTC).date()
     until = valid_until(policy, day)
     ns = namespaces or Namespaces()
-    objects = [*compile_tracking(policy, day, until, ns.mutating),
+    objects = [*compile_tracking(policy, day, until, ns.mutating), *compile_steering(policy, day, until, ns.mutating),
+               *compile_tolerations(policy, day, until, ns.mutating),
                *compile_validating(policy, day, until, ns.validating)]
     return Compiled(objects, until, owner_labels(policy))

@@ -33,6 +33,8 @@ class Check:
     variables: tuple[tuple[str, str], ...] = ()  # (name, CEL) the check's expressions read as variables.<name>
     advisory: bool = False  # ``Finding.advisory``: a warning at most, whatever the stage says
     plan: bool = False  # reads ``plan.plan_variables`` and ``plan.training_variables``
+    steer: bool = False  # reads ``steering.steering_variables`` (after the plan's)
+    fix_expression: str | None = None  # CEL for ``fix`` when the remediation names something of the object
 
 
 def _who(names: str, quoted: str) -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 from webhook.rules import ids
 
 CLUSTER_VIEW = "needs the cluster view"
-MUTATION = "mutation: not compiled yet"
 NOT_YET = "reads only the object, not compiled yet"
 SCOPE = ("Pods (CREATE) and the pod templates of Deployments, ReplicaSets, StatefulSets, DaemonSets, Jobs and "
          "CronJobs (CREATE, UPDATE of the template); the workload CRDs the webhook knows (JobSet, Kubeflow, KubeRay, "
@@ -30,6 +29,17 @@ COMPILED: dict[str, str] = {
     ids.TRACK_ROLLOUT: "MutatingAdmissionPolicies for the same kinds, on Pods and templates that name no "
                        "ResourceClaim (which claims are the migration's needs their DeviceClasses: the cluster view); "
                        "ResourceClaims, ResourceClaimTemplates and Pods with claims stay with the webhook",
+    ids.INJECT_DEVICE_TOLERATIONS: "MutatingAdmissionPolicies (JSONPatch: requests and tolerations are atomic lists) "
+                                   "on ResourceClaims and ResourceClaimTemplates whose own labels make them a "
+                                   "training job's and whose every request names a DeviceClass of the policy's "
+                                   "scope; the webhook keeps claims whose owner Pod decides "
+                                   f"({CLUSTER_VIEW}), requests for other classes (a class may be in scope by its "
+                                   f"driver: {CLUSTER_VIEW}) and requests that would pass 16 tolerations (its "
+                                   "advisory finding is not compiled yet)",
+    ids.STEER_NODE_POOL: "MutatingAdmissionPolicies (JSONPatch: nodeSelectorTerms is an atomic list) for the same "
+                         "kinds, Pods with claims included (the pool needs no DeviceClass); its findings (a "
+                         "constraint ruling the pool out, spec.nodeName, another scheduler) in the "
+                         "ValidatingAdmissionPolicies; DaemonSets and their Pods are never steered, as in the webhook",
 }
 """Rule id -> what the compiled ValidatingAdmissionPolicies cover of it."""
 
@@ -44,10 +54,6 @@ NOT_COMPILED: dict[str, str] = {
                        "MutatingAdmissionPolicy, which does, cannot warn or deny (shown on v1.36.2 by "
                        "tests/e2e/test_compiled_policies.py); featureGates: auto also "
                        f"{CLUSTER_VIEW} (the API server's gates)",
-    ids.INJECT_DEVICE_TOLERATIONS: f"{MUTATION}; whether a claim is a training job's needs its owner (cluster "
-                                   "view) unless its own labels say so",
-    ids.STEER_NODE_POOL: f"{MUTATION}; node affinity needs a JSONPatch mutation (nodeSelectorTerms is atomic), and "
-                         "its findings (conflicting selectors, other schedulers) a validating policy beside it",
     ids.DEVICE_CLASS_TAKEOVER: f"{CLUSTER_VIEW}: the other DeviceClasses and their extendedResourceName",
     ids.SHARED_CLAIM_LIMIT: f"{CLUSTER_VIEW}: HorizontalPodAutoscalers, PodGroups and the claims' other users",
     ids.UNSATISFIABLE_CLAIM: f"{CLUSTER_VIEW}: the ResourceSlices a claim's CEL selectors must match",

@@ -34,6 +34,7 @@ from webhook.compile.shared import (
     outside_stages,
     stages_on,
 )
+from webhook.compile.steering import steering_checks, steering_variables
 from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.model import Action
 
@@ -44,12 +45,14 @@ def compile_validating(policy: CompiledPolicy, day: dt.date, until: dt.date | No
                        namespaces: dict[str, Any]) -> list[dict[str, Any]]:
     """Every ValidatingAdmissionPolicy and binding for ``policy`` on ``day``; the bindings take ``namespaces``."""
     objects: list[dict[str, Any]] = []
-    checks = all_checks(policy)
+    checks = [*all_checks(policy), *steering_checks(policy)]
     for layout in LAYOUTS:
         conditions = [{"name": "uses-devices", "expression": uses_devices(layout)},
                       {"name": "examined", "expression": examined(layout, policy.prefix)}]
         for action, used in _by_action(checks, policy, day):
             plan = (*plan_variables(policy), *training_variables(policy, layout)) if any(c.plan for c in used) else ()
+            if any(c.steer for c in used):
+                plan = (*plan, *steering_variables(policy, layout))
             variables = [*namespace_variables(policy, day), *container_variables(layout), *plan]
             stages = frozenset(s for c in used for s in _stages(c, action, policy, day))
             objects += _pair(policy, day, until, namespaces, layout.name, action, used, variables,
@@ -139,7 +142,8 @@ def _text(check: Check, action: Action, message: str) -> str:
     label = ": Deny" if action is Action.Deny else ""
     text = f"{lit(check.rule + ' (')} + variables.stage + {lit(label + '): ')} + {message}"
     if action is not Action.Audit:
-        text += f" + {lit('; fix: ' + check.fix)}"
+        text += f" + {lit('; fix: ' + check.fix)}" if check.fix_expression is None else \
+            f" + '; fix: ' + {check.fix_expression}"
     return text
 
 

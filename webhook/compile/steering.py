@@ -1,0 +1,323 @@
+"""``steer-node-pool`` compiled: the node affinity as a MutatingAdmissionPolicy (JSONPatch), its findings as checks.
+
+The rule (``rules/pods.py`` ``steer_node_pool``, ``node_affinity.steer``) in CEL, for Pods and the pod templates of
+the built-in kinds (``layouts``). Everything it reads is in the object or the policy: the pool is ``placement.plan``
+(with the spec's claims, which move the stage's fallback pool), the pools' ``nodeSelector`` are constants, and the
+webhook's earlier steering is named by the ``<prefix>/node-pool`` marker on the template. So every case is compiled.
+
+``nodeSelectorTerms`` is an atomic list (k8s.io/api core/v1 ``NodeSelector``: ``+listType=atomic``), which an
+``ApplyConfiguration`` mutation cannot change (issue #28), so the mutation is a ``JSONPatch`` that writes the
+whole list. ``reinvocationPolicy: IfNeeded`` as the webhook's mutating configuration (deploy/base/webhooks.yaml); a
+second run changes nothing (every pool expression is there and the marker names the pool).
+
+Its findings (a constraint that rules the pool out, a Pod bound with ``spec.nodeName``, a scheduler that does not
+allocate DRA devices) are ``checks.Check``s the compiled ValidatingAdmissionPolicies carry (``steer=True``: they read
+``steering_variables``). They are judged after the mutation, on an object the mutation left alone in each case
+(a conflict or a bound Pod is not steered) or steered without changing what they read.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from webhook.compile.cel import clip, glob_regex, lit, str_list
+from webhook.compile.checks import STAGES, Check
+from webhook.compile.layouts import JOB, LAYOUTS, POD, Layout, examined, uses_devices
+from webhook.compile.plan import plan_variables
+from webhook.compile.shared import API, binding_spec, container_variables, excepted, metadata, namespace_variables
+from webhook.placement import DEFAULT_SCHEDULER
+from webhook.policy.compiled import CompiledPolicy
+from webhook.policy.model import Action
+from webhook.rules import ids
+from webhook.rules.pods import MESSAGE_MAX, NODE_POOL_ANNOTATION
+
+POOLS = (("dra", "Dra"), ("devicePlugin", "Dp"))
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+
+
+def _selectors(policy: CompiledPolicy) -> dict[str, dict[str, str]]:
+    """Configured pool -> its nodeSelector (``spec.nodePools``)."""
+    pools = policy.spec.nodePools
+    return {p: getattr(pools, p).nodeSelector for p, _ in POOLS if getattr(pools, p) is not None}
+
+
+POOL_INPUTS = (
+    ("stpGpu", "variables.trkLegacy.size() + variables.trkEr.size() > 0"),
+    # _stage_pool, then plan's "never a pool that cannot serve it" for a sharing name: 'device-plugin' is the
+    # stage path (not legacy, not DRA-only) only for legacy names and no claims
+    ("stpStagePool", "!variables.stpGpu || variables.trkShared.size() > 0 ? '' : variables.trkDraOnly ? 'dra' : "
+                     "variables.stage == 'legacy' || (!variables.stpClaims && variables.trkLegacy.size() > 0) ? "
+                     "'devicePlugin' : 'dra'"),
+)
+"""What ``_pool`` reads besides the ``trk*`` variables of ``plan.plan_variables`` (declared once: the API server's
+type check of the policies grows with the expressions' size)."""
+
+
+def _pool(serves: str) -> str:
+    """``placement.plan(...).pool`` in CEL ('' for None); ``serves``: CEL for ``serves_dra``."""
+    return (f"variables.stpGpu && variables.trkDpOk && (!{serves} || variables.stage == 'legacy' || "
+            f"!variables.trkDraOk) ? 'devicePlugin' : variables.stpGpu && {serves} && variables.trkDraOk ? 'dra' : "
+            f"variables.stpStagePool == 'dra' && !{serves} ? '' : variables.stpStagePool")
+
+
+def _meta(layout: Layout) -> str:
+    """CEL (optional-chain root) of the template's metadata: the Pod's own for a Pod."""
+    return "object.metadata" if layout is POD else f"object{layout.template}.?metadata"
+
+
+def _exact(e: str, pairs: dict[str, str]) -> str:
+    """CEL: the requirement ``e`` is one of the exact ``key In [value]`` of ``pairs`` (``node_affinity._is_exact``)."""
+    return " || ".join(f"({e}.key == {lit(k)} && {e}.operator == 'In' && {e}.?values.orValue([]) == [{lit(v)}])"
+                       for k, v in pairs.items()) or "false"
+
+
+def _admits(e: str, value: str) -> str:
+    """``node_affinity._admits`` in CEL for the constant label ``value`` (Gt/Lt: only an integer value, and only
+    against an integer bound: API validation of NodeSelectorRequirement)."""
+    vals = f"(has({e}.values) ? {e}.values : [])"
+    try:
+        have = int(value)
+    except ValueError:
+        numeric = "false"
+    else:
+        numeric = (f"size({vals}) > 0 && {vals}[0].matches('^[-+]?[0-9]+$') && "
+                   f"({e}.operator == 'Gt' ? {have} > int({vals}[0]) : {have} < int({vals}[0]))")
+    return (f"({e}.operator == 'In' ? {lit(value)} in {vals} : {e}.operator == 'NotIn' ? !({lit(value)} in {vals}) : "
+            f"{e}.operator == 'Exists' ? true : {e}.operator in ['Gt', 'Lt'] ? ({numeric}) : false)")
+
+
+def _describe(e: str) -> str:
+    """``node_affinity._describe`` in CEL."""
+    vals = f"(has({e}.values) ? {e}.values : [])"
+    return f"({e}.key + ' ' + {e}.operator + (size({vals}) > 0 ? ' [' + {vals}.join(', ') + ']' : ''))"
+
+
+def _conflict(short: str, selector: dict[str, str], previous: dict[str, str]) -> list[dict[str, str]]:
+    """``node_affinity._conflict`` in CEL: ``stpConflict<P>``, the first constraint ruling out the pool ('' when none),
+    after ``stpBad<P><i>``, per pool label the offending requirements of each term. The requirements of the webhook's
+    earlier steering (``previous``, when ``stpPrev<P>``) are not counted: they are replaced."""
+    prev = f"(variables.stpPrev{short} && ({_exact('e', previous)}))" if previous else "false"
+    out, bad_lists = "''", []
+    for i, (key, value) in reversed(list(enumerate(selector.items()))):
+        bad = f"variables.stpBad{short}{i}"
+        bad_lists.append({"name": f"stpBad{short}{i}", "expression": (
+            f"variables.stpTerms.map(t, t.?matchExpressions.orValue([]).filter(e, !{prev} && e.key == {lit(key)} && "
+            f"!{_admits('e', value)})).filter(l, size(l) > 0)")})
+        ns = f"(({lit(key)} in variables.stpNodeSel) && variables.stpNodeSel[{lit(key)}] != {lit(value)})"
+        out = (f"{ns} ? {lit(f'nodeSelector {key}=')} + variables.stpNodeSel[{lit(key)}] : "
+               f"size({bad}) > 0 ? 'node affinity ' + {_describe(f'{bad}[0][0]')} : {out}")
+    return [*reversed(bad_lists), {"name": f"stpConflict{short}", "expression": out}]
+
+
+def steering_variables(policy: CompiledPolicy, layout: Layout) -> list[dict[str, str]]:
+    """What the rule reads, after ``plan_variables``: the template's node selector, required terms and marker, the
+    pool (``stpPool``, ``stpPoolDefault`` with the default scheduler), per configured pool whether the marker names
+    the other pool (``stpPrev<P>``) and the conflict (``stpConflict<P>``)."""
+    selectors = _selectors(policy)
+    serves = (f"(variables.spec.?schedulerName.orValue({lit(DEFAULT_SCHEDULER)}) in "
+              f"{str_list(sorted(policy.dra_schedulers))})")
+    marker = lit(policy.key(NODE_POOL_ANNOTATION))
+    nodeaff = f"variables.spec.?affinity.?nodeAffinity.?{REQUIRED}.?nodeSelectorTerms.orValue([])"
+    out = [
+        {"name": "stpClaims", "expression": "variables.spec.?resourceClaims.orValue([]).size() > 0"},
+        {"name": "stpNodeSel", "expression": "variables.spec.?nodeSelector.orValue({})"},
+        {"name": "stpTerms", "expression": nodeaff},
+        {"name": "stpMarker", "expression": f"{_meta(layout)}.?annotations[?{marker}].orValue('')"},
+        # placement.per_node: a DaemonSet, or a Pod whose controller (the first controller reference) is one
+        {"name": "stpControllers",
+         "expression": "object.metadata.?ownerReferences.orValue([]).filter(r, r.?controller.orValue(false))"},
+        {"name": "stpPerNode", "expression": "request.kind.kind == 'DaemonSet' || (request.kind.kind == 'Pod' && "
+                                             "size(variables.stpControllers) > 0 && "
+                                             "variables.stpControllers[0].kind == 'DaemonSet' && "
+                                             "variables.stpControllers[0].apiVersion.startsWith('apps/'))"},
+        {"name": "stpNodeName", "expression": "variables.spec.?nodeName.orValue('')"},
+        *({"name": n, "expression": e} for n, e in POOL_INPUTS),
+        {"name": "stpServes", "expression": serves},
+        {"name": "stpPool", "expression": _pool("variables.stpServes")},
+    ]
+    if DEFAULT_SCHEDULER in policy.dra_schedulers and "dra" in selectors:  # the other-scheduler check reads it
+        out.append({"name": "stpPoolDefault", "expression": _pool("true")})
+    for pool, short in POOLS:
+        if pool not in selectors:
+            continue
+        other = next(p for p, _ in POOLS if p != pool)
+        previous = selectors.get(other, {})
+        out.append({"name": f"stpPrev{short}",
+                    "expression": f"variables.stpMarker == {lit(other)}" if previous else "false"})
+        out += _conflict(short, selectors[pool], previous)
+    return out
+
+
+def steering_checks(policy: CompiledPolicy) -> list[Check]:
+    """The rule's findings: per configured pool a conflict (the stage's action) and a bound Pod (advisory); a
+    scheduler that does not allocate DRA devices (advisory), when the dra pool is configured."""
+    checks = []
+    steered = "!variables.stpPerNode"
+    for pool, short in POOLS:
+        selector = _selectors(policy).get(pool)
+        if selector is None:
+            continue
+        wanted = ", ".join(f"{k}={v}" for k, v in selector.items())
+        this = f"{steered} && variables.stpPool == {lit(pool)}"
+        text = (f"'Pod selects ' + variables.stpConflict{short} + "
+                f"{lit(f', which rules out the {pool} node pool ({wanted})')}")
+        checks.append(Check(
+            ids.STEER_NODE_POOL, STAGES, f"{this} && variables.stpNodeName == '' && variables.stpConflict{short} != ''",
+            clip(f"variables.stpConflictText{short}", MESSAGE_MAX),
+            f"remove that constraint: the webhook steers GPU Pods to the {pool} pool itself",
+            ((f"stpConflictText{short}", text),), plan=True, steer=True))
+        tail = lit(f'" (spec.nodeName): not steered; it needs the {pool} pool ({wanted})')
+        bound = f"'Pod is bound to node \"' + variables.stpNodeName + {tail}"
+        checks.append(Check(
+            ids.STEER_NODE_POOL, STAGES, f"{this} && variables.stpNodeName != ''",
+            clip(f"variables.stpBoundText{short}", MESSAGE_MAX),
+            f"bind it to a node of the {pool} pool, or leave spec.nodeName unset and let the webhook steer it",
+            ((f"stpBoundText{short}", bound),), advisory=True, plan=True, steer=True))
+    if "dra" in _selectors(policy) and DEFAULT_SCHEDULER in policy.dra_schedulers:  # else never sent to dra
+        sched = f"variables.spec.?schedulerName.orValue({lit(DEFAULT_SCHEDULER)})"
+        kept = "(variables.stpPool == '' ? 'not steered' : 'kept on the ' + variables.stpPool + ' pool')"
+        text = (f"'schedulerName \"' + {sched} + '\" is not known to allocate DRA devices: ' + {kept} + "
+                "', not sent to the dra pool'")
+        checks.append(Check(
+            ids.STEER_NODE_POOL, STAGES,
+            f"{steered} && variables.stpPool != 'dra' && !variables.stpServes && variables.stpPoolDefault == 'dra'",
+            clip("variables.stpSchedText", MESSAGE_MAX), "add the scheduler to spec.draSchedulers",
+            (("stpSchedText", text),), advisory=True, plan=True, steer=True,
+            fix_expression=f"'add \"' + {sched} + '\" to spec.draSchedulers once it allocates DRA claims'"))
+    return checks
+
+
+def steering_stages(policy: CompiledPolicy) -> list[str]:
+    """Stages where the rule runs and its patch is kept (``engine._mutation_enabled``: not under an Audit or Off
+    override of the rule itself)."""
+    if not _selectors(policy) or policy.rule_actions.get(ids.STEER_NODE_POOL) in (Action.Off, Action.Audit):
+        return []
+    return [s for s in STAGES if policy.action_for(ids.STEER_NODE_POOL, s) is not Action.Off]
+
+
+def _patch_variables(policy: CompiledPolicy, short: str, pool: str) -> list[dict[str, str]]:
+    """``node_affinity.steer`` for ``pool`` in CEL: the terms without the earlier steering (``stpKept``), the pool's
+    requirements the nodeSelector does not already hold (``stpNeed``), the new terms, whether a requirement was
+    added and whether the terms changed. Terms are built as maps (``dyn``): the patch writes them whole."""
+    selectors = _selectors(policy)
+    other = next(p for p, _ in POOLS if p != pool)
+    exprs = "t.?matchExpressions.orValue([])"
+    kept = "variables.stpTerms"
+    if other in selectors:
+        rem = f"{exprs}.filter(e, !({_exact('e', selectors[other])}))"
+        removed = f"size({rem}) != size({exprs})"
+        term = (f"dyn({{?'matchFields': t.?matchFields, ?'matchExpressions': size({rem}) > 0 ? "
+                f"optional.of(dyn({rem})) : optional.none()}})")
+        kept = (f"variables.stpPrev{short} ? variables.stpTerms.filter(t, !({removed} && size({rem}) == 0 && "
+                f"!t.?matchFields.hasValue())).map(t, {removed} ? {term} : dyn(t)) : variables.stpTerms")
+    # the API server's CEL takes only homogeneous literals (``HomogeneousAggregateLiterals``): values are dyn
+    need = "[" + ", ".join(f"{{'key': dyn({lit(k)}), 'operator': dyn('In'), 'values': dyn([{lit(v)}])}}"
+                           for k, v in selectors[pool].items()) + "]"
+    has = "e.key == n.key && e.operator == 'In' && e.?values.orValue([]) == n.values"
+    k, n = f"variables.stpKept{short}", f"variables.stpNeed{short}"
+    new = (f"{n}.size() == 0 ? {k} : ({k}.size() == 0 ? [dyn({{}})] : {k}).map(t, dyn({{?'matchFields': "
+           f"t.?matchFields, 'matchExpressions': dyn(dyn({exprs}) + {n}.filter(n, !{exprs}.exists(e, {has})))}}))")
+    added = f"{n}.size() > 0 && ({k}.size() == 0 || {k}.exists(t, {n}.exists(n, !{exprs}.exists(e, {has}))))"
+    return [
+        {"name": f"stpKept{short}", "expression": kept},
+        {"name": f"stpNeed{short}", "expression": f"{need}.filter(n, !(n.key in variables.stpNodeSel) || "
+                                                   "variables.stpNodeSel[n.key] != n.values[0])"},
+        {"name": f"stpNew{short}", "expression": new},
+        {"name": f"stpAdded{short}", "expression": added},
+        {"name": f"stpChanged{short}", "expression": f"dyn(variables.stpNew{short}) != dyn(variables.stpTerms)"},
+    ]
+
+
+def _pointer(layout: Layout, tail: str) -> str:
+    return layout.template.replace(".", "/") + tail
+
+
+def _terms_patch(layout: Layout, short: str) -> str:
+    """JSONPatch CEL writing ``stpNew<P>`` as the required terms (creating what is missing above them), or dropping
+    the required affinity, then empty parents, when no term is left (``node_affinity._write_terms``)."""
+    s, new = _pointer(layout, "/spec/affinity"), f"variables.stpNew{short}"
+    aff, na = "variables.spec.?affinity", "variables.spec.?affinity.?nodeAffinity"
+    req = f"{na}.?{REQUIRED}"
+    write = (f"!{aff}.hasValue() ? [JSONPatch{{op: 'add', path: {lit(s)}, value: {{'nodeAffinity': "
+             f"{{{lit(REQUIRED)}: {{'nodeSelectorTerms': {new}}}}}}}}}] : "
+             f"!{na}.hasValue() ? [JSONPatch{{op: 'add', path: {lit(s + '/nodeAffinity')}, value: "
+             f"{{{lit(REQUIRED)}: {{'nodeSelectorTerms': {new}}}}}}}] : "
+             f"!{req}.hasValue() ? [JSONPatch{{op: 'add', path: {lit(s + '/nodeAffinity/' + REQUIRED)}, value: "
+             f"{{'nodeSelectorTerms': {new}}}}}] : "
+             f"[JSONPatch{{op: 'add', path: {lit(s + '/nodeAffinity/' + REQUIRED + '/nodeSelectorTerms')}, "
+             f"value: {new}}}]")
+    drop = (f"size(dyn({aff}.orValue({{}}))) == 1 && size(dyn({na}.orValue({{}}))) == 1 ? "
+            f"[JSONPatch{{op: 'remove', path: {lit(s)}}}] : size(dyn({na}.orValue({{}}))) == 1 ? "
+            f"[JSONPatch{{op: 'remove', path: {lit(s + '/nodeAffinity')}}}] : "
+            f"[JSONPatch{{op: 'remove', path: {lit(s + '/nodeAffinity/' + REQUIRED)}}}]")
+    return f"(variables.stpChanged{short} ? (size({new}) > 0 ? ({write}) : ({drop})) : [])"
+
+
+def _marker_patch(layout: Layout, short: str, pool: str, key: str) -> str:
+    """JSONPatch CEL for the marker (``node_affinity._mark``): set to the pool when a requirement was added, dropped
+    when nothing of ours is left and it named the other pool."""
+    meta = _meta(layout)
+    m = _pointer(layout, "/metadata")
+    one = m + "/annotations/" + key.replace("~", "~0").replace("/", "~1")
+    ann = f"{meta}.?annotations"
+    has_meta = "true" if layout is POD else f"{meta}.hasValue()"
+    put = (f"!{has_meta} ? [JSONPatch{{op: 'add', path: {lit(m)}, value: {{'annotations': "
+           f"{{{lit(key)}: {lit(pool)}}}}}}}] : !{ann}.hasValue() ? [JSONPatch{{op: 'add', "
+           f"path: {lit(m + '/annotations')}, value: {{{lit(key)}: {lit(pool)}}}}}] : "
+           f"[JSONPatch{{op: 'add', path: {lit(one)}, value: {lit(pool)}}}]")
+    drop = (f"size(dyn({ann}.orValue({{}}))) == 1 ? [JSONPatch{{op: 'remove', path: {lit(m + '/annotations')}}}] : "
+            f"[JSONPatch{{op: 'remove', path: {lit(one)}}}]")
+    return (f"(variables.stpAdded{short} && variables.stpMarker != {lit(pool)} ? ({put}) : "
+            f"!variables.stpAdded{short} && variables.stpPrev{short} ? ({drop}) : [])")
+
+
+def _policy(layout: Layout, policy: CompiledPolicy, day: dt.date, meta: dict[str, Any]) -> dict[str, Any]:
+    guard = f"variables.stage in {str_list(steering_stages(policy))} && !variables.stpPerNode"
+    globs = excepted(ids.STEER_NODE_POOL, policy, day)
+    if globs:
+        guard += f" && !variables.ns.matches({lit(glob_regex(globs))})"
+    key = policy.key(NODE_POOL_ANNOTATION)
+    variables = [*namespace_variables(policy, day), *container_variables(layout), *plan_variables(policy),
+                 *steering_variables(policy, layout)]
+    mutations = []
+    for pool, short in POOLS:
+        if pool not in _selectors(policy):
+            continue
+        variables += _patch_variables(policy, short, pool)
+        this = (f"{guard} && variables.stpPool == {lit(pool)} && variables.stpNodeName == '' && "
+                f"variables.stpConflict{short} == ''")
+        patch = f"{this} ? {_terms_patch(layout, short)} + {_marker_patch(layout, short, pool, key)} : []"
+        mutations.append({"patchType": "JSONPatch", "jsonPatch": {"expression": patch}})
+    conditions = [{"name": "uses-devices", "expression": uses_devices(layout)},
+                  {"name": "examined", "expression": examined(layout, policy.prefix)}]
+    if layout is JOB:  # workloads.template_writes: a Job's template changes only while suspended, never started
+        conditions.append({"name": "template-writable", "expression": "request.operation == 'CREATE' || "
+                           "(oldObject.spec.?suspend.orValue(false) && !has(oldObject.status.startTime))"})
+    return {
+        "apiVersion": API, "kind": "MutatingAdmissionPolicy", "metadata": meta,
+        "spec": {
+            "failurePolicy": "Ignore",  # as workloads.mutate (deploy/base/webhooks.yaml)
+            "reinvocationPolicy": "IfNeeded",
+            "matchConstraints": {"resourceRules": layout.resource_rules()},
+            "matchConditions": conditions,
+            "variables": variables,
+            "mutations": mutations,
+        },
+    }
+
+
+def compile_steering(policy: CompiledPolicy, day: dt.date, until: dt.date | None,
+                     namespaces: dict[str, Any]) -> list[dict[str, Any]]:
+    """One MutatingAdmissionPolicy and binding per layout, or none when the rule never steers (no pool configured,
+    or an Audit/Off override)."""
+    if not steering_stages(policy):
+        return []
+    out = []
+    for layout in LAYOUTS:
+        name = f"{policy.name}-{layout.name}-steer-node-pool.dra-migration.io"
+        meta = metadata(name, policy, day, until)
+        out += [_policy(layout, policy, day, meta),
+                {"apiVersion": API, "kind": "MutatingAdmissionPolicyBinding", "metadata": {**meta},
+                 "spec": binding_spec(name, namespaces)}]
+    return out

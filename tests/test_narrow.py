@@ -137,3 +137,13 @@ def test_narrow_webhooks_adds_the_condition_to_the_workloads_webhooks_only(tmp_p
 def test_narrow_webhooks_needs_the_configurations(capsys):
     assert main(["compile", "--narrow-webhooks"]) == 2
     assert "--narrow-webhooks needs --webhook-config" in capsys.readouterr().err
+
+
+def test_a_pod_asking_an_implicit_class_name_goes_to_the_webhook_when_only_claims_are_compiled():
+    """device-class-not-allowed is compiled for claims and templates only: a Pod's implicit DeviceClass name is its
+    ``RESIDUAL``, sent even when every other rule were compiled; a legacy name is not."""
+    asked = {"limits": {"deviceclass.resource.kubernetes.io/gpu.example.com": "1"}}
+    implicit = wrap("Pod", {"containers": [container(**asked)]})
+    legacy = wrap("Pod", {"containers": [container(**GPU)]})
+    assert narrowed("all-compiled", request("Pod"), implicit)
+    assert not narrowed("all-compiled", request("Pod"), legacy)

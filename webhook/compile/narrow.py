@@ -33,6 +33,7 @@ from typing import Any
 from webhook.compile import coverage
 from webhook.compile.layouts import CRONJOB, JOB, LAYOUTS, POD, TEMPLATE, Layout
 from webhook.compile.shared import Namespaces
+from webhook.objects import DEVICECLASS_PREFIX
 from webhook.rules import ids
 
 CONDITION_NAME = "not-compiled"
@@ -70,6 +71,11 @@ def named(spec: str) -> str:
             "(has(c.resources.requests) && c.resources.requests.exists(n, n.contains('/')))))")
 
 
+def implicit(spec: str) -> str:
+    """A container or init container asks for a DeviceClass by its implicit extended-resource name."""
+    return named(spec).replace("n.contains('/')", f"n.startsWith('{DEVICECLASS_PREFIX}')")
+
+
 def claims(spec: str) -> str:
     """The pod spec names ResourceClaims (``spec.resourceClaims`` or a container's ``resources.claims``)."""
     return (f"(has({spec}.resourceClaims) && size({spec}.resourceClaims) > 0) || {_containers(spec)}.exists(c, "
@@ -94,6 +100,7 @@ def job_scheduling(layout: Layout) -> str:
 
 ATOMS: dict[str, Callable[[Layout, str], str]] = {
     "named": lambda layout, spec: named(spec),
+    "implicit": lambda layout, spec: implicit(spec),
     "claims": lambda layout, spec: claims(spec),
     "group": lambda layout, spec: group(spec),
     "job-scheduling": lambda layout, spec: job_scheduling(layout),
@@ -129,6 +136,8 @@ FIRES: dict[str, frozenset[str]] = {
 
 RESIDUAL: dict[str, frozenset[str]] = {
     ids.TRACK_ROLLOUT: CLAIMS,  # compiled for specs without claims only (coverage.COMPILED)
+    ids.DEVICE_CLASS_NOT_ALLOWED: frozenset({"implicit"}),  # compiled on claims; a Pod's implicit names are not
+    ids.INJECT_DEVICE_TOLERATIONS: CLAIMS,  # compiled on claims whose own labels decide; a Pod's claims are not
 }
 """Compiled rule id -> the ``ATOMS`` of the objects its compiled policies leave to the webhook."""
 

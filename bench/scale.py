@@ -829,6 +829,11 @@ class FleetControlPlane:
             def create_nodes(self) -> None:  # the bench's Nodes come from bench/fleet.py
                 pass
 
+            def _wait(self, proc: Any, probe: Any, what: str, timeout: float) -> None:
+                # A kept store of 100,000 Pods: kube-apiserver fills its watch cache before /readyz, which
+                # took over the e2e harness's 120 s twice on the loaded machine (2026-12-05 12:40, 12:57).
+                super()._wait(proc, probe, what, max(timeout, 600.0))
+
         bins = dataclasses.replace(binaries.find(), scheduler=None, controller_manager=None)
         cp = _CP(bins, workdir)
         cp.start()

@@ -39,3 +39,21 @@ def test_an_earlier_runs_raw_file_merges_into_one_table(tmp_path: Path) -> None:
     assert "12.5 s / 100 MB | 12.5 s / 119 MB | 0.20 |" in report  # (119 - 100) MB over 95,000 Pods, per 1,000
     serve = next(line for line in text.splitlines() if "sum of the processes' peak RSS" in line)
     assert serve.endswith("| 300 MB | 338 MB | 0.40 |")
+
+
+def test_runs_before_placement_and_pacing_are_labelled_unpinned_and_unpaced() -> None:
+    label = scale.run_label(META)
+    assert "unpinned (every process on every CPU)" in label and "--gauge-read-share 1 (before pacing" in label
+    pinned = scale.run_label({**META, "placement": scale.Placement(True).describe(), "read_share": "0.5"})
+    assert "--gauge-read-share 0.5" in pinned
+
+
+def test_placement_pins_only_when_asked() -> None:
+    argv = ["/bin/true", "x"]
+    assert scale.Placement(False).wrap(argv) == argv
+    assert scale.parse_args(["--no-pin"]).pin is False and scale.parse_args([]).pin is True
+    place = scale.Placement(True)
+    if place.enabled:  # 2+ CPUs: the command is exec'd by a wrapper that first moves it to CPU 0
+        wrapped = place.wrap(argv)
+        assert wrapped[-2:] == argv and wrapped[wrapped.index("-c") + 2] == "0"
+        assert "sched_setaffinity" in wrapped[wrapped.index("-c") + 1]

@@ -24,6 +24,8 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.hazmat.primitives.asymmetric.types import CertificatePublicKeyTypes
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from webhook.defaults import CA_MIN_DAYS
+
 __all__ = [
     "CertPaths",
     "CertError",
@@ -41,9 +43,9 @@ CA_KEY = "ca.key"
 TLS_CERT = "tls.crt"
 TLS_KEY = "tls.key"
 
-#: The CA outlives its leaves so `generate(..., reuse_ca=True)` can re-issue without a new caBundle.
-CA_MIN_DAYS = 3650
-#: Backdating absorbs clock skew between the machine that signs and the ones that verify.
+#: The CA outlives its leaves so `generate(..., reuse_ca=True)` can re-issue without a new caBundle
+#: (CA_MIN_DAYS, from webhook.defaults). Backdating absorbs clock skew between the machine that signs and
+#: the ones that verify.
 _BACKDATE = dt.timedelta(minutes=5)
 _DNS_NAME = re.compile(
     r"^(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$"

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+CA_MIN_DAYS = 3650  # validity of a CA `dra-webhook certs` makes (webhook.certs; here so --help needs no cryptography)
 
 
 def default_policy() -> Path:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from webhook.pacing import DEFAULT_SHARE, Pacer
 from webhook.policy.compiled import CompiledPolicy
 
 if TYPE_CHECKING:
@@ -46,6 +47,8 @@ class WriterOptions:
     lease_namespace: str
     lease_name: str = LEASE_NAME
     identity: str = ""
+    read_share: float = DEFAULT_SHARE  # at most this share of a read's wall time busy (webhook.pacing)
+    sleep: Callable[[float], None] | None = None  # the pacer's rest (tests inject one); None: time.sleep
 
 
 def lease_namespace(explicit: str | None, env: dict[str, str], sa_file: Path = _SA_NAMESPACE) -> str:
@@ -93,17 +96,22 @@ def lower_priority() -> None:
 def exporter(opts: WriterOptions, api: Any, leading: Callable[[], bool]) -> Exporter:
     """The gauges' exporter over streams of paged lists (one page of objects in memory at a time); a read
     whose continue token expires half-way (410, after about five minutes of paging) starts again from the
-    beginning (``kube_lists.rerun``), so no object is counted twice and no refresh is lost to it."""
+    beginning (``kube_lists.rerun``), so no object is counted twice and no refresh is lost to it.
+
+    Each read (a re-list too) is paced by a fresh ``Pacer`` of ``opts.read_share``: it rests between pages so
+    that it keeps the API server and this process busy at most that share of its wall time."""
     from webhook import gauges, kube_lists
     from webhook import kube_api as cluster
 
-    return gauges.Exporter(
-        opts.directory, _CheckedPolicy(opts.policy),
-        lambda: gauges.ClusterObjects(
-            kube_lists.stream(api, "namespaces"), kube_lists.stream(api, "pods"),
-            kube_lists.stream(api, "resourceclaims"), kube_lists.device_classes(api), cluster.server_version(api)),
-        interval=opts.interval, leading=leading, retry=kube_lists.rerun,
-    )
+    def read() -> gauges.ClusterObjects:
+        pace = Pacer(opts.read_share) if opts.sleep is None else Pacer(opts.read_share, sleep=opts.sleep)
+        return gauges.ClusterObjects(
+            kube_lists.stream(api, "namespaces", pace=pace), kube_lists.stream(api, "pods", pace=pace),
+            kube_lists.stream(api, "resourceclaims", pace=pace), kube_lists.device_classes(api, pace=pace),
+            cluster.server_version(api))
+
+    return gauges.Exporter(opts.directory, _CheckedPolicy(opts.policy), read, interval=opts.interval,
+                           leading=leading, retry=kube_lists.rerun)
 
 
 def run(opts: WriterOptions, stop: threading.Event) -> None:
@@ -113,8 +121,8 @@ def run(opts: WriterOptions, stop: threading.Event) -> None:
 
     api = cluster.connect(opts.kubeconfig)
     elector = LeaseElector(api, opts.lease_namespace, opts.lease_name, opts.identity)
-    log.info("gauge writer pid %d: candidate %s for Lease %s/%s", os.getpid(), opts.identity,
-             opts.lease_namespace, opts.lease_name)
+    log.info("gauge writer pid %d: candidate %s for Lease %s/%s; reads paced to %.0f%% busy", os.getpid(),
+             opts.identity, opts.lease_namespace, opts.lease_name, 100 * opts.read_share)
 
     def elect() -> None:
         while not stop.is_set():

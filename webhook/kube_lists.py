@@ -34,6 +34,8 @@ import orjson
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from webhook.pacing import Pacer
+
 log = logging.getLogger(__name__)
 
 # A page of 250 realistic Pods (about 12 KB each with managedFields) is 3 MB of JSON and 16 MB parsed;
@@ -88,17 +90,21 @@ def pages(
     *args: Any,
     timeout: float | tuple[float, float] | None = (5.0, 60.0),
     what: str = "objects",
+    pace: Pacer | None = None,
     **params: Any,
 ) -> Iterator[tuple[list[dict[str, Any]], dict[str, Any]]]:
     """The one page loop: ``(items, list metadata)`` of each page of the generated list method ``call``.
 
     Each page is requested only when the previous one has been consumed, so a consumer that reduces the items
-    before asking for more holds one page. Raises ``ListExpired`` when a continue token expires (``what`` names
+    before asking for more holds one page; with ``pace``, after a rest the pacer decides (``webhook.pacing``).
+    Raises ``ListExpired`` when a continue token expires (``what`` names
     the objects in its message), ``ApiException`` for other API errors.
     """
     token: str | None = None
     read = 0
     while True:
+        if pace is not None:
+            pace.before_page(first=token is None)
         try:
             page = _page(call, args, token, timeout, params)
         except ApiException as exc:
@@ -124,15 +130,17 @@ def stream(
     project: Callable[[dict[str, Any]], T | None] | None = None,
     on_page: OnPage | None = None,
     timeout: float | tuple[float, float] | None = (5.0, 60.0),
+    pace: Pacer | None = None,
 ) -> Iterator[T]:
-    """Every object of ``resource`` (in ``namespace``, or all), page by page, through ``project``.
+    """Every object of ``resource`` (in ``namespace``, or all), page by page, through ``project``; with
+    ``pace``, resting between pages (``webhook.pacing``).
 
     Raises ``ListExpired`` when a continue token expires, ``ApiException`` for other API errors.
     """
     call = _list_call(api, resource, namespace)
     args = (namespace,) if namespace else ()
     read = 0
-    for items, meta in pages(call, *args, timeout=timeout, what=resource):
+    for items, meta in pages(call, *args, timeout=timeout, what=resource, pace=pace):
         read += len(items)
         if on_page is not None:
             remaining = meta.get("remainingItemCount")
@@ -145,10 +153,11 @@ def stream(
         del items
 
 
-def device_classes(api: client.ApiClient, on_page: OnPage | None = None) -> list[dict[str, Any]] | None:
+def device_classes(api: client.ApiClient, on_page: OnPage | None = None,
+                   pace: Pacer | None = None) -> list[dict[str, Any]] | None:
     """Every DeviceClass (a few dozen: kept whole), or None when resource.k8s.io/v1 is not served (404)."""
     try:
-        return list(stream(api, "deviceclasses", on_page=on_page))
+        return list(stream(api, "deviceclasses", on_page=on_page, pace=pace))
     except ApiException as exc:
         if exc.status == 404:
             return None

@@ -242,25 +242,24 @@ class Preflight:
             text += f" ({training} training job{'s' if training != 1 else ''})"
         return text + f", {counts[AFTER]} after a delay, {counts[NEVER]} not evicted"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, lazy: bool = False) -> dict[str, Any]:
+        """The JSON document; ``lazy``: ``claims`` and ``pods`` as generators of their entries, which
+        ``webhook.commands.write_json`` writes one by one (no dict of every Pod and claim in memory)."""
         def ev(e: Eviction) -> dict[str, Any]:
             return {"outcome": e.outcome, "seconds": e.seconds, **({"reason": e.reason} if e.reason else {})}
 
         sel = self.selector
+        claims = ({"namespace": c.namespace, "claim": c.name, "devices": c.devices, "pods": c.pods, **ev(c.eviction)}
+                  for c in self.claims)
+        pods = ({"namespace": p.namespace, "pod": p.name, "trainingJob": p.training, "claims": p.claims,
+                 "devices": p.devices, **ev(p.eviction)} for p in self.pods)
         return {
             "selector": None
             if sel is None
             else {k: v for k, v in (("driver", sel.driver), ("pool", sel.pool), ("device", sel.device)) if v},
             "taint": {"key": self.taint.key, "value": self.taint.value, "effect": self.taint.effect},
-            "claims": [
-                {"namespace": c.namespace, "claim": c.name, "devices": c.devices, "pods": c.pods, **ev(c.eviction)}
-                for c in self.claims
-            ],
-            "pods": [
-                {"namespace": p.namespace, "pod": p.name, "trainingJob": p.training, "claims": p.claims,
-                 "devices": p.devices, **ev(p.eviction)}
-                for p in self.pods
-            ],
+            "claims": claims if lazy else list(claims),
+            "pods": pods if lazy else list(pods),
             "summary": self.summary(),
             "notes": self.notes,
             "exitCode": self.exit_code,
@@ -429,22 +428,50 @@ def analyse(
     ``extended_evicted``: the cluster's eviction controller follows the extended-resource claim (fix of #141290);
     ``group_uids``: the current UID of reserving PodGroups, where read (a re-created group is another group)."""
     index = _PodIndex(pods, follow_groups=_follows_pod_groups(policy), group_uids=group_uids)
-    notes = _input_notes(selector, taint, policy)
     hits: list[ClaimHit] = []
     impacts: dict[tuple[str, str], PodImpact] = {}
-    for claim in claims if selector is not None else ():  # no selector: no devices, so no claims
+    _judge(claims if selector is not None else (), index, hits, impacts, extended_evicted)  # no selector: none
+    return _result(selector, taint, policy, hits, impacts)
+
+
+def analyse_by_namespace(
+    selector: DeviceSelector | None,
+    taint: Taint,
+    claims: dict[str, list[ClaimUse]],
+    pods_in: Callable[[str], Iterable[PodUse]],
+    policy: CompiledPolicy | None = None,
+    extended_evicted: bool = False,
+    group_uids: Mapping[tuple[str, str], str] | None = None,
+) -> Preflight:
+    """``analyse`` one namespace at a time, holding one namespace's Pods (``pods_in(namespace)``, called once
+    per namespace with claims) instead of every claimed Pod of the cluster: a claim only reaches Pods and
+    PodGroups of its own namespace. ``claims`` (by namespace, in listing order) is consumed, so the claims of
+    a namespace are released once judged. Same result as ``analyse`` over all claims and Pods."""
+    follow = _follows_pod_groups(policy)
+    hits: list[ClaimHit] = []
+    impacts: dict[tuple[str, str], PodImpact] = {}
+    for ns in sorted(claims) if selector is not None else ():
+        index = _PodIndex(pods_in(ns), follow_groups=follow, group_uids=group_uids)
+        _judge(claims.pop(ns), index, hits, impacts, extended_evicted)
+    return _result(selector, taint, policy, hits, impacts)
+
+
+def _judge(claims: Iterable[ClaimUse], index: _PodIndex, hits: list[ClaimHit],
+           impacts: dict[tuple[str, str], PodImpact], extended_evicted: bool) -> None:
+    for claim in claims:
         hit = ClaimHit(claim.namespace, claim.name, list(claim.devices), claim.eviction, index.consumers(claim))
         hits.append(hit)
         gate_off = set() if index.follow_groups else set(index.group_reserved(claim))  # reached only with the gate
         _add_impacts(impacts, hit, set(index.reserved(claim)), index, gate_off, extended_evicted)
-    notes += _outcome_notes(hits, impacts)
-    return Preflight(
-        selector,
-        taint,
-        sorted(hits, key=lambda h: (h.namespace, h.name)),
-        sorted(impacts.values(), key=lambda p: (p.eviction.order, p.namespace, p.name)),
-        notes,
-    )
+
+
+def _result(selector: DeviceSelector | None, taint: Taint, policy: CompiledPolicy | None, hits: list[ClaimHit],
+            impacts: dict[tuple[str, str], PodImpact]) -> Preflight:
+    notes = _input_notes(selector, taint, policy) + _outcome_notes(hits, impacts)
+    hits.sort(key=lambda h: (h.namespace, h.name))
+    pods = sorted(impacts.values(), key=lambda p: (p.eviction.order, p.namespace, p.name))
+    impacts.clear()
+    return Preflight(selector, taint, hits, pods, notes)
 
 
 def _follows_pod_groups(policy: CompiledPolicy | None) -> bool:
@@ -546,36 +573,7 @@ def _spec_claim_names(pod: Mapping[str, Any]) -> set[str]:
 
 
 def render_text(result: Preflight) -> str:
-    from webhook.report import table
+    """The table output as one string (``webhook.preflight_output.text_lines`` writes it line by line)."""
+    from webhook.preflight_output import text_lines
 
-    sel = "no devices (no deviceSelector)" if result.selector is None else result.selector.describe()
-    out = [f"Taint {result.taint.describe()} on {sel}", ""]
-    if result.pods:
-        yes_no = {True: "yes", False: "no", None: "?"}
-        out.append(
-            table(
-                ["NAMESPACE", "POD", "TRAINING", "OUTCOME", "CLAIMS", "DEVICES"],
-                [
-                    [p.namespace, p.name, yes_no[p.training], p.eviction.describe(), ",".join(p.claims),
-                     ",".join(p.devices)]
-                    for p in result.pods
-                ],
-            )
-        )
-    else:
-        out.append("No Pods use the selected devices.")
-    unused = [c for c in result.claims if not c.pods]
-    if unused:
-        out += ["", "ALLOCATED CLAIMS WITHOUT A POD"]
-        rows = [[c.namespace, c.name, ",".join(c.devices)] for c in unused]
-        out.append(table(["NAMESPACE", "CLAIM", "DEVICES"], rows))
-    out += ["", result.summary()]
-    out += [f"note: {n}" for n in result.notes]
-    if result.exit_code == EXIT_TRAINING_EVICTED:
-        names = ", ".join(f"{p.namespace}/{p.name}" for p in result.training_evicted_at_once)
-        out.append(
-            f"BLOCKED: training job(s) {names} would be evicted at once; give their claims a NoExecute "
-            f"toleration for {result.taint.key} with tolerationSeconds (policy trainingJobs.deviceTolerations), "
-            "or drain them first"
-        )
-    return "\n".join(out) + "\n"
+    return "".join(text_lines(result))

@@ -46,6 +46,7 @@ class ServeOptions:
     header_timeout: float = 10.0
     body_timeout: float = 10.0
     gauge_interval: float = 60.0  # seconds between reads of the cluster for the live gauges; 0: off
+    gauge_read_share: float = 0.5  # share of a gauge read's wall time it may be busy (webhook.pacing)
     lease_namespace: str | None = None  # of the gauge writers' Lease (webhook.gauge_writer.lease_namespace)
     lease_name: str = "dra-webhook-gauges"
     compiled_policies: bool = False  # run the compiled-policy reconciler (webhook.reconciler); needs the cluster
@@ -113,7 +114,7 @@ def gauge_supervisor(opts: ServeOptions) -> Supervisor | None:
     writer = gauge_writer.WriterOptions(
         policy=opts.policy, kubeconfig=opts.kubeconfig, directory=directory, interval=opts.gauge_interval,
         lease_namespace=gauge_writer.lease_namespace(opts.lease_namespace, env), lease_name=opts.lease_name,
-        identity=gauge_writer.identity(env),
+        identity=gauge_writer.identity(env), read_share=opts.gauge_read_share,
     )
     return Supervisor("gauge writer", lambda stop: gauge_writer.run(writer, stop),
                       prepare=gauge_writer.lower_priority)

@@ -74,8 +74,9 @@ def exit_codes_text() -> str:
 def write_json(doc: object) -> None:
     """``doc`` on stdout as indented JSON, as ``json.dumps(doc, indent=2)`` lays it out, written piece by piece:
     a top-level list (``preflight``'s Pods, ``report``'s namespaces) entry by entry, so the output never exists
-    whole in memory. orjson encodes each piece; ``json.dumps`` with ``indent`` runs the pure-Python encoder and
-    keeps every token as its own string first (7x the output at fleet scale)."""
+    whole in memory; a top-level value that is an iterator (a generator) is written as the list it yields, so
+    the entries need not exist together either. orjson encodes each piece; ``json.dumps`` with ``indent`` runs
+    the pure-Python encoder and keeps every token as its own string first (7x the output at fleet scale)."""
     import sys
 
     out = sys.stdout
@@ -97,11 +98,11 @@ def json_chunks(doc: object) -> Iterator[str]:
     yield "{"
     for n, (key, value) in enumerate(doc.items()):
         yield ("," if n else "") + "\n  " + orjson.dumps(key).decode() + ": "
-        if isinstance(value, list) and value:
-            yield "["
+        if isinstance(value, Iterator) or (isinstance(value, list) and value):
+            m = -1
             for m, item in enumerate(value):
-                yield ("," if m else "") + "\n    " + dumps(item, "    ")
-            yield "\n  ]"
+                yield ("[" if m == 0 else ",") + "\n    " + dumps(item, "    ")
+            yield "[]" if m < 0 else "\n  ]"
         else:
             yield dumps(value, "  ")
     yield "\n}"

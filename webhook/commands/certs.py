@@ -6,10 +6,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from cryptography import x509
-
-from webhook import certs
 from webhook.commands import Subparsers
+from webhook.defaults import CA_MIN_DAYS
+
+# cryptography (webhook.certs) is imported by run() and the --san check only: every other command builds this
+# parser too (webhook.cli), and the import costs each of them about 9 MB of start-up memory (issue 29).
 
 DESCRIPTION = """\
 Write a development CA and a serving certificate signed by it, in the layout of a cert-manager
@@ -45,6 +46,8 @@ def _positive_days(text: str) -> int:
 
 
 def _san(text: str) -> str:
+    from webhook import certs
+
     try:
         certs.parse_san(text)
     except certs.CertError as e:
@@ -76,7 +79,7 @@ def add_parser(subparsers: Subparsers) -> None:
     p.add_argument(
         "--days", type=_positive_days, default=365,
         help="validity of the serving certificate in days (default: %(default)s; the CA gets at least "
-        f"{certs.CA_MIN_DAYS})",
+        f"{CA_MIN_DAYS})",
     )
     p.add_argument(
         "--san", action="append", default=[], metavar="NAME_OR_IP", type=_san,
@@ -91,6 +94,10 @@ def add_parser(subparsers: Subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Write the files, list them, and print the base64 caBundle; 1 with a one-line error on failure."""
+    from cryptography import x509
+
+    from webhook import certs
+
     out: Path = args.out
     reuse_ca = bool(getattr(args, "reuse_ca", False))
     existed = {p.name for p in out.glob("*") if p.name in {"ca.crt", "ca.key", "tls.crt", "tls.key"}}

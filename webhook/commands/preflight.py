@@ -19,15 +19,15 @@ from webhook.preflight import (
     EFFECTS,
     EXIT_INPUT,
     EXTENDED_PATH,
+    ClaimUse,
     DeviceSelector,
     InputError,
     Preflight,
     Taint,
-    analyse,
+    analyse_by_namespace,
     claim_use,
     load_rule,
     pod_projection,
-    render_text,
     reserving_groups,
     unknown_effect,
 )
@@ -109,9 +109,9 @@ def _rule_selection(args: argparse.Namespace) -> tuple[DeviceSelector | None, Ta
 
 def _read_and_analyse(api: Any, selector: DeviceSelector | None, taint: Taint, policy: CompiledPolicy,
                       progress: Progress) -> Preflight | int:
-    """Stream the claims keeping those on the selected devices, then the Pods of their namespaces keeping those
-    the claims name (read again from the start if a list expires half-way); or an exit code after saying
-    what failed."""
+    """Stream the claims keeping those on the selected devices, then, one namespace at a time, the Pods of that
+    namespace the claims name, judged and released before the next namespace is read (``analyse_by_namespace``;
+    read again from the start if a list expires half-way); or an exit code after saying what failed."""
     from webhook import kube_api as cluster
     from webhook import kube_lists
     from webhook.extended_eviction import decide
@@ -122,17 +122,21 @@ def _read_and_analyse(api: Any, selector: DeviceSelector | None, taint: Taint, p
     def read() -> Preflight:
         nonlocal step, extended
         step = "resourceclaims"
-        claims = list(kube_lists.stream(api, "resourceclaims", project=lambda c: claim_use(c, selector, taint),
-                                        on_page=progress.page))
-        step = "pods"
-        keep = pod_projection(claims, policy)
-        pods = [p for ns in sorted({c.namespace for c in claims})
-                for p in kube_lists.stream(api, "pods", ns, project=keep, on_page=progress.page)]
+        claims: dict[str, list[ClaimUse]] = {}
+        for use in kube_lists.stream(api, "resourceclaims", project=lambda c: claim_use(c, selector, taint),
+                                     on_page=progress.page):
+            claims.setdefault(use.namespace, []).append(use)
+        every = [c for uses in claims.values() for c in uses]
+        keep = pod_projection(every, policy)
         step = "podgroups"
-        groups = cluster.podgroup_uids(api, reserving_groups(claims))
+        groups = cluster.podgroup_uids(api, reserving_groups(every))
+        del every
         # After the first list: an unreachable cluster is one error line, not a version-read note first.
         extended = decide(policy.source.spec.extendedResourceTaintEviction, cluster.server_version(api))
-        return analyse(selector, taint, claims, pods, policy, extended_evicted=extended.evicted, group_uids=groups)
+        step = "pods"
+        return analyse_by_namespace(
+            selector, taint, claims, lambda ns: kube_lists.stream(api, "pods", ns, project=keep, on_page=progress.page),
+            policy, extended_evicted=extended.evicted, group_uids=groups)
 
     try:
         result = kube_lists.rerun(read)
@@ -167,7 +171,9 @@ def run(args: argparse.Namespace) -> int:
         return result
     result.notes[:0] = notes
     if args.output == "json":
-        write_json(result.to_json())
+        write_json(result.to_json(lazy=True))
     else:
-        sys.stdout.write(render_text(result))
+        from webhook.preflight_output import text_lines
+
+        sys.stdout.writelines(text_lines(result))
     return result.exit_code

@@ -65,6 +65,11 @@ def add_parser(sub: Subparsers) -> None:
                    help="seconds between the end of one read of the cluster for the live migration gauges on "
                    "/metrics and the start of the next (default 60; 0 turns them off; needs the cluster view). "
                    "One process per replica (not a worker) competes for a Lease; only its holder reads")
+    p.add_argument("--gauge-read-share", type=_share, default=0.5, metavar="FRACTION",
+                   help="pace the gauge writer's read: it rests between pages so that the read (the API server "
+                   "serving a page, the writer decoding and counting it) is busy at most this share of the "
+                   "time, leaving the CPU to admission (default 0.5: a read takes about twice as long; 1: "
+                   "unpaced). A list still running after 150 s is no longer paced (continue tokens expire)")
     p.add_argument("--lease-namespace", default=None, metavar="NAMESPACE",
                    help="namespace of the gauge writers' Lease (default: $POD_NAMESPACE, else the mounted "
                    "ServiceAccount's namespace, else dra-webhook)")
@@ -117,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
         keepalive=args.keepalive, graceful_timeout=args.graceful_timeout,
         offline=offline, kubeconfig=args.kubeconfig, lookup_budget=args.lookup_budget, max_devices=args.max_devices,
         record=args.record, record_max_bytes=args.record_max_bytes, gauge_interval=args.gauge_interval,
+        gauge_read_share=args.gauge_read_share,
         lease_namespace=args.lease_namespace, lease_name=args.lease_name, compiled_policies=args.compiled_policies,
         max_connections=args.max_connections, header_timeout=args.header_timeout, body_timeout=args.body_timeout,
         log_level="debug" if args.verbose else "info",
@@ -134,6 +140,16 @@ def _positive_float(text: str) -> float:
     value = float(text)
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
+
+
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1], got {text!r}") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1] (1: unpaced), got {text}")
     return value
 
 

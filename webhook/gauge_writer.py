@@ -117,20 +117,13 @@ def exporter(opts: WriterOptions, api: Any, leading: Callable[[], bool]) -> Expo
 def run(opts: WriterOptions, stop: threading.Event) -> None:
     """The writer's life: elect, and while leading, refresh the gauges; release the Lease when stopped."""
     from webhook import kube_api as cluster
-    from webhook.leader import RETRY_PERIOD, LeaseElector
+    from webhook.leader import LeaseElector, campaign
 
     api = cluster.connect(opts.kubeconfig)
     elector = LeaseElector(api, opts.lease_namespace, opts.lease_name, opts.identity)
     log.info("gauge writer pid %d: candidate %s for Lease %s/%s; reads paced to %.0f%% busy", os.getpid(),
              opts.identity, opts.lease_namespace, opts.lease_name, 100 * opts.read_share)
-
-    def elect() -> None:
-        while not stop.is_set():
-            elector.tick()
-            stop.wait(RETRY_PERIOD)
-
-    thread = threading.Thread(target=elect, name="lease", daemon=True)
-    thread.start()
+    thread = campaign(elector, stop)
     exporter(opts, api, lambda: elector.leading).run(stop)
     thread.join(10)
     elector.release()

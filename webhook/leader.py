@@ -31,6 +31,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -218,3 +219,15 @@ class LeaseElector:
 
 
 _LEASES = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+
+
+def campaign(elector: LeaseElector, stop: threading.Event) -> threading.Thread:
+    """Start the thread that runs ``elector.tick()`` every retry period until ``stop`` (daemon: never blocks exit)."""
+    def elect() -> None:
+        while not stop.is_set():
+            elector.tick()
+            stop.wait(RETRY_PERIOD)
+
+    thread = threading.Thread(target=elect, name="lease", daemon=True)
+    thread.start()
+    return thread

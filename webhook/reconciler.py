@@ -209,20 +209,13 @@ def run(opts: ReconcilerOptions, stop: threading.Event) -> None:
     """The reconciler process: elect on a thread (every retry period), reconcile on this one while leading;
     release the Lease when stopped."""
     from webhook import kube_api
-    from webhook.leader import RETRY_PERIOD, LeaseElector
+    from webhook.leader import LeaseElector, campaign
 
     api = kube_api.connect(opts.kubeconfig)
     elector = LeaseElector(api, opts.lease_namespace, opts.lease_name, opts.identity)
     log.info("compiled-policy reconciler pid %d: candidate %s for Lease %s/%s", os.getpid(), opts.identity,
              opts.lease_namespace, opts.lease_name)
-
-    def elect() -> None:
-        while not stop.is_set():
-            elector.tick()
-            stop.wait(RETRY_PERIOD)
-
-    thread = threading.Thread(target=elect, name="lease", daemon=True)
-    thread.start()
+    thread = campaign(elector, stop)
     writer = KubeWriter(api)
     reconciler = Reconciler(checked_policy(opts.policy), writer, namespaces=writer.namespaces, period=opts.period,
                             on_pass=_record)

@@ -23,11 +23,10 @@ from webhook.compile.layouts import JOB, LAYOUTS, POD, Layout, owned, template_c
 from webhook.compile.plan import plan_variables
 from webhook.compile.shared import (
     API,
-    binding_spec,
     cohort_expression,
     container_variables,
     excepted,
-    metadata,
+    mutating_pairs,
     namespace_variables,
 )
 from webhook.policy.compiled import CompiledPolicy
@@ -146,11 +145,5 @@ def compile_tracking(policy: CompiledPolicy, day: dt.date, until: dt.date | None
     """One MutatingAdmissionPolicy and binding per layout, or none when track-rollout never writes."""
     if not mutating_stages(policy):
         return []
-    out = []
-    for layout in LAYOUTS:
-        name = f"{policy.name}-{layout.name}-track-rollout.dra-migration.io"
-        meta = metadata(name, policy, day, until)
-        out += [_policy(layout, policy, day, meta),
-                {"apiVersion": API, "kind": "MutatingAdmissionPolicyBinding", "metadata": {**meta},
-                 "spec": binding_spec(name, namespaces)}]
-    return out
+    return mutating_pairs(policy, day, until, namespaces, LAYOUTS, "track-rollout",
+                          lambda layout, meta: _policy(layout, policy, day, meta))

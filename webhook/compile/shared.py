@@ -9,7 +9,7 @@ exception's expiry), and the objects must be compiled again by then (issue #28 i
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -141,3 +141,17 @@ def outside_stages(policy: CompiledPolicy, day: dt.date, stages: frozenset[str])
         chain = (named if outside else "false") if chain == "false" else \
             f"{named} ? {'true' if outside else 'false'} : ({chain})"
     return chain if any_outside else None
+
+
+def mutating_pairs(policy: CompiledPolicy, day: dt.date, until: dt.date | None, namespaces: dict[str, Any],
+                   layouts: Sequence[Any], rule: str,
+                   build: Callable[[Any, dict[str, Any]], dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per layout (anything with a ``name``): the MutatingAdmissionPolicy ``<policy>-<layout>-<rule>`` that
+    ``build(layout, metadata)`` makes, and its binding to ``namespaces``."""
+    out = []
+    for layout in layouts:
+        name = f"{policy.name}-{layout.name}-{rule}.dra-migration.io"
+        meta = metadata(name, policy, day, until)
+        out += [build(layout, meta), {"apiVersion": API, "kind": "MutatingAdmissionPolicyBinding",
+                                      "metadata": {**meta}, "spec": binding_spec(name, namespaces)}]
+    return out

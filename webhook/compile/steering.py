@@ -25,7 +25,13 @@ from webhook.compile.cel import clip, glob_regex, lit, str_list
 from webhook.compile.checks import STAGES, Check
 from webhook.compile.layouts import JOB, LAYOUTS, POD, Layout, examined, uses_devices
 from webhook.compile.plan import plan_variables
-from webhook.compile.shared import API, binding_spec, container_variables, excepted, metadata, namespace_variables
+from webhook.compile.shared import (
+    API,
+    container_variables,
+    excepted,
+    mutating_pairs,
+    namespace_variables,
+)
 from webhook.placement import DEFAULT_SCHEDULER
 from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.model import Action
@@ -313,11 +319,5 @@ def compile_steering(policy: CompiledPolicy, day: dt.date, until: dt.date | None
     or an Audit/Off override)."""
     if not steering_stages(policy):
         return []
-    out = []
-    for layout in LAYOUTS:
-        name = f"{policy.name}-{layout.name}-steer-node-pool.dra-migration.io"
-        meta = metadata(name, policy, day, until)
-        out += [_policy(layout, policy, day, meta),
-                {"apiVersion": API, "kind": "MutatingAdmissionPolicyBinding", "metadata": {**meta},
-                 "spec": binding_spec(name, namespaces)}]
-    return out
+    return mutating_pairs(policy, day, until, namespaces, LAYOUTS, "steer-node-pool",
+                          lambda layout, meta: _policy(layout, policy, day, meta))

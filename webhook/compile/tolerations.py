@@ -37,7 +37,7 @@ from webhook.claim_objects import (
 )
 from webhook.compile.cel import glob_regex, lit, str_list
 from webhook.compile.checks import STAGES
-from webhook.compile.shared import API, binding_spec, excepted, metadata, namespace_variables
+from webhook.compile.shared import API, excepted, mutating_pairs, namespace_variables
 from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.model import Action
 from webhook.rules import ids
@@ -209,11 +209,5 @@ def compile_tolerations(policy: CompiledPolicy, day: dt.date, until: dt.date | N
     """A MutatingAdmissionPolicy and binding per claim kind, or none when the rule never injects."""
     if not tolerations_stages(policy):
         return []
-    out = []
-    for layout in (CLAIM, TEMPLATE):
-        name = f"{policy.name}-{layout.name}-inject-device-tolerations.dra-migration.io"
-        meta = metadata(name, policy, day, until)
-        out += [_policy(layout, policy, day, meta),
-                {"apiVersion": API, "kind": "MutatingAdmissionPolicyBinding", "metadata": {**meta},
-                 "spec": binding_spec(name, namespaces)}]
-    return out
+    return mutating_pairs(policy, day, until, namespaces, [CLAIM, TEMPLATE], "inject-device-tolerations",
+                          lambda layout, meta: _policy(layout, policy, day, meta))

@@ -17,7 +17,7 @@ _spec.loader.exec_module(bench)
 
 VAP = "gpu-fleet-pods-warn.dra-migration.io"
 COMPILED = [{"kind": "ValidatingAdmissionPolicy", "metadata": {"name": VAP}},
-            {"kind": "MutatingAdmissionPolicy", "metadata": {"name": "gpu-fleet-pods-track-rollout.dra-migration.io"}}]
+            {"kind": "MutatingAdmissionPolicy", "metadata": {"name": "gpu-fleet-pods-mutate.dra-migration.io"}}]
 TRACKED = {"dra-migration.io/path": "dra-extended-resource", "dra-migration.io/policy": "gpu-fleet@7bf9ee862f30"}
 WARNING = f"299 - \"Validation failed for ValidatingAdmissionPolicy '{VAP}' with binding '{VAP}': legacy\""
 WEBHOOKS = {"workloads.mutate.dra-migration.io", "workloads.validate.dra-migration.io"}

@@ -143,14 +143,30 @@ def test_the_readme_rule_table_is_the_coverage_list():
 
 
 def test_track_rollout_writes_only_where_the_policy_lets_it():
-    """No MutatingAdmissionPolicy when track-rollout is overridden to Audit (report, don't patch: ``engine``)."""
-    from webhook.compile.mutating import compile_tracking
-    from webhook.compile.shared import SHIPPED_NAMESPACES
+    """No track-rollout patches when it is overridden to Audit (report, don't patch: ``engine``)."""
+    from webhook.compile.layouts import POD
+    from webhook.compile.mutating import tracking_part
 
     policy = load_policy(ROOT / "tests" / "e2e" / "data" / "compile-policy.yaml")
-    assert compile_tracking(policy, dt.date(2030, 3, 1), None, SHIPPED_NAMESPACES)
-    assert compile_tracking(policy.without_rule(ids.TRACK_ROLLOUT), dt.date(2030, 3, 1), None,
-                            SHIPPED_NAMESPACES) == []
+    assert tracking_part(POD, policy, dt.date(2030, 3, 1)) is not None
+    assert tracking_part(POD, policy.without_rule(ids.TRACK_ROLLOUT), dt.date(2030, 3, 1)) is None
+
+
+def test_a_policy_declares_only_the_variables_it_reads():
+    """``used_variables``: what the expressions read, directly or through another variable, in declared order."""
+    from webhook.compile.shared import used_variables
+
+    declared = [{"name": n, "expression": e} for n, e in
+                (("a", "1"), ("b", "variables.a + 1"), ("c", "2"), ("d", "variables.b * 2"), ("e", "variables.c"))]
+    assert [v["name"] for v in used_variables(declared, ["variables.d > 0"])] == ["a", "b", "d"]
+    assert used_variables(declared, ["object.x"]) == []
+    objects = compile_admission(load_policy(ROOT / "policies" / "default.yaml"),
+                                dt.datetime(2030, 3, 1, tzinfo=dt.UTC)).objects
+    for obj in objects:
+        spec = obj["spec"]
+        if "variables" in spec:
+            read = [json.dumps(spec.get("validations", [])), json.dumps(spec.get("mutations", []))]
+            assert used_variables(spec["variables"], read) == spec["variables"], obj["metadata"]["name"]
 
 
 def test_validate_without_a_cluster_is_a_clear_error(capsys, tmp_path):

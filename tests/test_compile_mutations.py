@@ -22,8 +22,10 @@ from webhook.claim_objects import normalize_toleration, toleration_identity
 from webhook.commands import load_policy
 from webhook.compile import compile_admission
 from webhook.compile.checks import STAGES
+from webhook.compile.layouts import JOB, LAYOUTS, POD
+from webhook.compile.pod_mutations import compile_pod_mutations, parts
 from webhook.compile.shared import SHIPPED_NAMESPACES
-from webhook.compile.steering import POOL_INPUTS, _admits, _pool, compile_steering, steering_checks
+from webhook.compile.steering import POOL_INPUTS, _admits, _pool, steering_checks
 from webhook.compile.tolerations import _same_identity, _same_normalized, compile_tolerations
 from webhook.node_affinity import _admits as admits
 from webhook.placement import plan as plan_for
@@ -79,22 +81,70 @@ def test_the_requirement_test_is_node_affinity_admits(operator: str, values: lis
     assert cel.compile(_admits("e", label)).execute(ctx) == admits(expr, label)
 
 
+def _rules(policy: CompiledPolicy, day: dt.date) -> list[str]:
+    return [p.rule for p in parts(POD, policy, day)]
+
+
 def test_objects_only_where_the_rule_steers(tmp_path):
-    """No pool configured: nothing compiled. Under an Audit override the webhook reports and does not patch: the
-    findings are compiled, the mutation is not."""
+    """No pool configured: no steering in the layouts' MutatingAdmissionPolicies. Under an Audit override the webhook
+    reports and does not patch: the findings are compiled, the mutation is not; with track-rollout off too, no
+    MutatingAdmissionPolicy for pods and templates at all."""
     day = dt.date(2030, 3, 1)
     policy = load_policy(COMPILE_POLICY)
-    assert len(compile_steering(policy, day, None, SHIPPED_NAMESPACES)) == 8  # a policy and binding per layout
+    assert len(compile_pod_mutations(policy, day, None, SHIPPED_NAMESPACES)) == 8  # a policy and binding per layout
+    assert _rules(policy, day) == [ids.STEER_NODE_POOL, ids.TRACK_ROLLOUT]  # the webhook's order
     names = [o["metadata"]["name"] for o in compile_admission(policy, dt.datetime(2030, 3, 1, tzinfo=dt.UTC)).objects]
-    assert "compile-e2e-pods-steer-node-pool.dra-migration.io" in names
+    assert "compile-e2e-pods-mutate.dra-migration.io" in names
+    assert not any(n.endswith(("-steer-node-pool.dra-migration.io", "-track-rollout.dra-migration.io")) for n in names)
     doc = yaml.safe_load(COMPILE_POLICY.read_text(encoding="utf-8"))
     del doc["spec"]["nodePools"]
     (tmp_path / "bare.yaml").write_text(yaml.safe_dump(doc))
     bare = load_policy(tmp_path / "bare.yaml")
-    assert compile_steering(bare, day, None, SHIPPED_NAMESPACES) == [] and steering_checks(bare) == []
+    assert _rules(bare, day) == [ids.TRACK_ROLLOUT] and steering_checks(bare) == []
     audited = replace(policy, rule_actions={**policy.rule_actions, ids.STEER_NODE_POOL: Action.Audit})
-    assert compile_steering(audited, day, None, SHIPPED_NAMESPACES) == []
+    assert _rules(audited, day) == [ids.TRACK_ROLLOUT]
     assert {c.rule for c in steering_checks(audited)} == {ids.STEER_NODE_POOL}
+    assert compile_pod_mutations(audited.without_rule(ids.TRACK_ROLLOUT), day, None, SHIPPED_NAMESPACES) == []
+
+
+def _spec(objects: list[dict], layout: str) -> dict:
+    [found] = [o["spec"] for o in objects if o["kind"] == "MutatingAdmissionPolicy"
+               and o["metadata"]["name"].endswith(f"-{layout}-mutate.dra-migration.io")]
+    return found
+
+
+def _variable(spec: dict, name: str) -> str:
+    return next(v["expression"] for v in spec["variables"] if v["name"] == name)
+
+
+def test_one_policy_per_layout_keeps_each_rules_conditions(tmp_path):
+    """Merged, each rule still acts only where its own policy matched: the condition both rules had stays a
+    matchCondition, the others guard the rule's patches (``trkOn``, ``stpOn``); a rule alone keeps all of its own
+    as matchConditions. Every layout's patches are one JSONPatch mutation (the plan is computed once per
+    evaluation), plus the template annotations' ApplyConfiguration for workloads."""
+    day = dt.date(2030, 3, 1)
+    policy = load_policy(COMPILE_POLICY)
+    both = compile_pod_mutations(policy, day, None, SHIPPED_NAMESPACES)
+    for layout in LAYOUTS:
+        spec = _spec(both, layout.name)
+        assert [c["name"] for c in spec["matchConditions"]] == ["uses-devices"]
+        assert [m["patchType"] for m in spec["mutations"]] == \
+            ["JSONPatch"] if layout is POD else ["JSONPatch", "ApplyConfiguration"]
+        assert spec["reinvocationPolicy"] == "IfNeeded"
+        assert "resourceClaims" in _variable(spec, "trkOn") and "resourceClaims" not in _variable(spec, "stpOn")
+    job = _spec(both, JOB.name)
+    assert "oldObject.spec.?suspend" in _variable(job, "stpOn") and "ownerReferences" in _variable(job, "stpOn")
+    assert "ownerReferences" not in _variable(_spec(both, POD.name), "stpOn")  # a Pod is always examined
+    alone = compile_pod_mutations(policy.without_rule(ids.TRACK_ROLLOUT), day, None, SHIPPED_NAMESPACES)
+    assert [c["name"] for c in _spec(alone, JOB.name)["matchConditions"]] == \
+        ["uses-devices", "examined", "template-writable"]
+    doc = yaml.safe_load(COMPILE_POLICY.read_text(encoding="utf-8"))
+    del doc["spec"]["nodePools"]
+    (tmp_path / "bare.yaml").write_text(yaml.safe_dump(doc))
+    tracking = compile_pod_mutations(load_policy(tmp_path / "bare.yaml"), day, None, SHIPPED_NAMESPACES)
+    pods = _spec(tracking, POD.name)
+    assert [c["name"] for c in pods["matchConditions"]] == ["uses-devices", "no-resource-claims"]
+    assert not any(v["name"].startswith("stp") for v in pods["variables"])
 
 
 TOLERATION = st.fixed_dictionaries({}, optional={

@@ -218,7 +218,7 @@ def test_a_repair_pass_that_applies_the_same_objects_logs_one_short_line(fake, c
     clock = Clock("2026-12-05T10:00:00+00:00")
     rec = Reconciler(lambda: policy, KubeWriter(client), now=clock)
     rec.tick(always)
-    assert "MutatingAdmissionPolicy gpu-fleet-pods-track-rollout" in caplog.text
+    assert "MutatingAdmissionPolicy gpu-fleet-pods-mutate" in caplog.text
     count = len(compile_admission(policy, clock()).objects)
     caplog.clear()
     clock.set("2026-12-05T10:05:00+00:00")

@@ -1,6 +1,7 @@
 """``dra-webhook compile``: the policy's rules CEL can decide, as admission policies the API server runs (issue #28).
 
-``validating`` (the checks of ``checks``) and ``mutating`` (``track-rollout``) build the objects from the pieces of
+``validating`` (the checks of ``checks``), ``pod_mutations`` (``steering`` and ``mutating``: steer-node-pool and
+track-rollout in one MutatingAdmissionPolicy per layout) and ``tolerations`` build the objects from the pieces of
 ``shared`` and ``layouts``; ``coverage`` lists what is compiled and why the rest stays with the webhook.
 """
 
@@ -10,9 +11,8 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.compile.mutating import compile_tracking
+from webhook.compile.pod_mutations import compile_pod_mutations
 from webhook.compile.shared import Namespaces, owner_labels, valid_until
-from webhook.compile.steering import compile_steering
 from webhook.compile.tolerations import compile_tolerations
 from webhook.compile.validating import compile_validating
 from webhook.policy.compiled import CompiledPolicy
@@ -33,7 +33,7 @@ def compile_admission(policy: CompiledPolicy, at: dt.datetime, namespaces: Names
     day = at.astimezone(dt.UTC).date()
     until = valid_until(policy, day)
     ns = namespaces or Namespaces()
-    objects = [*compile_tracking(policy, day, until, ns.mutating), *compile_steering(policy, day, until, ns.mutating),
+    objects = [*compile_pod_mutations(policy, day, until, ns.mutating),
                *compile_tolerations(policy, day, until, ns.mutating),
                *compile_validating(policy, day, until, ns.validating)]
     return Compiled(objects, until, owner_labels(policy))

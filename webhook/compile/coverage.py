@@ -26,7 +26,8 @@ COMPILED: dict[str, str] = {
     ids.ADMIN_ACCESS_NAMESPACE: CLAIMS,
     ids.TOLERATION_TOO_BROAD: CLAIMS,
     ids.TRAINING_JOB_EXTENDED_RESOURCE: f"{SCOPE} (the same plan as track-rollout; advisory: Warn at most)",
-    ids.TRACK_ROLLOUT: "MutatingAdmissionPolicies for the same kinds, on Pods and templates that name no "
+    ids.TRACK_ROLLOUT: "MutatingAdmissionPolicies for the same kinds (one per layout, shared with steer-node-pool), "
+                       "on Pods and templates that name no "
                        "ResourceClaim (which claims are the migration's needs their DeviceClasses: the cluster view); "
                        "ResourceClaims, ResourceClaimTemplates and Pods with claims stay with the webhook",
     ids.INJECT_DEVICE_TOLERATIONS: "MutatingAdmissionPolicies (JSONPatch: requests and tolerations are atomic lists) "
@@ -36,7 +37,8 @@ COMPILED: dict[str, str] = {
                                    f"({CLUSTER_VIEW}), requests for other classes (a class may be in scope by its "
                                    f"driver: {CLUSTER_VIEW}) and requests that would pass 16 tolerations (its "
                                    "advisory finding is not compiled yet)",
-    ids.STEER_NODE_POOL: "MutatingAdmissionPolicies (JSONPatch: nodeSelectorTerms is an atomic list) for the same "
+    ids.STEER_NODE_POOL: "MutatingAdmissionPolicies (JSONPatch: nodeSelectorTerms is an atomic list; one per layout, "
+                         "shared with track-rollout) for the same "
                          "kinds, Pods with claims included (the pool needs no DeviceClass); its findings (a "
                          "constraint ruling the pool out, spec.nodeName, another scheduler) in the "
                          "ValidatingAdmissionPolicies; DaemonSets and their Pods are never steered, as in the webhook",

@@ -1,34 +1,26 @@
-"""``track-rollout`` as MutatingAdmissionPolicies: the ``path``, ``stage``, ``cohort`` and ``policy`` annotations.
+"""``track-rollout`` compiled: the ``path``, ``stage``, ``cohort`` and ``policy`` annotations, as its share
+(``tracking_part``) of each layout's MutatingAdmissionPolicy (``pod_mutations``, shared with steer-node-pool).
 
 The rule (``rules/tracking.py``) in CEL, for Pods and the built-in workload kinds whose pod specs name no
 ResourceClaim: which of a Pod's claims belong to the migration needs the claims' DeviceClasses (the cluster view,
-``claims.scoped_usage``), so those objects are left to the webhook (a matchCondition). ``path`` is
-``placement.plan`` over the names the pod spec asks for, against the policy's lists (legacy names, names a
+``claims.scoped_usage``), so those objects are left to the webhook (``no-resource-claims``, in ``trkOn``). ``path``
+is ``placement.plan`` over the names the pod spec asks for, against the policy's lists (legacy names, names a
 policy resource serves, names a pool advertises) and ``spec.draSchedulers``, all known when compiling.
 
-Mutations are ``ApplyConfiguration`` merges of the ``annotations`` maps (granular maps: only our keys are
-written), with ``reinvocationPolicy: IfNeeded`` as the webhook has it. As the rule: the object's own annotations
-always; the template's on CREATE, and on UPDATE only when the template itself changed and may change (not in a
-controlled object, nor in a started Job).
+The object's own annotations are a ``JSONPatch`` (``_patch_own``), the template's an ``ApplyConfiguration`` merge of
+the ``annotations`` map (granular: only our keys are written), with ``reinvocationPolicy: IfNeeded`` as the webhook
+has it. As the rule: the object's own annotations always; the template's on CREATE, and on UPDATE only when the
+template itself changed and may change (not in a controlled object, nor in a started Job).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
 
 from webhook.compile.cel import glob_regex, lit, str_list
 from webhook.compile.checks import STAGES
-from webhook.compile.layouts import JOB, LAYOUTS, POD, Layout, owned, template_changed, uses_devices
-from webhook.compile.plan import plan_variables
-from webhook.compile.shared import (
-    API,
-    cohort_expression,
-    container_variables,
-    excepted,
-    mutating_pairs,
-    namespace_variables,
-)
+from webhook.compile.layouts import JOB, POD, Layout, owned, template_changed, uses_devices
+from webhook.compile.shared import Part, cohort_expression, excepted
 from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.model import Action
 from webhook.rules import ids
@@ -109,41 +101,25 @@ def _keep_old(layout: Layout, prefix: str, guard: str) -> str:
     return f"{guard} && {keep} && has({new}.metadata) ? ({patch}) : []"
 
 
-def _policy(layout: Layout, policy: CompiledPolicy, day: dt.date, meta: dict[str, Any]) -> dict[str, Any]:
+def tracking_part(layout: Layout, policy: CompiledPolicy, day: dt.date) -> Part | None:
+    """track-rollout's share of the layout's MutatingAdmissionPolicy (``pod_mutations``), or None when it never
+    writes. Its own matchCondition ``no-resource-claims`` (which claims are the migration's needs the cluster view)
+    becomes part of ``trkOn`` unless the other rule has it too."""
     stages = mutating_stages(policy)
+    if not stages:
+        return None
     guard = f"variables.stage in {str_list(stages)} && variables.trkPath != ''"
     globs = excepted(ids.TRACK_ROLLOUT, policy, day)
     if globs:
         guard += f" && !variables.ns.matches({lit(glob_regex(globs))})"
-    ann = _annotations(policy)
-    mutations = []
-    patches = [_patch_own(guard, policy)]
-    if layout is not POD:
-        mutations.append(f"{guard} && {_template_writable(layout, policy.prefix)} ? {_apply(layout, ann)} : Object{{}}")
-        patches.append(_keep_old(layout, policy.prefix, guard))
     no_claims = f"!has({layout.spec()}.resourceClaims) || size({layout.spec()}.resourceClaims) == 0"
-    return {
-        "apiVersion": API, "kind": "MutatingAdmissionPolicy", "metadata": meta,
-        "spec": {
-            "failurePolicy": "Ignore",  # as workloads.mutate (deploy/base/webhooks.yaml)
-            "reinvocationPolicy": "IfNeeded",
-            "matchConstraints": {"resourceRules": layout.resource_rules()},
-            "matchConditions": [{"name": "uses-devices", "expression": uses_devices(layout)},
-                                {"name": "no-resource-claims", "expression": no_claims}],
-            "variables": [*namespace_variables(policy, day),
-                          {"name": "cohort", "expression": cohort_expression(policy)},
-                          *container_variables(layout), *plan_variables(policy)],
-            "mutations": [*({"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": m}}
-                            for m in mutations),
-                          *({"patchType": "JSONPatch", "jsonPatch": {"expression": p}} for p in patches)],
-        },
-    }
-
-
-def compile_tracking(policy: CompiledPolicy, day: dt.date, until: dt.date | None,
-                     namespaces: dict[str, Any]) -> list[dict[str, Any]]:
-    """One MutatingAdmissionPolicy and binding per layout, or none when track-rollout never writes."""
-    if not mutating_stages(policy):
-        return []
-    return mutating_pairs(policy, day, until, namespaces, LAYOUTS, "track-rollout",
-                          lambda layout, meta: _policy(layout, policy, day, meta))
+    on = "variables.trkOn"
+    return Part(
+        rule=ids.TRACK_ROLLOUT, on="trkOn", guard=guard,
+        conditions=[{"name": "uses-devices", "expression": uses_devices(layout)},
+                    {"name": "no-resource-claims", "expression": no_claims}],
+        variables=[{"name": "cohort", "expression": cohort_expression(policy)}],
+        before=(_patch_own(on, policy),) if layout is POD else
+        (_patch_own(on, policy), _keep_old(layout, policy.prefix, on)),
+        apply=None if layout is POD else
+        f"{on} && {_template_writable(layout, policy.prefix)} ? {_apply(layout, _annotations(policy))} : Object{{}}")

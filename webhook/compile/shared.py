@@ -9,7 +9,8 @@ exception's expiry), and the objects must be compiled again by then (issue #28 i
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -141,6 +142,44 @@ def outside_stages(policy: CompiledPolicy, day: dt.date, stages: frozenset[str])
         chain = (named if outside else "false") if chain == "false" else \
             f"{named} ? {'true' if outside else 'false'} : ({chain})"
     return chain if any_outside else None
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """One mutating rule's share of a layout's MutatingAdmissionPolicy (``pod_mutations``, where the rules of one
+    layout share a policy so the API server computes the placement plan once per evaluation).
+
+    ``on`` names the variable that is true when the rule acts: ``guard`` (its stages, exceptions) and those of its
+    ``conditions`` (its matchConditions as a policy of its own) that the layout's other rules do not share.
+    ``before``/``after``: JSONPatch CEL lists, every rule's ``before`` applied ahead of every rule's ``after``;
+    ``apply``: an ApplyConfiguration, in a mutation of its own after the patches."""
+
+    rule: str
+    on: str
+    guard: str
+    conditions: list[dict[str, str]]
+    variables: list[dict[str, str]]
+    before: tuple[str, ...] = ()
+    after: tuple[str, ...] = ()
+    apply: str | None = None
+
+
+_REFERENCE = re.compile(r"\bvariables\.([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def used_variables(variables: list[dict[str, str]], expressions: Iterable[str]) -> list[dict[str, str]]:
+    """The ``variables`` that ``expressions`` read, directly or through other variables, in their order. The API
+    server builds its lazy map of every declared variable on each evaluation and type-checks each one, so a policy
+    declares only what it reads (bench/results.md, issue 28 item 5)."""
+    declared = {v["name"]: v["expression"] for v in variables}
+    needed: set[str] = set()
+    todo = [n for e in expressions for n in _REFERENCE.findall(e)]
+    while todo:
+        name = todo.pop()
+        if name in declared and name not in needed:
+            needed.add(name)
+            todo += _REFERENCE.findall(declared[name])
+    return [v for v in variables if v["name"] in needed]
 
 
 def mutating_pairs(policy: CompiledPolicy, day: dt.date, until: dt.date | None, namespaces: dict[str, Any],

@@ -1,4 +1,5 @@
-"""``steer-node-pool`` compiled: the node affinity as a MutatingAdmissionPolicy (JSONPatch), its findings as checks.
+"""``steer-node-pool`` compiled: the node affinity as a JSONPatch in each layout's MutatingAdmissionPolicy (its share,
+``steering_part``, of ``pod_mutations``, shared with track-rollout), its findings as checks.
 
 The rule (``rules/pods.py`` ``steer_node_pool``, ``node_affinity.steer``) in CEL, for Pods and the pod templates of
 the built-in kinds (``layouts``). Everything it reads is in the object or the policy: the pool is ``placement.plan``
@@ -8,7 +9,9 @@ webhook's earlier steering is named by the ``<prefix>/node-pool`` marker on the 
 ``nodeSelectorTerms`` is an atomic list (k8s.io/api core/v1 ``NodeSelector``: ``+listType=atomic``), which an
 ``ApplyConfiguration`` mutation cannot change (issue #28), so the mutation is a ``JSONPatch`` that writes the
 whole list. ``reinvocationPolicy: IfNeeded`` as the webhook's mutating configuration (deploy/base/webhooks.yaml); a
-second run changes nothing (every pool expression is there and the marker names the pool).
+second run changes nothing (every pool expression is there and the marker names the pool). The rule's
+matchConditions as a policy of its own (``uses-devices``, ``examined``, a Job's ``template-writable``) are kept: those
+track-rollout lacks guard the patches (``stpOn``).
 
 Its findings (a constraint that rules the pool out, a Pod bound with ``spec.nodeName``, a scheduler that does not
 allocate DRA devices) are ``checks.Check``s the compiled ValidatingAdmissionPolicies carry (``steer=True``: they read
@@ -19,19 +22,12 @@ allocate DRA devices) are ``checks.Check``s the compiled ValidatingAdmissionPoli
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from collections.abc import Callable
 
 from webhook.compile.cel import clip, glob_regex, lit, str_list
 from webhook.compile.checks import STAGES, Check
-from webhook.compile.layouts import JOB, LAYOUTS, POD, Layout, examined, uses_devices
-from webhook.compile.plan import plan_variables
-from webhook.compile.shared import (
-    API,
-    container_variables,
-    excepted,
-    mutating_pairs,
-    namespace_variables,
-)
+from webhook.compile.layouts import JOB, POD, Layout, examined, uses_devices
+from webhook.compile.shared import Part, excepted
 from webhook.placement import DEFAULT_SCHEDULER
 from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.model import Action
@@ -260,64 +256,61 @@ def _terms_patch(layout: Layout, short: str) -> str:
     return f"(variables.stpChanged{short} ? (size({new}) > 0 ? ({write}) : ({drop})) : [])"
 
 
-def _marker_patch(layout: Layout, short: str, pool: str, key: str) -> str:
+def _marker_patch(layout: Layout, short: str, pool: str, key: str, tracked: str) -> str:
     """JSONPatch CEL for the marker (``node_affinity._mark``): set to the pool when a requirement was added, dropped
-    when nothing of ours is left and it named the other pool."""
+    when nothing of ours is left and it named the other pool. ``tracked``: CEL, true when patches applied before this
+    one leave the annotations map there with other keys (track-rollout's on a Pod's own), so the marker is one key
+    of it."""
     meta = _meta(layout)
     m = _pointer(layout, "/metadata")
     one = m + "/annotations/" + key.replace("~", "~0").replace("/", "~1")
     ann = f"{meta}.?annotations"
     has_meta = "true" if layout is POD else f"{meta}.hasValue()"
     put = (f"!{has_meta} ? [JSONPatch{{op: 'add', path: {lit(m)}, value: {{'annotations': "
-           f"{{{lit(key)}: {lit(pool)}}}}}}}] : !{ann}.hasValue() ? [JSONPatch{{op: 'add', "
+           f"{{{lit(key)}: {lit(pool)}}}}}}}] : !{ann}.hasValue() && !{tracked} ? [JSONPatch{{op: 'add', "
            f"path: {lit(m + '/annotations')}, value: {{{lit(key)}: {lit(pool)}}}}}] : "
            f"[JSONPatch{{op: 'add', path: {lit(one)}, value: {lit(pool)}}}]")
-    drop = (f"size(dyn({ann}.orValue({{}}))) == 1 ? [JSONPatch{{op: 'remove', path: {lit(m + '/annotations')}}}] : "
+    drop = (f"size(dyn({ann}.orValue({{}}))) == 1 && !{tracked} ? "
+            f"[JSONPatch{{op: 'remove', path: {lit(m + '/annotations')}}}] : "
             f"[JSONPatch{{op: 'remove', path: {lit(one)}}}]")
     return (f"(variables.stpAdded{short} && variables.stpMarker != {lit(pool)} ? ({put}) : "
             f"!variables.stpAdded{short} && variables.stpPrev{short} ? ({drop}) : [])")
 
 
-def _policy(layout: Layout, policy: CompiledPolicy, day: dt.date, meta: dict[str, Any]) -> dict[str, Any]:
-    guard = f"variables.stage in {str_list(steering_stages(policy))} && !variables.stpPerNode"
+def _per_pool(policy: CompiledPolicy, patch: Callable[[str, str], str]) -> str:
+    """JSONPatch CEL: ``patch(pool, short)`` for the pool the Pod goes to, when it is steered there (no conflict, no
+    ``spec.nodeName``); [] otherwise. One expression for every pool: the pool is known once."""
+    out = "[]"
+    for pool, short in reversed(POOLS):
+        if pool in _selectors(policy):
+            this = f"variables.stpPool == {lit(pool)} && variables.stpConflict{short} == ''"
+            out = f"{this} ? ({patch(pool, short)}) : {out}"
+    return f"variables.stpOn && variables.stpNodeName == '' ? ({out}) : []"
+
+
+def steering_part(layout: Layout, policy: CompiledPolicy, day: dt.date, tracked: str) -> Part | None:
+    """steer-node-pool's share of the layout's MutatingAdmissionPolicy (``pod_mutations``), or None when it never
+    steers (no pool configured, or an Audit/Off override): the affinity first, the marker after the other rules'
+    patches (``tracked``: see ``_marker_patch``). Its matchConditions ``examined`` (a Pod: always) and, for a Job,
+    ``template-writable`` become part of ``stpOn`` unless the other rule has them too."""
+    stages = steering_stages(policy)
+    if not stages:
+        return None
+    guard = f"variables.stage in {str_list(stages)} && !variables.stpPerNode"
     globs = excepted(ids.STEER_NODE_POOL, policy, day)
     if globs:
         guard += f" && !variables.ns.matches({lit(glob_regex(globs))})"
     key = policy.key(NODE_POOL_ANNOTATION)
-    variables = [*namespace_variables(policy, day), *container_variables(layout), *plan_variables(policy),
-                 *steering_variables(policy, layout)]
-    mutations = []
+    variables = steering_variables(policy, layout)
     for pool, short in POOLS:
-        if pool not in _selectors(policy):
-            continue
-        variables += _patch_variables(policy, short, pool)
-        this = (f"{guard} && variables.stpPool == {lit(pool)} && variables.stpNodeName == '' && "
-                f"variables.stpConflict{short} == ''")
-        patch = f"{this} ? {_terms_patch(layout, short)} + {_marker_patch(layout, short, pool, key)} : []"
-        mutations.append({"patchType": "JSONPatch", "jsonPatch": {"expression": patch}})
-    conditions = [{"name": "uses-devices", "expression": uses_devices(layout)},
-                  {"name": "examined", "expression": examined(layout, policy.prefix)}]
+        if pool in _selectors(policy):
+            variables += _patch_variables(policy, short, pool)
+    conditions = [{"name": "uses-devices", "expression": uses_devices(layout)}]
+    if layout is not POD:  # a Pod is always examined
+        conditions.append({"name": "examined", "expression": examined(layout, policy.prefix)})
     if layout is JOB:  # workloads.template_writes: a Job's template changes only while suspended, never started
         conditions.append({"name": "template-writable", "expression": "request.operation == 'CREATE' || "
                            "(oldObject.spec.?suspend.orValue(false) && !has(oldObject.status.startTime))"})
-    return {
-        "apiVersion": API, "kind": "MutatingAdmissionPolicy", "metadata": meta,
-        "spec": {
-            "failurePolicy": "Ignore",  # as workloads.mutate (deploy/base/webhooks.yaml)
-            "reinvocationPolicy": "IfNeeded",
-            "matchConstraints": {"resourceRules": layout.resource_rules()},
-            "matchConditions": conditions,
-            "variables": variables,
-            "mutations": mutations,
-        },
-    }
-
-
-def compile_steering(policy: CompiledPolicy, day: dt.date, until: dt.date | None,
-                     namespaces: dict[str, Any]) -> list[dict[str, Any]]:
-    """One MutatingAdmissionPolicy and binding per layout, or none when the rule never steers (no pool configured,
-    or an Audit/Off override)."""
-    if not steering_stages(policy):
-        return []
-    return mutating_pairs(policy, day, until, namespaces, LAYOUTS, "steer-node-pool",
-                          lambda layout, meta: _policy(layout, policy, day, meta))
+    return Part(rule=ids.STEER_NODE_POOL, on="stpOn", guard=guard, conditions=conditions, variables=variables,
+                before=(_per_pool(policy, lambda _, short: _terms_patch(layout, short)),),
+                after=(_per_pool(policy, lambda pool, short: _marker_patch(layout, short, pool, key, tracked)),))

@@ -1,0 +1,88 @@
+"""``steer-node-pool`` and ``track-rollout`` compiled together: one MutatingAdmissionPolicy per layout.
+
+Both rules read the placement plan (``plan.plan_variables``: the names asked for, the pools, the path). As two
+policies the API server computed it in each, and with ``reinvocationPolicy: IfNeeded`` it ran the first policy
+again after the second changed the object: three evaluations of the plan per GPU Pod (bench/results.md, issue 28
+item 5). One policy per layout, ``<policy>-<layout>-mutate.dra-migration.io``, declares the plan once, and its
+patches are one ``JSONPatch`` mutation: the API server's variables are lazy per mutation (kubernetes v1.36
+``plugin/cel/composition.go``: ``compositionContext.Variables`` builds a new lazy map for each mutation's
+evaluation), so a second mutation would compute the plan again. A template's annotations written by track-rollout
+stay an ``ApplyConfiguration`` (a granular merge), in a second mutation for workloads only; a Pod has one.
+
+The patches follow the webhook's order (``rules``: steer-node-pool, then track-rollout), except a Pod's node-pool
+marker, which comes last and is written as one key of the map track-rollout has just put there
+(``steering._marker_patch``): the stored object is the same. Neither rule reads what the other writes (the plan reads
+no annotation; track-rollout's template test ignores only its own keys, so a template steering may change is one it
+judges changed anyway, and one it would restore is one steering does not examine).
+
+Each rule keeps its own matchConditions: those both have (``uses-devices``) stay matchConditions, the others become
+part of the rule's ``<rule>On`` variable, which guards its patches (``shared.Part``). ``reinvocationPolicy`` stays
+``IfNeeded``, as the webhook's: with one policy, none of ours changes the object after it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from webhook.compile.layouts import LAYOUTS, POD, Layout
+from webhook.compile.mutating import tracking_part
+from webhook.compile.plan import plan_variables
+from webhook.compile.shared import (
+    API,
+    Part,
+    container_variables,
+    mutating_pairs,
+    namespace_variables,
+    used_variables,
+)
+from webhook.compile.steering import steering_part
+from webhook.policy.compiled import CompiledPolicy
+
+RULE = "mutate"
+"""The name's rule part: ``<policy>-<layout>-mutate.dra-migration.io``."""
+
+
+def parts(layout: Layout, policy: CompiledPolicy, day: dt.date) -> list[Part]:
+    """The rules that write on ``day`` in the webhook's order (steer-node-pool, then track-rollout)."""
+    tracking = tracking_part(layout, policy, day)
+    tracked = "variables.trkOn" if tracking is not None and layout is POD else "false"
+    return [p for p in (steering_part(layout, policy, day, tracked), tracking) if p is not None]
+
+
+def _on(part: Part, common: list[dict[str, str]]) -> dict[str, str]:
+    """``<rule>On``: the rule's own matchConditions not shared (first: they were decided before any variable), then
+    its guard."""
+    own = [c["expression"] for c in part.conditions if c not in common]
+    return {"name": part.on, "expression": " && ".join(f"({e})" for e in [*own, part.guard])}
+
+
+def _policy(layout: Layout, policy: CompiledPolicy, day: dt.date, meta: dict[str, Any]) -> dict[str, Any]:
+    rules = parts(layout, policy, day)
+    common = [c for c in rules[0].conditions if all(c in p.conditions for p in rules[1:])]
+    patches = [*(b for p in rules for b in p.before), *(a for p in rules for a in p.after)]
+    read = [" + ".join(f"({x})" for x in patches), *(p.apply for p in rules if p.apply)]
+    mutations = [{"patchType": "JSONPatch", "jsonPatch": {"expression": read[0]}},
+                 *({"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": a}} for a in read[1:])]
+    variables = [*namespace_variables(policy, day), *container_variables(layout), *plan_variables(policy),
+                 *(v for p in rules for v in p.variables), *(_on(p, common) for p in rules)]
+    return {
+        "apiVersion": API, "kind": "MutatingAdmissionPolicy", "metadata": meta,
+        "spec": {
+            "failurePolicy": "Ignore",  # as workloads.mutate (deploy/base/webhooks.yaml)
+            "reinvocationPolicy": "IfNeeded",
+            "matchConstraints": {"resourceRules": layout.resource_rules()},
+            "matchConditions": common,
+            "variables": used_variables(variables, read),
+            "mutations": mutations,
+        },
+    }
+
+
+def compile_pod_mutations(policy: CompiledPolicy, day: dt.date, until: dt.date | None,
+                          namespaces: dict[str, Any]) -> list[dict[str, Any]]:
+    """One MutatingAdmissionPolicy and binding per layout, or none when neither rule writes on ``day``."""
+    if not parts(LAYOUTS[0], policy, day):
+        return []
+    return mutating_pairs(policy, day, until, namespaces, LAYOUTS, RULE,
+                          lambda layout, meta: _policy(layout, policy, day, meta))

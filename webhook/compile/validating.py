@@ -22,7 +22,7 @@ from webhook.compile.claims import (
     claim_variables,
     compiled_for_claims,
 )
-from webhook.compile.layouts import LAYOUTS, examined, uses_devices
+from webhook.compile.layouts import LAYOUTS, POD, examined, uses_devices
 from webhook.compile.plan import plan_variables, training_variables
 from webhook.compile.shared import (
     API,
@@ -33,6 +33,7 @@ from webhook.compile.shared import (
     namespace_variables,
     outside_stages,
     stages_on,
+    used_variables,
 )
 from webhook.compile.steering import steering_checks, steering_variables
 from webhook.policy.compiled import CompiledPolicy
@@ -47,8 +48,9 @@ def compile_validating(policy: CompiledPolicy, day: dt.date, until: dt.date | No
     objects: list[dict[str, Any]] = []
     checks = [*all_checks(policy), *steering_checks(policy)]
     for layout in LAYOUTS:
-        conditions = [{"name": "uses-devices", "expression": uses_devices(layout)},
-                      {"name": "examined", "expression": examined(layout, policy.prefix)}]
+        conditions = [{"name": "uses-devices", "expression": uses_devices(layout)}]
+        if layout is not POD:  # a Pod is always examined: no condition to evaluate
+            conditions.append({"name": "examined", "expression": examined(layout, policy.prefix)})
         for action, used in _by_action(checks, policy, day):
             plan = (*plan_variables(policy), *training_variables(policy, layout)) if any(c.plan for c in used) else ()
             if any(c.steer for c in used):
@@ -177,6 +179,9 @@ def _claim_policy(policy: CompiledPolicy, day: dt.date, action: Action,
 
 def _policy(meta: dict[str, Any], match: dict[str, Any], conditions: list[dict[str, str]],
             validations: list[dict[str, Any]], variables: list[dict[str, str]]) -> dict[str, Any]:
+    """The policy, declaring only the ``variables`` its validations read (``shared.used_variables``): a Warn policy
+    whose checks never read the node pools declares no steering variable."""
+    read = [v[k] for v in validations for k in ("expression", "messageExpression") if k in v]
     return {
         "apiVersion": API,
         "kind": "ValidatingAdmissionPolicy",
@@ -186,7 +191,7 @@ def _policy(meta: dict[str, Any], match: dict[str, Any], conditions: list[dict[s
             "failurePolicy": "Ignore",
             "matchConstraints": match,
             "matchConditions": conditions,
-            "variables": variables,
+            "variables": used_variables(variables, read),
             "validations": validations,
         },
     }

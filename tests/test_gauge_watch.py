@@ -33,15 +33,17 @@ from webhook.kube_api import connect
 from webhook.policy.compiled import CompiledPolicy
 from webhook.report import build_report
 
+PREFIX = make_policy().prefix
 EXT = {"extendedResourceClaimStatus": {"resourceClaimName": "ext-claim-1", "requestMappings": [
     {"containerName": "main", "resourceName": "example.com/gpu", "requestName": "container-0-request-0"}]}}
 
 
-def _kept(objs: gauges.ClusterObjects) -> gauges.ClusterObjects:
+def _kept(objs: gauges.ClusterObjects, prefix: str) -> gauges.ClusterObjects:
     """The same objects as the writer's stores hold them and a refresh hands them to the report."""
-    pods = [f for f in map(keep_pod, objs.pods) if f is not None]
-    return gauges.ClusterObjects(list(objs.namespaces), [pod_object(f) for f in pods],
-                                 [claim_object(keep_claim(c)) for c in objs.claims], objs.device_classes)
+    pods = [f for f in (keep_pod(p, prefix) for p in objs.pods) if f is not None]
+    return gauges.ClusterObjects(list(objs.namespaces), [pod_object(f, prefix) for f in pods],
+                                 [claim_object(keep_claim(c, prefix), prefix) for c in objs.claims],
+                                 objs.device_classes)
 
 
 def _edge_cases() -> gauges.ClusterObjects:
@@ -97,24 +99,26 @@ CASES = {
 def test_what_the_writer_keeps_counts_as_the_whole_objects(case: str) -> None:
     make, now, objects = CASES[case]
     policy: CompiledPolicy = make()
-    whole, kept = objects(), _kept(objects())
+    whole, kept = objects(), _kept(objects(), policy.prefix)
     assert build_report(policy, now, whole.namespaces, whole.pods, whole.claims, whole.device_classes) == \
         build_report(policy, now, kept.namespaces, kept.pods, kept.claims, kept.device_classes)
-    assert gauges.samples(policy, now, objects()) == gauges.samples(policy, now, _kept(objects()))
+    assert gauges.samples(policy, now, objects()) == gauges.samples(policy, now, _kept(objects(), policy.prefix))
 
 
 def test_pods_the_report_never_counts_are_not_kept() -> None:
     objs = {p["metadata"]["name"]: p for p in _edge_cases().pods}
-    assert keep_pod(objs["cpu"]) is None  # no devices, no annotation
-    assert keep_pod(objs["failed"]) is None  # finished
-    assert keep_pod(objs["annotated-no-devices"]) is not None  # the report counts its intended path
-    assert keep_pod(objs["other-ext"]) is not None  # a DeviceClass may serve example.com/fpga later
-    facts = keep_pod(objs["init-gpu"])
-    assert facts is not None and facts.resources == ("example.com/gpu",)
-    assert facts.annotations == ((PATH, "device-plugin"),)
-    # Only the policy's own annotations are kept of a claim, whatever its prefix.
-    nic = keep_claim(next(c for c in _edge_cases().claims if c["metadata"]["name"] == "nic-only-nic-x"))
-    assert dict(nic.annotations) == {INJECTED: "2", "other.example.com/tolerations-injected": "9"}
+    assert keep_pod(objs["cpu"], PREFIX) is None  # no devices, no annotation
+    assert keep_pod(objs["failed"], PREFIX) is None  # finished
+    assert keep_pod(objs["annotated-no-devices"], PREFIX) is not None  # the report counts its intended path
+    assert keep_pod(objs["other-ext"], PREFIX) is not None  # a DeviceClass may serve example.com/fpga later
+    facts = keep_pod(objs["init-gpu"], PREFIX)
+    assert facts is not None and facts.resources == ("example.com/gpu",) and facts.intended == "device-plugin"
+    # Another tool's path annotation (Prometheus' scrape path is on most Pods) does not make a Pod kept.
+    scraped = pod("ml-a", "web", annotations={"prometheus.io/path": "/metrics"})
+    assert keep_pod(scraped, PREFIX) is None
+    # Only the policy's own annotations are kept of a claim.
+    nic = keep_claim(next(c for c in _edge_cases().claims if c["metadata"]["name"] == "nic-only-nic-x"), PREFIX)
+    assert nic.injected == "2"
 
 
 @pytest.fixture()
@@ -163,7 +167,7 @@ def test_the_writer_lists_once_then_follows_the_watches(fake: FakeAPI, tmp_path:
 def test_losing_the_lease_stops_the_watches_and_drops_the_stores(fake: FakeAPI) -> None:
     leading = [True]
     with connect(fake.kubeconfig) as api:
-        cluster = WatchedCluster(api, threading.Event(), lambda: leading[0])
+        cluster = WatchedCluster(api, threading.Event(), lambda: leading[0], lambda: PREFIX)
         objs = cluster.read()
         assert len(list(objs.pods)) == 8 and cluster.status()["pods"]["objects"] == 8
         threads = [t for t in threading.enumerate() if t.name.startswith("gauge-watch-")]
@@ -178,7 +182,7 @@ def test_a_failing_list_is_reported_not_waited_on(fake: FakeAPI) -> None:
 
     fake.fail("resourceclaims")
     with connect(fake.kubeconfig) as api:
-        cluster = WatchedCluster(api, threading.Event(), lambda: True, backoff=(0.05, 0.1))
+        cluster = WatchedCluster(api, threading.Event(), lambda: True, lambda: PREFIX, backoff=(0.05, 0.1))
         try:
             with pytest.raises(NotSynced, match="listing resourceclaims failed: .*500"):
                 cluster.read()
@@ -193,7 +197,7 @@ def test_a_stopped_writer_does_not_wait_for_the_first_lists(fake: FakeAPI) -> No
 
     fake.hang("pods")
     with connect(fake.kubeconfig) as api:
-        cluster = WatchedCluster(api, threading.Event(), lambda: False)  # the Lease is gone
+        cluster = WatchedCluster(api, threading.Event(), lambda: False, lambda: PREFIX)  # the Lease is gone
         try:
             with pytest.raises(NotSynced, match="no longer the gauge writer"):
                 cluster.read()
@@ -218,3 +222,19 @@ def test_samples_time_is_the_refresh_not_the_list(fake: FakeAPI, tmp_path: Path)
     snap = gauges.read_snapshot(str(tmp_path))
     assert snap is not None and snap["successAt"] == clock[0].timestamp()
     assert fake.count("pods", "list") == 1
+
+
+def test_a_new_annotation_prefix_lists_again_under_it(fake: FakeAPI) -> None:
+    """What is kept depends on the policy's prefix: a policy that changes it is followed by a new list."""
+    prefix = [PREFIX]
+    with connect(fake.kubeconfig) as api:
+        cluster = WatchedCluster(api, threading.Event(), lambda: True, lambda: prefix[0])
+        try:
+            before = [p["metadata"]["annotations"] for p in cluster.read().pods]
+            assert sum(1 for a in before if a) == 7  # every annotated Pod of the scenario, under the policy's key
+            prefix[0] = "other.example.com"
+            after = [p["metadata"]["annotations"] for p in cluster.read().pods]
+            assert not any(after) and len(after) == 8  # every Pod kept still: each uses devices
+        finally:
+            cluster.close()
+    assert fake.count("pods", "list") == 2

@@ -6,7 +6,7 @@ Now it lists once, when it takes the Lease, and then follows watches as kube-sta
 updates one small entry, and a refresh counts from memory. What is kept per object is what
 ``webhook.report.build_report`` reads and nothing else:
 
-- a Pod only while it is not finished and uses devices or carries a path annotation (``PodFacts``: names, the
+- a Pod only while it is not finished and uses devices or carries the policy's path annotation (``PodFacts``: names, the
   extended resource names its containers ask for, its claims, whether it is bound, its DRA status); any other
   Pod is not stored at all, and a Pod that finishes leaves the store;
 - every ResourceClaim as ``ClaimFacts`` (the injected-tolerations annotation, its controller, the DeviceClass
@@ -21,6 +21,7 @@ refresh.
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 import threading
@@ -36,8 +37,8 @@ from webhook.pacing import Pacer
 
 log = logging.getLogger(__name__)
 
-PATH_SUFFIX = "/path"  # the policy's ``<prefix>/path`` annotation (webhook.policy.compiled.CompiledPolicy.key)
-INJECTED_SUFFIX = "/tolerations-injected"
+PATH = "path"  # the policy's ``<prefix>/path`` annotation (webhook.policy.compiled.CompiledPolicy.key)
+INJECTED = "tolerations-injected"
 _TERMINAL = ("Succeeded", "Failed")
 _Pairs = tuple[tuple[str, str | None], ...]
 
@@ -46,11 +47,10 @@ def _intern(value: Any) -> str | None:
     return sys.intern(value) if isinstance(value, str) else None
 
 
-def _suffixed(meta: Mapping[str, Any], suffix: str) -> tuple[tuple[str, str], ...]:
-    """Annotations whose key ends in ``suffix``: the policy's prefix is not known here (the policy may change
-    while the watch runs), its annotation names are."""
-    notes = meta.get("annotations") or {}
-    return tuple((sys.intern(k), str(v)) for k, v in notes.items() if k.endswith(suffix))
+def _note(meta: Mapping[str, Any], prefix: str, name: str) -> str | None:
+    """The value of the policy's annotation ``<prefix>/<name>`` (interned: a handful of distinct values)."""
+    value = (meta.get("annotations") or {}).get(f"{prefix}/{name}")
+    return None if value is None else sys.intern(str(value))
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +59,7 @@ class PodFacts:
 
     namespace: str
     name: str
-    annotations: tuple[tuple[str, str], ...]
+    intended: str | None  # the policy's path annotation
     phase: str | None
     node: str | None
     extended_claim: str | None  # status.extendedResourceClaimStatus.resourceClaimName
@@ -85,26 +85,26 @@ def _pairs(entries: Any) -> _Pairs:
                  if isinstance(e, dict))
 
 
-def keep_pod(pod: dict[str, Any]) -> PodFacts | None:
-    """The Pod's facts, or None for a Pod the report never counts (finished, or no devices and no path
-    annotation): such a Pod is not stored."""
+def keep_pod(pod: dict[str, Any], prefix: str) -> PodFacts | None:
+    """The Pod's facts under the policy's annotation ``prefix``, or None for a Pod the report never counts
+    (finished, or no devices and no path annotation): such a Pod is not stored."""
     meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
     if status.get("phase") in _TERMINAL:
         return None
     facts = PodFacts(
         namespace=sys.intern(str(meta.get("namespace", ""))), name=str(meta.get("name", "")),
-        annotations=_suffixed(meta, PATH_SUFFIX), phase=_intern(status.get("phase")),
+        intended=_note(meta, prefix, PATH), phase=_intern(status.get("phase")),
         node=_intern(spec.get("nodeName")),
         extended_claim=_intern((status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName")),
         claims=_pairs(spec.get("resourceClaims")), statuses=_pairs(status.get("resourceClaimStatuses")),
         resources=_resource_names(spec),
     )
-    if not (facts.annotations or facts.extended_claim or facts.claims or facts.statuses or facts.resources):
+    if not (facts.intended is not None or facts.extended_claim or facts.claims or facts.statuses or facts.resources):
         return None
     return facts
 
 
-def pod_object(f: PodFacts) -> dict[str, Any]:
+def pod_object(f: PodFacts, prefix: str) -> dict[str, Any]:
     """The smallest Pod that ``build_report`` counts as it counts the Pod ``f`` was kept from."""
     status: dict[str, Any] = {"resourceClaimStatuses": [{"name": n, "resourceClaimName": c} for n, c in f.statuses]}
     if f.phase is not None:
@@ -112,7 +112,8 @@ def pod_object(f: PodFacts) -> dict[str, Any]:
     if f.extended_claim is not None:
         status["extendedResourceClaimStatus"] = {"resourceClaimName": f.extended_claim}
     return {
-        "metadata": {"namespace": f.namespace, "name": f.name, "annotations": dict(f.annotations)},
+        "metadata": {"namespace": f.namespace, "name": f.name,
+                     "annotations": {} if f.intended is None else {f"{prefix}/{PATH}": f.intended}},
         "spec": {"nodeName": f.node, "resourceClaims": [{"name": n, "resourceClaimName": c} for n, c in f.claims],
                  "containers": [{"resources": {"requests": dict.fromkeys(f.resources, "1")}}]},
         "status": status,
@@ -125,28 +126,29 @@ class ClaimFacts:
 
     namespace: str
     name: str
-    annotations: tuple[tuple[str, str], ...]
+    injected: str | None  # the policy's tolerations-injected annotation
     controller: tuple[str, str] | None  # (kind, name) of the controlling owner
     classes: tuple[str | None, ...]  # deviceClassName of each request slot (exactly or firstAvailable)
 
 
-def keep_claim(claim: dict[str, Any]) -> ClaimFacts:
+def keep_claim(claim: dict[str, Any], prefix: str) -> ClaimFacts:
     meta = claim.get("metadata") or {}
     owner = next((o for o in meta.get("ownerReferences") or [] if isinstance(o, dict) and o.get("controller")), None)
     return ClaimFacts(
         namespace=sys.intern(str(meta.get("namespace", ""))), name=str(meta.get("name", "")),
-        annotations=_suffixed(meta, INJECTED_SUFFIX),
+        injected=_note(meta, prefix, INJECTED),
         controller=None if owner is None else (sys.intern(str(owner.get("kind"))), str(owner.get("name"))),
         classes=tuple(_intern(s.body.get("deviceClassName")) for s in iter_requests(claim, "ResourceClaim")),
     )
 
 
-def claim_object(f: ClaimFacts) -> dict[str, Any]:
+def claim_object(f: ClaimFacts, prefix: str) -> dict[str, Any]:
     """The smallest ResourceClaim that ``build_report`` reads as it reads the claim ``f`` was kept from."""
     owners = [] if f.controller is None else [{"kind": f.controller[0], "name": f.controller[1], "controller": True}]
     requests = [{"name": f"r{i}", "exactly": {} if c is None else {"deviceClassName": c}}
                 for i, c in enumerate(f.classes)]
-    return {"metadata": {"namespace": f.namespace, "name": f.name, "annotations": dict(f.annotations),
+    notes = {} if f.injected is None else {f"{prefix}/{INJECTED}": f.injected}
+    return {"metadata": {"namespace": f.namespace, "name": f.name, "annotations": notes,
                          "ownerReferences": owners},
             "spec": {"devices": {"requests": requests}}}
 
@@ -158,39 +160,46 @@ class NotSynced(RuntimeError):
 class WatchedCluster:
     """Namespaces, Pods and ResourceClaims, listed once and then watched, in this process's threads.
 
-    ``read()`` (the exporter's producer) starts the watches on first use and waits for their first lists;
-    ``close()`` stops them and drops the stores (the writer lost the Lease: memory goes back, and the next
-    holder lists again). The first list and every re-list (a watch that fell behind the API server's history,
-    HTTP 410) are paced by ``pace`` (``webhook.pacing``); a watch's own events are not.
+    ``read()`` (the exporter's producer) starts the watches on first use and waits for their first lists.
+    What is kept depends on the policy's annotation prefix (``prefix()``): a policy that changes it makes the
+    next read list again under the new one. ``close()`` stops the watches and drops the stores (the writer
+    lost the Lease: memory goes back, and the next holder lists again). The first list and every re-list (a
+    watch that fell behind the API server's history, HTTP 410) are paced by ``pace`` (``webhook.pacing``); a
+    watch's own events are not.
     """
 
-    def __init__(self, api: Any, stop: threading.Event, leading: Callable[[], bool],
+    def __init__(self, api: Any, stop: threading.Event, leading: Callable[[], bool], prefix: Callable[[], str],
                  pace: Callable[[], Pacer] | None = None, watch_timeout: int = 300,
                  backoff: tuple[float, float] = (0.5, 30.0), poll: float = 0.1) -> None:
-        self.api, self.stop, self.leading, self.pace = api, stop, leading, pace
+        self.api, self.stop, self.leading, self.prefix, self.pace = api, stop, leading, prefix, pace
+        self._prefix = ""  # the prefix the running watches keep annotations under
         self.watch_timeout, self.backoff, self.poll = watch_timeout, backoff, poll
         self._informers: tuple[Informer, ...] = ()
         self._halt = threading.Event()  # this set of watches only: close() without stopping the writer
         self._seen_errors: dict[str, int] = {}  # each informer's error count at the last good read
 
-    def _build(self) -> tuple[Informer, ...]:
+    def _build(self, prefix: str) -> tuple[Informer, ...]:
         def lister(resource: str) -> Callable[..., Any]:
             return kube_lists.list_call(self.api, resource)
 
         informers = (
             Informer("namespaces", lister("namespaces"), keep_labels),
-            Informer("pods", lister("pods"), keep_pod, key=namespaced_name),
-            Informer("resourceclaims", lister("resourceclaims"), keep_claim, key=namespaced_name),
+            Informer("pods", lister("pods"), functools.partial(keep_pod, prefix=prefix), key=namespaced_name),
+            Informer("resourceclaims", lister("resourceclaims"), functools.partial(keep_claim, prefix=prefix),
+                     key=namespaced_name),
         )
         for inf in informers:
             inf.pace = self.pace
         return informers
 
-    def start(self) -> None:
-        if self._informers:
+    def start(self, prefix: str) -> None:
+        if self._informers and prefix == self._prefix:
             return
-        self._halt = threading.Event()
-        self._informers = self._build()
+        if self._informers:
+            log.info("migration gauges: the policy's annotation prefix is now %s: listing again", prefix)
+            self.close()
+        self._halt, self._prefix = threading.Event(), prefix
+        self._informers = self._build(prefix)
         self._seen_errors = {inf.name: 0 for inf in self._informers}
         for inf in self._informers:
             args = (self._halt, self.backoff, self.watch_timeout, lambda _: None)  # the informer logs errors
@@ -230,13 +239,14 @@ class WatchedCluster:
         snapshots of the stores, turned into minimal objects as the report consumes them."""
         from webhook import kube_api
 
-        self.start()
+        prefix = self.prefix()
+        self.start(prefix)
         self._check()
         namespaces, pods, claims = (self._copy(inf) for inf in self._informers)
         return gauges.ClusterObjects(
             ({"metadata": {"name": name, "labels": labels}} for name, labels in namespaces.items()),
-            (pod_object(f) for f in pods.values()),
-            (claim_object(f) for f in claims.values()),
+            (pod_object(f, prefix) for f in pods.values()),
+            (claim_object(f, prefix) for f in claims.values()),
             kube_lists.device_classes(self.api),
             kube_api.server_version(self.api),
         )

@@ -109,9 +109,15 @@ def exporter(opts: WriterOptions, api: Any, leading: Callable[[], bool],
     def pacer() -> Pacer:
         return Pacer(opts.read_share) if opts.sleep is None else Pacer(opts.read_share, sleep=opts.sleep)
 
-    cluster = WatchedCluster(api, stop or threading.Event(), leading, pace=pacer)
-    return gauges.Exporter(opts.directory, _CheckedPolicy(opts.policy), cluster.read, interval=opts.interval,
-                           leading=leading, release=cluster.close)
+    policies = _CheckedPolicy(opts.policy)
+
+    def prefix() -> str:  # the exporter reads only with a policy loaded; "" never matches an annotation then
+        policy = policies.current
+        return policy.prefix if policy is not None else ""
+
+    cluster = WatchedCluster(api, stop or threading.Event(), leading, prefix, pace=pacer)
+    return gauges.Exporter(opts.directory, policies, cluster.read, interval=opts.interval, leading=leading,
+                           release=cluster.close)
 
 
 def run(opts: WriterOptions, stop: threading.Event) -> None:

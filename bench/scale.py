@@ -461,6 +461,7 @@ class ServeRun:
     errors: int = 0
     gauge_pods: float | None = None
     note: str = ""
+    writer_cpu: list[float] = field(default_factory=list)  # the gauge writer's CPU seconds as each refresh was seen
 
     def hwm_sum(self) -> float:
         return sum(p["hwm_mb"] for p in self.processes.values())
@@ -471,6 +472,23 @@ class ServeRun:
             inside = any(start <= at <= end for start, end in self.refreshes)
             (during if inside else outside).append(ms)
         return during, outside
+
+    def split_first(self) -> tuple[list[float], list[float]]:
+        """Samples during the first refresh (the writer's first list, since gauges are watched) and during the
+        later ones (recounts of the watched stores)."""
+        first: list[float] = []
+        later: list[float] = []
+        for at, ms in self.latencies:
+            for i, (start, end) in enumerate(self.refreshes):
+                if start <= at <= end:
+                    (first if i == 0 else later).append(ms)
+                    break
+        return first, later
+
+    def cpu_per_later_refresh(self) -> float | None:
+        """The writer's CPU seconds per refresh after the first (watch events and recounts), or None."""
+        cpu = self.writer_cpu
+        return (cpu[-1] - cpu[0]) / (len(cpu) - 1) if len(cpu) > 1 else None
 
 
 def _metrics(port: int, ctx: ssl.SSLContext) -> str:
@@ -542,7 +560,7 @@ def measure_serve(cp: Any, workdir: Path, certs: Path, args: argparse.Namespace,
     run, stop = ServeRun(), threading.Event()
     client = threading.Thread(target=_admission_client, args=(port, ctx, run, stop, place.enabled), daemon=True)
     try:
-        _watch_serve(proc, port, ctx, run, want, timeout, client)
+        _watch_serve(proc, port, ctx, run, want, timeout, client, metrics_dir)
     finally:
         stop.set()
         client.join(35)
@@ -575,8 +593,24 @@ def _sample_group(proc: Any, run: ServeRun) -> None:
     run.peak_pss_mb = max(run.peak_pss_mb, pss / 1024)
 
 
+def _cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (/proc/PID/stat fields 14 and 15), in seconds; 0 when it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _writer_pid(metrics_dir: Path) -> int | None:
+    try:
+        return int(json.loads((metrics_dir / "migration.json").read_text())["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def _watch_serve(proc: Any, port: int, ctx: ssl.SSLContext, run: ServeRun, want: int, timeout: float,
-                 client: threading.Thread) -> None:
+                 client: threading.Thread, metrics_dir: Path) -> None:
     deadline = time.monotonic() + timeout
     last_success, next_poll, started_client = None, 0.0, False
     while time.monotonic() < deadline and len(run.refreshes) < want:
@@ -596,6 +630,8 @@ def _watch_serve(proc: Any, port: int, ctx: ssl.SSLContext, run: ServeRun, want:
             value = _gauge(text, "dra_webhook_migration_last_success_timestamp_seconds")
             if value is not None and value != last_success:
                 run.refreshes.append((value, time.time()))
+                writer = _writer_pid(metrics_dir)
+                run.writer_cpu.append(_cpu_seconds(writer) if writer else 0.0)
                 run.gauge_pods = _gauge(text, "dra_webhook_migration_pods")
                 last_success = value
         time.sleep(0.25)
@@ -724,7 +760,21 @@ def serve_lines(r: SizeResult) -> list[str]:
         f"{_f(pct(outside, .5), '.1f')} p99 {_f(pct(outside, .99), '.1f')}; during a refresh n={len(during)} "
         f"median {_f(pct(during, .5), '.1f')} p99 {_f(pct(during, .99), '.1f')}; errors {s.errors}."
         + (f" Note: {s.note.strip()[:300]}" if s.note else ""),
+        *_first_and_later(s),
     ]
+
+
+def _first_and_later(s: ServeRun) -> list[str]:
+    """The refreshes split: the first is the writer's first list (paced), the later ones recount its watched
+    stores (issue 29 item 2); and the writer's CPU per later refresh."""
+    first, later = s.split_first()
+    if not s.refreshes:
+        return []
+    cpu = s.cpu_per_later_refresh()
+    return [f"  Of those during a refresh: during the first (the writer's list) n={len(first)} median "
+            f"{_f(pct(first, .5), '.1f')} p99 {_f(pct(first, .99), '.1f')}; during later ones (recounts of the "
+            f"watched stores) n={len(later)} median {_f(pct(later, .5), '.1f')} p99 {_f(pct(later, .99), '.1f')}. "
+            f"Gauge writer CPU per later refresh: {_f(cpu, '.3f')} s."]
 
 
 def run_label(meta: dict[str, str]) -> str:
@@ -768,7 +818,9 @@ def as_json(results: list[SizeResult], meta: dict[str, str]) -> dict[str, Any]:
                 "refreshes": r.serve.refreshes, "gauge_pods": r.serve.gauge_pods, "errors": r.serve.errors,
                 "note": r.serve.note, "latencies": r.serve.latencies,
                 "latency_ms": {k: {"n": len(v), "p50": pct(v, .5), "p99": pct(v, .99)}
-                               for k, v in (("during", during), ("outside", outside))},
+                               for k, v in (("during", during), ("outside", outside),
+                                            *zip(("first", "later"), r.serve.split_first(), strict=True))},
+                "writer_cpu": r.serve.writer_cpu,
             }
         out.append(item)
     return {"meta": meta, "sizes": out}
@@ -783,7 +835,7 @@ def from_json(item: dict[str, Any]) -> SizeResult:
     if s:
         r.serve = ServeRun({int(k): v for k, v in s["processes"].items()}, s["peak_sum_mb"], s["peak_pss_mb"],
                            [tuple(x) for x in s["refreshes"]], [tuple(x) for x in s.get("latencies", [])],
-                           s["errors"], s["gauge_pods"], s["note"])
+                           s["errors"], s["gauge_pods"], s["note"], s.get("writer_cpu", []))
     return r
 
 

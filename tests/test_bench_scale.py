@@ -57,3 +57,20 @@ def test_placement_pins_only_when_asked() -> None:
         wrapped = place.wrap(argv)
         assert wrapped[-2:] == argv and wrapped[wrapped.index("-c") + 2] == "0"
         assert "sched_setaffinity" in wrapped[wrapped.index("-c") + 1]
+
+
+def test_the_first_refresh_is_told_from_the_recounts_and_the_writer_cpu_is_per_recount(tmp_path: Path) -> None:
+    run = scale.ServeRun({}, 0.0, 0.0, [(100.0, 130.0), (145.0, 146.0), (161.0, 162.0)],
+                         [(90.0, 4.0), (110.0, 9.0), (145.5, 5.0), (150.0, 3.0), (161.2, 7.0)], 0, 10.0,
+                         writer_cpu=[20.0, 20.5, 20.9])
+    assert run.split_latency() == ([9.0, 5.0, 7.0], [4.0, 3.0])
+    assert run.split_first() == ([9.0], [5.0, 7.0])
+    assert abs(run.cpu_per_later_refresh() - 0.45) < 1e-9
+    r = scale.SizeResult(1000, 1.0, 1.0, 9000.0, {"device_pods": 10})
+    r.serve = run
+    raw = tmp_path / "raw.json"
+    raw.write_text(json.dumps(scale.as_json([r], META)))
+    (back,), _ = scale.merged([raw])
+    assert back.serve.writer_cpu == [20.0, 20.5, 20.9]
+    line = next(x for x in scale.serve_lines(back) if "during the first" in x)
+    assert "n=1 median 9.0" in line and "n=2 median" in line and "0.450 s" in line

@@ -111,14 +111,18 @@ def test_rerun_lists_again_from_the_start_and_counts_each_object_once(fake: Fake
 
 
 def test_the_gauge_writer_reads_again_when_its_list_expires_half_way(fake: FakeAPI, tmp_path: Path) -> None:
-    """The writer's bulk read goes through ``kube_lists.rerun``: a 410 on a continue token costs a re-list, not
-    the refresh, and each Pod is counted once."""
+    """The writer's first list (``webhook.informer.Informer.run``): a 410 on a continue token costs a re-list,
+    not the refresh, and each Pod is counted once."""
     from webhook import gauge_writer, gauges
 
     opts = gauge_writer.WriterOptions(Path(write_policy(tmp_path)), fake.kubeconfig, str(tmp_path), 60, "ns")
     fake.expire_next_continue()
     with connect(fake.kubeconfig) as api:
-        assert gauge_writer.exporter(opts, api, leading=lambda: True).refresh()
+        exporter = gauge_writer.exporter(opts, api, leading=lambda: True)
+        try:
+            assert exporter.refresh()
+        finally:
+            exporter.release()
     assert [q.get("continue") for q in _pod_lists(fake)] == [None, "3", None, "3", "6"]  # the 410, the re-list
     snap = gauges.read_snapshot(str(tmp_path))
     assert snap is not None and snap["error"] is None

@@ -117,7 +117,7 @@ def test_a_paced_stream_rests_between_its_pages_and_reads_the_same(fake: FakeAPI
 
 
 def test_the_gauge_writer_paces_its_read_and_counts_as_a_full_list(fake: FakeAPI, tmp_path: Path) -> None:
-    """The writer's read (a 410 re-list included) rests between pages and its gauges equal the counts of whole
+    """The writer's first list (a 410 re-list included) rests between pages and its gauges equal the counts of whole
     lists; with ``read_share`` 1 it does not rest at all."""
     from webhook import gauge_writer, gauges
 
@@ -137,7 +137,11 @@ def test_the_gauge_writer_paces_its_read_and_counts_as_a_full_list(fake: FakeAPI
                                           read_share=share, sleep=slept.append)
         fake.expire_next_continue()
         with connect(fake.kubeconfig) as api:
-            assert gauge_writer.exporter(opts, api, leading=lambda: True).refresh()
+            exporter = gauge_writer.exporter(opts, api, leading=lambda: True)
+            try:
+                assert exporter.refresh()
+            finally:
+                exporter.release()
         assert pod_total(out) == expected == 5
         assert bool(slept) is rests and all(s >= 0 for s in slept)
 

@@ -8,8 +8,9 @@ survives. The gunicorn master forks it (``webhook.supervisor.Supervisor``, from 
 with backoff when it dies, and stops it on shutdown; ``PR_SET_PDEATHSIG`` ends it if the master is killed outright.
 
 Inside, one thread keeps trying to acquire or renew the Lease (``webhook.leader``, every retry period, also
-while a read is under way, so a slow read never costs the leadership) and the main thread runs
-``webhook.gauges.Exporter``, which reads the cluster only while this process holds the Lease.
+while the first list is under way, so a slow list never costs the leadership) and the main thread runs
+``webhook.gauges.Exporter``, which reads the cluster only while this process holds the Lease: one list, then
+watches (``webhook.gauge_watch``, one thread per resource) whose stores each refresh counts.
 """
 
 from __future__ import annotations
@@ -93,25 +94,30 @@ def lower_priority() -> None:
         fh.write("1000")
 
 
-def exporter(opts: WriterOptions, api: Any, leading: Callable[[], bool]) -> Exporter:
-    """The gauges' exporter over streams of paged lists (one page of objects in memory at a time); a read
-    whose continue token expires half-way (410, after about five minutes of paging) starts again from the
-    beginning (``kube_lists.rerun``), so no object is counted twice and no refresh is lost to it.
+def exporter(opts: WriterOptions, api: Any, leading: Callable[[], bool],
+             stop: threading.Event | None = None) -> Exporter:
+    """The gauges' exporter over watches of the cluster (``webhook.gauge_watch``): the first read lists
+    Namespaces, Pods and ResourceClaims once, page by page, keeping each object's projection; from then on
+    watch events keep the stores current and each refresh counts from memory. Losing the Lease stops the
+    watches and drops the stores.
 
-    Each read (a re-list too) is paced by a fresh ``Pacer`` of ``opts.read_share``: it rests between pages so
-    that it keeps the API server and this process busy at most that share of its wall time."""
-    from webhook import gauges, kube_lists
-    from webhook import kube_api as cluster
+    The first list and every re-list are paced by a fresh ``Pacer`` of ``opts.read_share``: they rest between
+    pages so that they keep the API server and this process busy at most that share of their wall time."""
+    from webhook import gauges
+    from webhook.gauge_watch import WatchedCluster
 
-    def read() -> gauges.ClusterObjects:
-        pace = Pacer(opts.read_share) if opts.sleep is None else Pacer(opts.read_share, sleep=opts.sleep)
-        return gauges.ClusterObjects(
-            kube_lists.stream(api, "namespaces", pace=pace), kube_lists.stream(api, "pods", pace=pace),
-            kube_lists.stream(api, "resourceclaims", pace=pace), kube_lists.device_classes(api, pace=pace),
-            cluster.server_version(api))
+    def pacer() -> Pacer:
+        return Pacer(opts.read_share) if opts.sleep is None else Pacer(opts.read_share, sleep=opts.sleep)
 
-    return gauges.Exporter(opts.directory, _CheckedPolicy(opts.policy), read, interval=opts.interval,
-                           leading=leading, retry=kube_lists.rerun)
+    policies = _CheckedPolicy(opts.policy)
+
+    def prefix() -> str:  # the exporter reads only with a policy loaded; "" never matches an annotation then
+        policy = policies.current
+        return policy.prefix if policy is not None else ""
+
+    cluster = WatchedCluster(api, stop or threading.Event(), leading, prefix, pace=pacer)
+    return gauges.Exporter(opts.directory, policies, cluster.read, interval=opts.interval, leading=leading,
+                           release=cluster.close)
 
 
 def run(opts: WriterOptions, stop: threading.Event) -> None:
@@ -124,6 +130,10 @@ def run(opts: WriterOptions, stop: threading.Event) -> None:
     log.info("gauge writer pid %d: candidate %s for Lease %s/%s; reads paced to %.0f%% busy", os.getpid(),
              opts.identity, opts.lease_namespace, opts.lease_name, 100 * opts.read_share)
     thread = campaign(elector, stop)
-    exporter(opts, api, lambda: elector.leading).run(stop)
+    gauges = exporter(opts, api, lambda: elector.leading, stop)
+    try:
+        gauges.run(stop)
+    finally:
+        gauges.release()
     thread.join(10)
     elector.release()

@@ -1,18 +1,20 @@
 """Live migration gauges: what runs in the cluster now, computed from the cluster, not from admission events.
 
 Counters of admission events restart at zero with the process and say nothing about Pods admitted before
-it started; these gauges are recomputed from a full read of the cluster (Namespaces, Pods, ResourceClaims,
-DeviceClasses) through the same ``webhook.report.build_report`` as ``dra-webhook report``, so both always
-agree and are right after a restart.
+it started; these gauges are recomputed from the cluster (Namespaces, Pods, ResourceClaims, DeviceClasses)
+through the same ``webhook.report.build_report`` as ``dra-webhook report``, so both always agree and are right
+after a restart. The writer lists the cluster once and then follows watches of projected objects
+(``webhook.gauge_watch``), as kube-state-metrics does; each refresh counts from its stores.
 
 **One writer per cluster.** Each replica runs one gauge writer process beside its admission workers
 (``webhook.gauge_writer``, started and restarted by the gunicorn master); the writers elect one of them
-with a Lease (``webhook.leader``), and only the Lease holder reads the cluster, every ``interval`` seconds,
-and replaces ``<dir>/migration.json`` atomically (write, then rename). The others write a snapshot saying
-they are not the writer. Every worker's /metrics renders its replica's snapshot through
-``MigrationCollector``: the holder's replica exports the counts and ``dra_webhook_migration_gauge_writer 1``,
-the other replicas only ``dra_webhook_migration_gauge_writer 0``. So the API server pays one read per
-interval for the whole cluster, each Pod is counted once, and vanished label sets vanish. Aggregate with
+with a Lease (``webhook.leader``), and only the Lease holder reads the cluster (one list, then watches),
+recounts every ``interval`` seconds, and replaces ``<dir>/migration.json`` atomically (write, then
+rename). The others write a snapshot saying they are not the writer. Every worker's /metrics renders its
+replica's snapshot through ``MigrationCollector``: the holder's replica exports the counts and
+``dra_webhook_migration_gauge_writer 1``, the other replicas only ``dra_webhook_migration_gauge_writer 0``.
+So the API server serves one writer's list and watches for the whole cluster, each Pod is counted once,
+and vanished label sets vanish. Aggregate with
 ``max`` over instances (deploy/monitoring does): during a handover two replicas may briefly both export.
 
 Labels are bounded: cohort (from the policy, or ``none``), stage, path values. No Pod, namespace or other
@@ -247,9 +249,9 @@ class PolicySource(Protocol):
 class Exporter:
     """Keeps ``<directory>/migration.json`` current while ``leading()`` says this process is the writer.
 
-    ``read`` is the producer of the counts' input (today one paged read of the cluster); ``leading`` is the
-    Lease holder check (``webhook.leader``), always true when there is no election (tests, one replica);
-    ``retry`` wraps each read-and-count (the writer passes ``kube_lists.rerun``).
+    ``read`` is the producer of the counts' input (the writer's watched stores, ``webhook.gauge_watch``);
+    ``leading`` is the Lease holder check (``webhook.leader``), always true when there is no election (tests,
+    one replica); ``release`` is called when this process stops being the writer.
     """
 
     def __init__(
@@ -260,10 +262,10 @@ class Exporter:
         interval: float = 60.0,
         clock: Callable[[], dt.datetime] | None = None,
         leading: Callable[[], bool] = lambda: True,
-        retry: Callable[[Callable[[], list[Sample]]], list[Sample]] = lambda count: count(),
+        release: Callable[[], None] = lambda: None,
     ) -> None:
         self.directory = directory
-        self.retry = retry  # runs read-and-count again when a paged read expired half-way (kube_lists.rerun)
+        self.release = release  # drops what ``read`` keeps (the writer's watches) when the Lease is lost
         self.policies = policies
         self.read = read
         self.interval = interval
@@ -282,7 +284,7 @@ class Exporter:
             error = "no valid policy loaded"
         else:
             try:
-                computed = self.retry(lambda: samples(policy, now, self.read()))
+                computed = samples(policy, now, self.read())
                 self._last_samples, self._last_success = computed, now.timestamp()
             except Exception as exc:  # API down, RBAC missing: keep serving, report it in the gauges and logs
                 error = f"{type(exc).__name__}: {exc}"[:300]
@@ -302,15 +304,16 @@ class Exporter:
         return error is None
 
     def follow(self) -> None:
-        """Not the writer: export no counts (the writer replica does), only ``gauge_writer 0``."""
+        """Not the writer: export no counts (the writer replica does), only ``gauge_writer 0``; stop reading."""
+        self.release()
         self._last_samples, self._last_success = [], None
         write_snapshot(self.directory, {"pid": os.getpid(), "writer": False})
 
     def run(self, stop: threading.Event, poll: float = 1.0) -> None:
-        """Refresh every ``interval`` seconds after the end of the previous read while leading, until ``stop``.
+        """Refresh every ``interval`` seconds after the end of the previous refresh while leading, until ``stop``.
 
-        At most one read at a time and ``interval`` seconds of rest between two: the API server serves at most
-        one full read per interval for the whole cluster, however long a read takes.
+        The first refresh after taking the Lease waits for the writer's first lists (``webhook.gauge_watch``);
+        later ones count the watched stores, so the API server serves one list per Lease holder, then events.
         """
         was_leading: bool | None = None
         due = 0.0

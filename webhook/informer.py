@@ -2,7 +2,8 @@
 
 The live cluster view (``webhook.live_view``) runs one ``Informer`` per watched resource, each in its own
 thread; rules never call it. What is stored per object is the informer's ``keep`` projection (labels only for
-Namespaces, parsed devices for ResourceSlices), never more than the view needs.
+Namespaces, parsed devices for ResourceSlices), never more than the view needs; an object ``keep`` answers None
+for is not stored at all (the gauge writer's Pod projection drops Pods that use no devices).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from kubernetes import watch
 
 from webhook.kube_api import ApiException, describe_error
 from webhook.kube_lists import ListExpired, pages
+from webhook.pacing import Pacer
 
 log = logging.getLogger(__name__)
 
@@ -53,9 +55,11 @@ class Informer:
         self.watch = watch.Watch(return_type="object")  # "object": events stay raw dicts
         self.thread: threading.Thread | None = None
         self.changed: Callable[[], None] | None = None  # called (in the watch thread) after each change
+        self.pace: Callable[[], Pacer] | None = None  # a fresh pacer for each (re)list (webhook.pacing); None: unpaced
 
     def replace(self, items: list[dict[str, Any]], rv: str) -> None:
-        self._install({self.key(o): self.keep(o) for o in items}, rv)
+        kept = ((self.key(o), self.keep(o)) for o in items)
+        self._install({k: v for k, v in kept if v is not None}, rv)
 
     def relist(self) -> None:
         """List everything again, page by page, each object through ``keep`` as its page arrives: one page of
@@ -63,9 +67,12 @@ class Informer:
         high-water mark, bench/results.md), then the new store replaces the old in one step."""
         store: dict[str, Any] = {}
         rv = ""
-        for items, meta in pages(self.list_fn, timeout=(5.0, 60.0), what=self.name):
+        pace = self.pace() if self.pace is not None else None
+        for items, meta in pages(self.list_fn, timeout=(5.0, 60.0), what=self.name, pace=pace):
             for obj in items:
-                store[self.key(obj)] = self.keep(obj)
+                kept = self.keep(obj)
+                if kept is not None:
+                    store[self.key(obj)] = kept
             rv = meta.get("resourceVersion", "")
             del items
         self._install(store, rv)
@@ -85,9 +92,12 @@ class Informer:
         with self.lock:
             if type_ in ("ADDED", "MODIFIED"):
                 key, kept = self.key(obj), self.keep(obj)
-                if key not in self.store or self.store[key] != kept:  # an HPA's status churn keeps the same
+                if self.store.get(key) != kept:  # an HPA's status churn keeps the same
                     self.version += 1
-                self.store[key] = kept
+                if kept is None:
+                    self.store.pop(key, None)  # nothing to keep (any more): not stored
+                else:
+                    self.store[key] = kept
             elif type_ == "DELETED":
                 self.store.pop(self.key(obj), None)
                 self.version += 1

@@ -62,7 +62,9 @@ class ListExpired(RuntimeError):
     """A list's continue token expired (HTTP 410) half-way: the read must start again (``rerun``)."""
 
 
-def _list_call(api: client.ApiClient, resource: str, namespace: str | None) -> Callable[..., Any]:
+def list_call(api: client.ApiClient, resource: str, namespace: str | None = None) -> Callable[..., Any]:
+    """The generated list method for ``resource`` (in ``namespace``, or over all namespaces): for ``pages``, and
+    for watches (``webhook.informer``)."""
     api_class, name, namespaced_name = _LISTS[resource]
     if namespace:
         if namespaced_name is None:
@@ -137,7 +139,7 @@ def stream(
 
     Raises ``ListExpired`` when a continue token expires, ``ApiException`` for other API errors.
     """
-    call = _list_call(api, resource, namespace)
+    call = list_call(api, resource, namespace)
     args = (namespace,) if namespace else ()
     read = 0
     for items, meta in pages(call, *args, timeout=timeout, what=resource, pace=pace):

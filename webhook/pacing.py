@@ -1,9 +1,10 @@
 """Pacing of a bulk read: bound the share of wall time a paged list keeps the CPU busy (issue 29).
 
-The gauge writer re-reads every Pod of the cluster each interval. Unpaced, each page is requested as soon as
-the previous one is counted, so for the whole read the API server encodes JSON and the writer decodes and
-counts it back to back, on the same cores as (in this bench, and on a small control-plane node) the
-replica's admission workers: admission's median did not move during a read, its p99 tripled at 25,000 Pods.
+The gauge writer lists every Pod of the cluster when it takes the Lease (and again only when its watch falls
+behind the API server's history; ``webhook.gauge_watch``). Unpaced, each page is requested as soon as the
+previous one is kept, so for the whole list the API server encodes JSON and the writer decodes it back to back,
+on the same cores as (in this bench, and on a small control-plane node) the replica's admission workers:
+admission's median did not move during a read, its p99 tripled at 25,000 Pods.
 A ``Pacer`` sleeps between pages for as long as the previous page kept the read busy, scaled so the read is
 busy at most ``share`` of the time: after a page that took ``t`` seconds (request, decode, count), it waits
 ``t * (1 - share) / share``. With the default share of 0.5 a read takes twice as long and the API server and
@@ -12,7 +13,7 @@ writer work in bursts of one page (250 objects) with equal rests between them.
 One limit keeps pacing from costing the read itself: a continue token expires with the API server's history
 (HTTP 410, about five minutes; ``kube_lists.ListExpired``), so the pauses within one list stop once that list
 has been running for ``list_budget`` seconds, and the rest of it is read at full speed. A 410 still makes the
-caller re-list (``kube_lists.rerun``) with a fresh pacer.
+caller list again (``kube_lists.rerun``, ``webhook.informer.Informer.run``) with a fresh pacer.
 """
 
 from __future__ import annotations

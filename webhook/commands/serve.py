@@ -62,14 +62,16 @@ def add_parser(sub: Subparsers) -> None:
                    help="devices of ResourceSlices the replica's device process stores for unsatisfiable-claim "
                    "(default 20000, about 13 MB; slices past it are not stored and that rule does not judge)")
     p.add_argument("--gauge-interval", type=float, default=60.0, metavar="SECONDS",
-                   help="seconds between the end of one read of the cluster for the live migration gauges on "
-                   "/metrics and the start of the next (default 60; 0 turns them off; needs the cluster view). "
-                   "One process per replica (not a worker) competes for a Lease; only its holder reads")
+                   help="seconds between two recounts of the live migration gauges on /metrics (default 60; 0 "
+                   "turns them off; needs the cluster view). One process per replica (not a worker) competes for "
+                   "a Lease; only its holder lists Namespaces, Pods and ResourceClaims once and then follows "
+                   "watches of them, recounting from memory")
     p.add_argument("--gauge-read-share", type=_share, default=0.5, metavar="FRACTION",
-                   help="pace the gauge writer's read: it rests between pages so that the read (the API server "
-                   "serving a page, the writer decoding and counting it) is busy at most this share of the "
-                   "time, leaving the CPU to admission (default 0.5: a read takes about twice as long; 1: "
-                   "unpaced). A list still running after 150 s is no longer paced (continue tokens expire)")
+                   help="pace the gauge writer's list (when it takes the Lease, or a watch fell behind): it rests "
+                   "between pages so that the list (the API server serving a page, the writer decoding and "
+                   "keeping it) is busy at most this share of the time, leaving the CPU to admission (default "
+                   "0.5: a list takes about twice as long; 1: unpaced). A list still running after 150 s is no "
+                   "longer paced (continue tokens expire)")
     p.add_argument("--lease-namespace", default=None, metavar="NAMESPACE",
                    help="namespace of the gauge writers' Lease (default: $POD_NAMESPACE, else the mounted "
                    "ServiceAccount's namespace, else dra-webhook)")

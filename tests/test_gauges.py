@@ -255,6 +255,7 @@ def test_live_server_exports_each_pod_once_with_several_workers(tmp_path, worker
             writer = gauges.read_snapshot(str(tmp_path / "metrics"))["pid"]
             stat = Path(f"/proc/{writer}/stat").read_text().rsplit(")", 1)[1].split()
             assert int(stat[1]) == server.proc.pid and int(stat[16]) == 10  # the master's child, nice 10
+            assert int(stat[38]) == os.SCHED_IDLE  # preempted at once by a waking admission worker
             assert Path(f"/proc/{writer}/oom_score_adj").read_text().strip() == "1000"  # OOM-killed first
             os.kill(writer, signal.SIGKILL)
             metrics_dir = str(tmp_path / "metrics")

@@ -349,6 +349,57 @@ def test_an_informer_lists_again_when_its_list_expires_half_way(fake: FakeAPI, k
     assert len(informer.store) == 5 and informer.expired == 1 and informer.errors == 0
 
 
+def test_an_informer_stopped_during_its_list_abandons_it(fake: FakeAPI, kubeconfig: str,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A gauge writer that loses its Lease during a long paced list stops reading at the next page and keeps
+    nothing of it (it does not finish the list, nor install a store nobody will drop)."""
+    from kubernetes import client
+
+    from webhook.informer import Informer
+
+    monkeypatch.setattr(kube_lists, "PAGE_SIZE", 2)
+    fake.put(*(device_class(f"gpu-{i}.example.com") for i in range(5)))
+    stop = threading.Event()
+
+    def keep(obj: dict) -> str:
+        stop.set()  # the Lease is lost while the first page is kept
+        return obj["metadata"]["name"]
+
+    with connect(kubeconfig) as api:
+        informer = Informer("deviceclasses", client.ResourceV1Api(api).list_device_class, keep)
+        assert informer.relist(stop) is False
+        informer.run(stop, (0.05, 0.2), 5, lambda _: None)  # returns at once: stopped before any watch
+    assert fake.count("deviceclasses", "list") == 1  # pages 2 and 3 never asked for
+    assert not informer.synced and informer.store == {} and informer.rv is None
+    assert fake.count("deviceclasses", "watch") == 0
+
+
+def test_a_silent_watch_is_opened_again_not_trusted(fake: FakeAPI, kubeconfig: str) -> None:
+    """A watch with no byte (no event, no bookmark) for ``silence`` seconds is taken for a lost connection:
+    opened again from its resourceVersion at once, not reported as an error, and events still arrive."""
+    from kubernetes import client
+
+    from webhook.informer import Informer
+
+    fake.put(device_class("gpu-0.example.com"))
+    stop = threading.Event()
+    with connect(kubeconfig) as api:
+        informer = Informer("deviceclasses", client.ResourceV1Api(api).list_device_class, lambda o: 1)
+        informer.silence = 0.3  # the fake API sends no bookmarks: its watches stay silent until their timeout
+        thread = threading.Thread(target=informer.run, args=(stop, (0.05, 0.2), 30, lambda _: None), daemon=True)
+        thread.start()
+        try:
+            eventually(lambda: informer.reopened >= 2, "the silent watch opened again twice", timeout=DEADLINE)
+            fake.put(device_class("gpu-1.example.com"))
+            eventually(lambda: len(informer.store) == 2, "the event after a reopen", timeout=DEADLINE)
+        finally:
+            stop.set()
+            informer.watch.stop()
+            thread.join(10)
+    assert informer.errors == 0 and informer.relists == 1  # watched again from its version, never re-listed
+    assert fake.count("deviceclasses", "watch") >= 3
+
+
 def test_connect_errors_are_clear(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ClusterError, match="does not exist"):
         connect(str(tmp_path / "missing"))

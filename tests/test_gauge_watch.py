@@ -7,6 +7,7 @@ import datetime as dt
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -33,7 +34,8 @@ from webhook.kube_api import connect
 from webhook.policy.compiled import CompiledPolicy
 from webhook.report import build_report
 
-PREFIX = make_policy().prefix
+POLICY = make_policy()
+PREFIX = POLICY.prefix
 EXT = {"extendedResourceClaimStatus": {"resourceClaimName": "ext-claim-1", "requestMappings": [
     {"containerName": "main", "resourceName": "example.com/gpu", "requestName": "container-0-request-0"}]}}
 
@@ -167,8 +169,8 @@ def test_the_writer_lists_once_then_follows_the_watches(fake: FakeAPI, tmp_path:
 def test_losing_the_lease_stops_the_watches_and_drops_the_stores(fake: FakeAPI) -> None:
     leading = [True]
     with connect(fake.kubeconfig) as api:
-        cluster = WatchedCluster(api, threading.Event(), lambda: leading[0], lambda: PREFIX)
-        objs = cluster.read()
+        cluster = WatchedCluster(api, threading.Event(), lambda: leading[0])
+        objs = cluster.read(POLICY)
         assert len(list(objs.pods)) == 8 and cluster.status()["pods"]["objects"] == 8
         threads = [t for t in threading.enumerate() if t.name.startswith("gauge-watch-")]
         assert len(threads) == 3
@@ -182,12 +184,12 @@ def test_a_failing_list_is_reported_not_waited_on(fake: FakeAPI) -> None:
 
     fake.fail("resourceclaims")
     with connect(fake.kubeconfig) as api:
-        cluster = WatchedCluster(api, threading.Event(), lambda: True, lambda: PREFIX, backoff=(0.05, 0.1))
+        cluster = WatchedCluster(api, threading.Event(), lambda: True, backoff=(0.05, 0.1))
         try:
             with pytest.raises(NotSynced, match="listing resourceclaims failed: .*500"):
-                cluster.read()
+                cluster.read(POLICY)
             fake.heal()
-            assert eventually(lambda: len(list(cluster.read().pods)), "a read once the server heals") == 8
+            assert eventually(lambda: len(list(cluster.read(POLICY).pods)), "a read once the server heals") == 8
         finally:
             cluster.close()
 
@@ -197,10 +199,10 @@ def test_a_stopped_writer_does_not_wait_for_the_first_lists(fake: FakeAPI) -> No
 
     fake.hang("pods")
     with connect(fake.kubeconfig) as api:
-        cluster = WatchedCluster(api, threading.Event(), lambda: False, lambda: PREFIX)  # the Lease is gone
+        cluster = WatchedCluster(api, threading.Event(), lambda: False)  # the Lease is gone
         try:
             with pytest.raises(NotSynced, match="no longer the gauge writer"):
-                cluster.read()
+                cluster.read(POLICY)
         finally:
             fake.heal()
             cluster.close()
@@ -226,14 +228,13 @@ def test_samples_time_is_the_refresh_not_the_list(fake: FakeAPI, tmp_path: Path)
 
 def test_a_new_annotation_prefix_lists_again_under_it(fake: FakeAPI) -> None:
     """What is kept depends on the policy's prefix: a policy that changes it is followed by a new list."""
-    prefix = [PREFIX]
     with connect(fake.kubeconfig) as api:
-        cluster = WatchedCluster(api, threading.Event(), lambda: True, lambda: prefix[0])
+        cluster = WatchedCluster(api, threading.Event(), lambda: True)
         try:
-            before = [p["metadata"]["annotations"] for p in cluster.read().pods]
+            before = [p["metadata"]["annotations"] for p in cluster.read(POLICY).pods]
             assert sum(1 for a in before if a) == 7  # every annotated Pod of the scenario, under the policy's key
-            prefix[0] = "other.example.com"
-            after = [p["metadata"]["annotations"] for p in cluster.read().pods]
+            other = SimpleNamespace(prefix="other.example.com")  # a reloaded policy's prefix is all read() uses
+            after = [p["metadata"]["annotations"] for p in cluster.read(other).pods]  # type: ignore[arg-type]
             assert not any(after) and len(after) == 8  # every Pod kept still: each uses devices
         finally:
             cluster.close()

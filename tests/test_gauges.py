@@ -44,7 +44,7 @@ def _pod(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
     return obj
 
 
-def scenario() -> gauges.ClusterObjects:
+def scenario(_policy: object = None) -> gauges.ClusterObjects:
     """Pods on each path in a cohort, one drifted, one unannotated, one in no cohort, one finished."""
     pods = [
         _pod("ml-a", "on-dp", requests=GPU, annotations={PATH: "device-plugin"}),
@@ -168,7 +168,7 @@ def test_the_loop_reads_only_while_leading(tmp_path) -> None:
     reads: list[int] = []
     leading = [False]
 
-    def read() -> gauges.ClusterObjects:
+    def read(_policy: object = None) -> gauges.ClusterObjects:
         reads.append(1)
         if len(reads) == 2:
             stop.set()
@@ -195,10 +195,10 @@ def test_the_loop_reads_only_while_leading(tmp_path) -> None:
 def test_failed_read_keeps_last_good_counts_and_says_so(tmp_path) -> None:
     reads = [scenario]
 
-    def read() -> gauges.ClusterObjects:
+    def read(_policy: object = None) -> gauges.ClusterObjects:
         return reads[0]()
 
-    def broken() -> gauges.ClusterObjects:
+    def broken(_policy: object = None) -> gauges.ClusterObjects:
         raise ConnectionError("API server unreachable")
 
     exporter = gauges.Exporter(str(tmp_path), StaticPolicy(make_policy()), read, clock=lambda: NOW)
@@ -255,7 +255,11 @@ def test_live_server_exports_each_pod_once_with_several_workers(tmp_path, worker
             writer = gauges.read_snapshot(str(tmp_path / "metrics"))["pid"]
             stat = Path(f"/proc/{writer}/stat").read_text().rsplit(")", 1)[1].split()
             assert int(stat[1]) == server.proc.pid and int(stat[16]) == 10  # the master's child, nice 10
-            assert int(stat[38]) == os.SCHED_IDLE  # preempted at once by a waking admission worker
+            assert int(stat[38]) == os.SCHED_IDLE  # the counting thread: preempted at once by a waking worker
+            threads = [Path(t, "stat").read_text().rsplit(")", 1)[1].split()
+                       for t in Path(f"/proc/{writer}/task").iterdir()]
+            # The Lease's thread keeps the normal policy at nice 10: saturated workers do not cost the Lease.
+            assert any(int(t[38]) == 0 and int(t[16]) == 10 for t in threads)
             assert Path(f"/proc/{writer}/oom_score_adj").read_text().strip() == "1000"  # OOM-killed first
             os.kill(writer, signal.SIGKILL)
             metrics_dir = str(tmp_path / "metrics")

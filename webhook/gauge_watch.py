@@ -34,6 +34,7 @@ from webhook import gauges, kube_lists
 from webhook.claim_objects import iter_requests
 from webhook.informer import Informer, keep_labels, namespaced_name
 from webhook.pacing import Pacer
+from webhook.policy.compiled import CompiledPolicy
 
 log = logging.getLogger(__name__)
 
@@ -160,18 +161,18 @@ class NotSynced(RuntimeError):
 class WatchedCluster:
     """Namespaces, Pods and ResourceClaims, listed once and then watched, in this process's threads.
 
-    ``read()`` (the exporter's producer) starts the watches on first use and waits for their first lists.
-    What is kept depends on the policy's annotation prefix (``prefix()``): a policy that changes it makes the
+    ``read(policy)`` (the exporter's producer) starts the watches on first use and waits for their first lists.
+    What is kept depends on the policy's annotation prefix (``policy.prefix``): a policy that changes it makes the
     next read list again under the new one. ``close()`` stops the watches and drops the stores (the writer
     lost the Lease: memory goes back, and the next holder lists again). The first list and every re-list (a
     watch that fell behind the API server's history, HTTP 410) are paced by ``pace`` (``webhook.pacing``); a
     watch's own events are not.
     """
 
-    def __init__(self, api: Any, stop: threading.Event, leading: Callable[[], bool], prefix: Callable[[], str],
+    def __init__(self, api: Any, stop: threading.Event, leading: Callable[[], bool],
                  pace: Callable[[], Pacer] | None = None, watch_timeout: int = 300,
                  backoff: tuple[float, float] = (0.5, 30.0), poll: float = 0.1) -> None:
-        self.api, self.stop, self.leading, self.prefix, self.pace = api, stop, leading, prefix, pace
+        self.api, self.stop, self.leading, self.pace = api, stop, leading, pace
         self._prefix = ""  # the prefix the running watches keep annotations under
         self.watch_timeout, self.backoff, self.poll = watch_timeout, backoff, poll
         self._informers: tuple[Informer, ...] = ()
@@ -234,12 +235,12 @@ class WatchedCluster:
                 raise NotSynced("stopped, or no longer the gauge writer, before the first lists ended")
             self.stop.wait(self.poll)
 
-    def read(self) -> gauges.ClusterObjects:
+    def read(self, policy: CompiledPolicy) -> gauges.ClusterObjects:
         """The cluster as the watches see it now (starting them and waiting for their first lists when needed):
-        snapshots of the stores, turned into minimal objects as the report consumes them."""
+        snapshots of the stores, turned into minimal objects as the report consumes them under ``policy``."""
         from webhook import kube_api
 
-        prefix = self.prefix()
+        prefix = policy.prefix
         self.start(prefix)
         self._check()
         namespaces, pods, claims = (self._copy(inf) for inf in self._informers)

@@ -2,10 +2,12 @@
 
 Why a process of its own: a full read of the cluster costs memory and CPU in proportion to the cluster
 (issue 29). In an admission worker it would slow or, past the memory limit, kill the process that answers
-the API server. Here it runs under Linux's ``SCHED_IDLE`` policy (``nice`` 10 where that is refused): an
-admission worker that wakes takes the CPU from it at once, where a nice 10 process keeps it until its time
-slice ends (kernel/sched/fair.c, ``check_preempt_wakeup_fair``), which measured as 1.5x the p99 of admission
-during a recount at 25,000 Pods. It also volunteers to be the first process
+the API server. Here it runs at ``nice`` 10, and the threads that read and count (all but the Lease's) under
+Linux's ``SCHED_IDLE`` policy: an admission worker that wakes takes the CPU from them at once, where a nice 10
+thread keeps it until its time slice ends (kernel/sched/fair.c, ``check_preempt_wakeup_fair``); at 25,000 Pods
+that was 1.43x the p99 of admission during a recount against 1.02x (bench/results.md, round 4). The Lease's
+thread stays at nice 10, so a replica whose workers are saturated still renews its Lease on time. It also
+volunteers to be the first process
 the kernel's OOM killer picks in the container (``oom_score_adj`` 1000), so admission keeps its share and
 survives. The gunicorn master forks it (``webhook.supervisor.Supervisor``, from ``webhook.server``), restarts it
 with backoff when it dies, and stops it on shutdown; ``PR_SET_PDEATHSIG`` ends it if the master is killed outright.
@@ -93,10 +95,15 @@ def lower_priority() -> None:
     """Yield CPU and, under memory pressure, be killed before any admission worker (see the docstring)."""
     with contextlib.suppress(OSError):
         os.nice(10)
-    with contextlib.suppress(OSError, AttributeError):  # AttributeError: not Linux
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
     with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as fh:
         fh.write("1000")
+
+
+def idle_thread() -> None:
+    """Put the calling thread (and the threads it starts from now on) under ``SCHED_IDLE``: Linux sets the
+    policy per thread. Where it is refused (not Linux, a seccomp profile), the thread keeps nice 10."""
+    with contextlib.suppress(OSError, AttributeError):  # AttributeError: no os.SCHED_IDLE (not Linux)
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
 
 
 def exporter(opts: WriterOptions, api: Any, leading: Callable[[], bool],
@@ -114,15 +121,9 @@ def exporter(opts: WriterOptions, api: Any, leading: Callable[[], bool],
     def pacer() -> Pacer:
         return Pacer(opts.read_share) if opts.sleep is None else Pacer(opts.read_share, sleep=opts.sleep)
 
-    policies = _CheckedPolicy(opts.policy)
-
-    def prefix() -> str:  # the exporter reads only with a policy loaded; "" never matches an annotation then
-        policy = policies.current
-        return policy.prefix if policy is not None else ""
-
-    cluster = WatchedCluster(api, stop or threading.Event(), leading, prefix, pace=pacer)
-    return gauges.Exporter(opts.directory, policies, cluster.read, interval=opts.interval, leading=leading,
-                           release=cluster.close)
+    cluster = WatchedCluster(api, stop or threading.Event(), leading, pace=pacer)
+    return gauges.Exporter(opts.directory, _CheckedPolicy(opts.policy), cluster.read, interval=opts.interval,
+                           leading=leading, release=cluster.close)
 
 
 def run(opts: WriterOptions, stop: threading.Event) -> None:
@@ -135,6 +136,7 @@ def run(opts: WriterOptions, stop: threading.Event) -> None:
     log.info("gauge writer pid %d: candidate %s for Lease %s/%s; reads paced to %.0f%% busy", os.getpid(),
              opts.identity, opts.lease_namespace, opts.lease_name, 100 * opts.read_share)
     thread = campaign(elector, stop)
+    idle_thread()  # after the Lease's thread started: it keeps nice 10; the watch threads inherit this
     gauges = exporter(opts, api, lambda: elector.leading, stop)
     try:
         gauges.run(stop)

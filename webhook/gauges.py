@@ -249,7 +249,9 @@ class PolicySource(Protocol):
 class Exporter:
     """Keeps ``<directory>/migration.json`` current while ``leading()`` says this process is the writer.
 
-    ``read`` is the producer of the counts' input (the writer's watched stores, ``webhook.gauge_watch``);
+    ``read`` is the producer of the counts' input (the writer's watched stores, ``webhook.gauge_watch``), given
+    the policy the refresh counts under (what the stores keep depends on its annotation prefix: one policy per
+    refresh, even when a reload lands in the middle of it);
     ``leading`` is the Lease holder check (``webhook.leader``), always true when there is no election (tests,
     one replica); ``release`` is called when this process stops being the writer.
     """
@@ -258,7 +260,7 @@ class Exporter:
         self,
         directory: str,
         policies: PolicySource,
-        read: Callable[[], ClusterObjects],
+        read: Callable[[CompiledPolicy], ClusterObjects],
         interval: float = 60.0,
         clock: Callable[[], dt.datetime] | None = None,
         leading: Callable[[], bool] = lambda: True,
@@ -284,7 +286,7 @@ class Exporter:
             error = "no valid policy loaded"
         else:
             try:
-                computed = samples(policy, now, self.read())
+                computed = samples(policy, now, self.read(policy))
                 self._last_samples, self._last_success = computed, now.timestamp()
             except Exception as exc:  # API down, RBAC missing: keep serving, report it in the gauges and logs
                 error = f"{type(exc).__name__}: {exc}"[:300]

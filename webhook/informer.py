@@ -16,12 +16,20 @@ from collections.abc import Callable
 from typing import Any
 
 from kubernetes import watch
+from urllib3.exceptions import ReadTimeoutError
 
 from webhook.kube_api import ApiException, describe_error
 from webhook.kube_lists import ListExpired, pages
 from webhook.pacing import Pacer
 
 log = logging.getLogger(__name__)
+
+WATCH_SILENCE = 150.0
+"""Seconds a watch may stay without a byte before it is taken for a dead connection and opened again from its
+resourceVersion. The API server's watch cache sends every watcher a bookmark about once a minute
+(staging/src/k8s.io/apiserver/pkg/storage/cacher/cacher.go, ``defaultBookmarkFrequency``, v1.36), and this
+client, on HTTP/1.1, has no pings to notice a lost route: without this limit a silent watch would be trusted
+until its own timeout (5-7.5 minutes)."""
 
 
 def name_key(obj: dict[str, Any]) -> str:
@@ -56,26 +64,36 @@ class Informer:
         self.thread: threading.Thread | None = None
         self.changed: Callable[[], None] | None = None  # called (in the watch thread) after each change
         self.pace: Callable[[], Pacer] | None = None  # a fresh pacer for each (re)list (webhook.pacing); None: unpaced
+        self.silence = WATCH_SILENCE  # a watch without a byte for this long is opened again
+        self.reopened = 0  # watches opened again after that silence
 
     def replace(self, items: list[dict[str, Any]], rv: str) -> None:
         kept = ((self.key(o), self.keep(o)) for o in items)
         self._install({k: v for k, v in kept if v is not None}, rv)
 
-    def relist(self) -> None:
+    def relist(self, stop: threading.Event | None = None) -> bool:
         """List everything again, page by page, each object through ``keep`` as its page arrives: one page of
         whole objects in memory at a time (20,000 devices listed whole cost the device process a 173 MB
-        high-water mark, bench/results.md), then the new store replaces the old in one step."""
+        high-water mark, bench/results.md), then the new store replaces the old in one step.
+
+        ``stop`` set between pages abandons the list (False): a gauge writer that lost its Lease during a
+        minutes-long paced list of 100,000 Pods neither finishes it nor keeps what it read."""
         store: dict[str, Any] = {}
         rv = ""
         pace = self.pace() if self.pace is not None else None
         for items, meta in pages(self.list_fn, timeout=(5.0, 60.0), what=self.name, pace=pace):
+            if stop is not None and stop.is_set():
+                return False
             for obj in items:
                 kept = self.keep(obj)
                 if kept is not None:
                     store[self.key(obj)] = kept
             rv = meta.get("resourceVersion", "")
             del items
+            if stop is not None and stop.is_set():
+                return False
         self._install(store, rv)
+        return True
 
     def _install(self, store: dict[str, Any], rv: str) -> None:
         with self.lock:
@@ -114,6 +132,7 @@ class Informer:
                 "resourceVersion": self.rv,
                 "objects": len(self.store),
                 "relists": self.relists,
+                "reopened": self.reopened,
                 "expired": self.expired,
                 "errors": self.errors,
                 "lastError": self.last_error,
@@ -132,8 +151,10 @@ class Informer:
         expired_in_a_row = 0
         while not stop.is_set():
             try:
-                if self.rv is None:
-                    self.relist()
+                if self.rv is None and not self.relist(stop):
+                    break
+                if stop.is_set():
+                    break
                 started = time.monotonic()
                 events = self._watch_once(stop, watch_timeout)
                 expired_in_a_row = 0
@@ -141,6 +162,13 @@ class Informer:
                     delay = backoff[0]
                     continue
                 # A watch that ends at once with nothing in it (a proxy cutting streams?): do not spin.
+            except ReadTimeoutError:
+                # Silent for ``silence`` seconds: a lost route, or a server without bookmarks. Watch again from
+                # the same resourceVersion at once; if the server is gone, that fails and is reported.
+                with self.lock:
+                    self.reopened += 1
+                log.info("watch of %s silent for %.0f s: opening it again", self.name, self.silence)
+                continue
             except (ApiException, ListExpired) as exc:
                 if isinstance(exc, ListExpired) or exc.status == 410:
                     # Our resourceVersion (or a list's continue token) is too old for the server: list again.
@@ -174,7 +202,7 @@ class Informer:
             resource_version=self.rv,
             timeout_seconds=timeout,
             allow_watch_bookmarks=True,
-            _request_timeout=(5.0, timeout + 30.0),
+            _request_timeout=(5.0, min(timeout + 30.0, self.silence)),
         )
         self.watching = True
         events = 0

@@ -29,7 +29,16 @@ from tests.test_migration_scope import MIGRATED
 from tests.test_migration_scope import _scenario as scoped_scenario
 from tests.test_migration_scope import policy as scoped_policy
 from webhook import gauge_writer, gauges
-from webhook.gauge_watch import WatchedCluster, claim_object, keep_claim, keep_pod, pod_object
+from webhook.gauge_watch import (
+    Judgements,
+    KeptClaims,
+    KeptPods,
+    WatchedCluster,
+    claim_object,
+    keep_claim,
+    keep_pod,
+    pod_object,
+)
 from webhook.kube_api import connect
 from webhook.policy.compiled import CompiledPolicy
 from webhook.report import build_report
@@ -107,6 +116,92 @@ def test_what_the_writer_keeps_counts_as_the_whole_objects(case: str) -> None:
     assert gauges.samples(policy, now, objects()) == gauges.samples(policy, now, _kept(objects(), policy.prefix))
 
 
+def _store(pods: Any) -> list[Any]:
+    assert isinstance(pods, KeptPods)
+    return list(pods.store.values())
+
+
+class _Stores:
+    """The writer's stores over whole objects, changed one object at a time as watch events change them (an
+    unchanged object keeps its facts object), judged through one pair of ``Judgements`` refresh after refresh."""
+
+    def __init__(self, objs: gauges.ClusterObjects, prefix: str) -> None:
+        self.prefix, self.classes = prefix, list(objs.device_classes or [])
+        self.namespaces = list(objs.namespaces)
+        self.whole_pods = {(p["metadata"]["namespace"], p["metadata"]["name"]): p for p in objs.pods}
+        self.whole_claims = {(c["metadata"]["namespace"], c["metadata"]["name"]): c for c in objs.claims}
+        self.pods = {k: f for k, f in ((k, keep_pod(p, prefix)) for k, p in self.whole_pods.items()) if f}
+        self.claims = {k: keep_claim(c, prefix) for k, c in self.whole_claims.items()}
+        self.pod_memo: Judgements[Any, Any] = Judgements()
+        self.claim_memo: Judgements[Any, Any] = Judgements()
+
+    def put(self, obj: dict[str, Any]) -> None:
+        key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
+        if obj.get("kind") == "ResourceClaim":
+            self.whole_claims[key], self.claims[key] = obj, keep_claim(obj, self.prefix)
+            return
+        self.whole_pods[key] = obj
+        facts = keep_pod(obj, self.prefix)
+        if facts is None:
+            self.pods.pop(key, None)
+        else:
+            self.pods[key] = facts
+
+    def delete_pod(self, key: tuple[str, str]) -> None:
+        del self.whole_pods[key]
+        self.pods.pop(key, None)
+
+    def reports(self, policy: CompiledPolicy, now: dt.datetime) -> tuple[Any, Any]:
+        """(the report over the kept stores, judged through the memos; the report over the whole objects)."""
+        kept = build_report(policy, now, self.namespaces, KeptPods(dict(self.pods), self.prefix, self.pod_memo),
+                            KeptClaims(dict(self.claims), self.prefix, self.claim_memo), self.classes)
+        whole = build_report(policy, now, self.namespaces, list(self.whole_pods.values()),
+                             list(self.whole_claims.values()), self.classes)
+        return kept, whole
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_refresh_of_unchanged_stores_judges_nothing_again(case: str) -> None:
+    make, now, objects = CASES[case]
+    policy: CompiledPolicy = make()
+    stores = _Stores(objects(), policy.prefix)
+    first, whole = stores.reports(policy, now)
+    assert first == whole and stores.pod_memo.judged == len(stores.pods)
+    assert stores.claim_memo.judged == len(stores.claims)
+    again, _ = stores.reports(policy, now)
+    assert again == whole
+    assert (stores.pod_memo.judged, stores.claim_memo.judged) == (len(stores.pods), len(stores.claims))
+
+
+def test_what_changed_is_judged_again_and_counts_as_fresh() -> None:
+    """Each change a watch or a refresh brings: a changed Pod, a deleted one, a claim that becomes another
+    driver's (its Pod's facts are the same, its judgement is not), other DeviceClasses (what a policy change
+    does too: other device names, another scope)."""
+    policy = make_policy()
+    stores = _Stores(_edge_cases(), policy.prefix)
+    stores.reports(policy, NOW)
+
+    def step() -> int:
+        before = stores.pod_memo.judged + stores.claim_memo.judged
+        kept, whole = stores.reports(policy, NOW)
+        assert kept == whole
+        return stores.pod_memo.judged + stores.claim_memo.judged - before
+
+    stores.put(pod("ml-a", "implicit", requests={"deviceclass.resource.kubernetes.io/gpu.example.com": 1},
+                   annotations={PATH: "dra-extended-resource"}))
+    assert step() == 1
+    stores.delete_pod(("ml-a", "mixed"))
+    assert step() == 0 and len(stores.pod_memo._kept) == len(stores.pods)
+    # The templated Pod's claim now asks for a NIC only: the claim and the Pod it belongs to are judged again.
+    nic = resource_claim("ml-a", "templated-gpu-abc", requests=[exact_request("nic", "nic.example.com")])
+    stores.put(nic)
+    kept, _ = stores.reports(policy, NOW)
+    assert not any(p.name == "templated" for p in kept.pods)
+    assert step() == 0  # and the next refresh reuses those judgements
+    stores.classes = stores.classes[:1]  # the fpga DeviceClass went away: every object is judged again
+    assert step() == len(stores.pods) + len(stores.claims)
+
+
 def test_pods_the_report_never_counts_are_not_kept() -> None:
     objs = {p["metadata"]["name"]: p for p in _edge_cases().pods}
     assert keep_pod(objs["cpu"], PREFIX) is None  # no devices, no annotation
@@ -171,7 +266,7 @@ def test_losing_the_lease_stops_the_watches_and_drops_the_stores(fake: FakeAPI) 
     with connect(fake.kubeconfig) as api:
         cluster = WatchedCluster(api, threading.Event(), lambda: leading[0])
         objs = cluster.read(POLICY)
-        assert len(list(objs.pods)) == 8 and cluster.status()["pods"]["objects"] == 8
+        assert len(_store(objs.pods)) == 8 and cluster.status()["pods"]["objects"] == 8
         threads = [t for t in threading.enumerate() if t.name.startswith("gauge-watch-")]
         assert len(threads) == 3
         cluster.close()
@@ -189,7 +284,7 @@ def test_a_failing_list_is_reported_not_waited_on(fake: FakeAPI) -> None:
             with pytest.raises(NotSynced, match="listing resourceclaims failed: .*500"):
                 cluster.read(POLICY)
             fake.heal()
-            assert eventually(lambda: len(list(cluster.read(POLICY).pods)), "a read once the server heals") == 8
+            assert eventually(lambda: len(_store(cluster.read(POLICY).pods)), "a read once the server heals") == 8
         finally:
             cluster.close()
 
@@ -231,10 +326,10 @@ def test_a_new_annotation_prefix_lists_again_under_it(fake: FakeAPI) -> None:
     with connect(fake.kubeconfig) as api:
         cluster = WatchedCluster(api, threading.Event(), lambda: True)
         try:
-            before = [p["metadata"]["annotations"] for p in cluster.read(POLICY).pods]
+            before = [f.intended for f in _store(cluster.read(POLICY).pods)]
             assert sum(1 for a in before if a) == 7  # every annotated Pod of the scenario, under the policy's key
             other = SimpleNamespace(prefix="other.example.com")  # a reloaded policy's prefix is all read() uses
-            after = [p["metadata"]["annotations"] for p in cluster.read(other).pods]  # type: ignore[arg-type]
+            after = [f.intended for f in _store(cluster.read(other).pods)]  # type: ignore[arg-type]
             assert not any(after) and len(after) == 8  # every Pod kept still: each uses devices
         finally:
             cluster.close()

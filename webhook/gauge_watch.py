@@ -13,10 +13,14 @@ updates one small entry, and a refresh counts from memory. What is kept per obje
   of each request: the report tells the migration's claims from other drivers' by class);
 - a Namespace's labels.
 
-A refresh turns the facts back into the minimal objects ``build_report`` reads (``pod_object``,
-``claim_object``), one at a time, so the gauges come from the same code as ``dra-webhook report``; a test keeps
-the two equal over the same objects. DeviceClasses (a few dozen) and the server version are read at each
-refresh.
+A refresh counts the report's judgements of the kept objects (``webhook.report.PodJudge``, ``ClaimJudge``), so
+the gauges come from the same code as ``dra-webhook report``; a test keeps the two equal over the same objects.
+An object is judged (turned back into the minimal object the judge reads: ``pod_object``, ``claim_object``)
+when it is new or changed since the last refresh, or when what its judgement depends on changed (the policy,
+the DeviceClasses, for a Pod whether its claims are another driver's); otherwise the last judgement is
+counted again (``Judgements``). A refresh of an unchanged fleet of 25,000 Pods thus costs a dictionary look-up
+per kept object, not a judgement (bench/results.md, round 5). DeviceClasses (a few dozen) and the server
+version are read at each refresh.
 """
 
 from __future__ import annotations
@@ -26,15 +30,16 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from webhook import gauges, kube_lists
 from webhook.claim_objects import iter_requests
 from webhook.informer import Informer, keep_labels, namespaced_name
 from webhook.pacing import Pacer
 from webhook.policy.compiled import CompiledPolicy
+from webhook.report import ClaimJudge, ClaimJudgement, PodJudge, PodJudgement
 
 log = logging.getLogger(__name__)
 
@@ -154,6 +159,80 @@ def claim_object(f: ClaimFacts, prefix: str) -> dict[str, Any]:
             "spec": {"devices": {"requests": requests}}}
 
 
+F = TypeVar("F")
+J = TypeVar("J")
+
+
+class Judgements(Generic[F, J]):
+    """The last judgement of each kept object, reused while the object and the judge's context are the same.
+
+    Each watch event stores a new facts object (they are frozen), so ``is`` tells a changed object from an
+    unchanged one without comparing fields; ``extra`` is what else one object's judgement depends on (for a
+    Pod: which of its claims are another driver's). Only the exporter's thread uses it."""
+
+    def __init__(self) -> None:
+        self._context: Hashable = None
+        self._kept: dict[Any, tuple[F, Hashable, J]] = {}
+        self.judged = 0  # judgements made (not reused) since the start: what the tests and logs read
+
+    def each(self, store: Mapping[Any, F], context: Hashable, judge: Callable[[F], J],
+             extra: Callable[[F], Hashable] = lambda _: None) -> Iterator[J]:
+        if context != self._context:
+            self._context, self._kept = context, {}
+        kept = self._kept
+        for key, facts in store.items():
+            more = extra(facts)
+            last = kept.get(key)
+            if last is not None and last[0] is facts and last[1] == more:
+                yield last[2]
+                continue
+            judgement = judge(facts)
+            self.judged += 1
+            kept[key] = (facts, more, judgement)
+            yield judgement
+        if len(kept) > len(store):  # objects deleted since the last refresh
+            for key in [k for k in kept if k not in store]:
+                del kept[key]
+
+
+def _claim_refs(f: PodFacts) -> tuple[tuple[str, str], ...]:
+    """The (namespace, name) of every claim the Pod names (spec or status): a superset of what
+    ``webhook.report._without_foreign_claims`` looks up."""
+    return tuple((f.namespace, c) for _, c in f.claims + f.statuses if c)
+
+
+@dataclass(frozen=True, slots=True)
+class KeptPods:
+    """A snapshot of the Pod store that the report judges through ``Judgements`` (``report.JudgedPods``)."""
+
+    store: dict[Any, PodFacts]
+    prefix: str
+    memo: Judgements[PodFacts, PodJudgement | None]
+
+    def judged(self, judge: PodJudge) -> Iterator[PodJudgement | None]:
+        foreign = judge.foreign
+
+        def extra(f: PodFacts) -> Hashable:
+            return frozenset(r for r in _claim_refs(f) if r in foreign) if foreign and (f.claims or f.statuses) \
+                else None
+
+        return self.memo.each(self.store, (judge.names, judge.path_key, self.prefix),
+                              lambda f: judge(pod_object(f, self.prefix)), extra)
+
+
+@dataclass(frozen=True, slots=True)
+class KeptClaims:
+    """A snapshot of the ResourceClaim store, judged through ``Judgements`` (``report.JudgedClaims``)."""
+
+    store: dict[Any, ClaimFacts]
+    prefix: str
+    memo: Judgements[ClaimFacts, ClaimJudgement]
+
+    def judged(self, judge: ClaimJudge) -> Iterator[ClaimJudgement]:
+        return self.memo.each(self.store, (judge.context, self.prefix),
+                              lambda f: judge(claim_object(f, self.prefix)))
+
+
 class NotSynced(RuntimeError):
     """The watches could not be started (API errors) or leadership or the process ended while they started."""
 
@@ -178,6 +257,8 @@ class WatchedCluster:
         self._informers: tuple[Informer, ...] = ()
         self._halt = threading.Event()  # this set of watches only: close() without stopping the writer
         self._seen_errors: dict[str, int] = {}  # each informer's error count at the last good read
+        self.pod_judgements: Judgements[PodFacts, PodJudgement | None] = Judgements()
+        self.claim_judgements: Judgements[ClaimFacts, ClaimJudgement] = Judgements()
 
     def _build(self, prefix: str) -> tuple[Informer, ...]:
         def lister(resource: str) -> Callable[..., Any]:
@@ -217,6 +298,7 @@ class WatchedCluster:
                 inf.watch.stop()  # shuts the socket of a running stream
                 inf.thread.join(0.05)
             inf.store = {}
+        self.pod_judgements, self.claim_judgements = Judgements(), Judgements()  # their memory goes back too
 
     def _check(self) -> None:
         """Until every first list is in, and while no watch is failing: raises ``NotSynced`` on an API error since
@@ -237,7 +319,8 @@ class WatchedCluster:
 
     def read(self, policy: CompiledPolicy) -> gauges.ClusterObjects:
         """The cluster as the watches see it now (starting them and waiting for their first lists when needed):
-        snapshots of the stores, turned into minimal objects as the report consumes them under ``policy``."""
+        snapshots of the stores, which the report judges under ``policy`` (reusing the last refresh's judgements
+        of unchanged objects)."""
         from webhook import kube_api
 
         prefix = policy.prefix
@@ -246,8 +329,8 @@ class WatchedCluster:
         namespaces, pods, claims = (self._copy(inf) for inf in self._informers)
         return gauges.ClusterObjects(
             ({"metadata": {"name": name, "labels": labels}} for name, labels in namespaces.items()),
-            (pod_object(f, prefix) for f in pods.values()),
-            (claim_object(f, prefix) for f in claims.values()),
+            KeptPods(pods, prefix, self.pod_judgements),
+            KeptClaims(claims, prefix, self.claim_judgements),
             kube_lists.device_classes(self.api),
             kube_api.server_version(self.api),
         )

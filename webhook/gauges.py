@@ -39,7 +39,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from webhook.policy.compiled import CompiledPolicy
-from webhook.report import NO_COHORT, Report, build_report
+from webhook.report import NO_COHORT, JudgedClaims, JudgedPods, Report, build_report
 
 log = logging.getLogger(__name__)
 
@@ -105,8 +105,8 @@ class ClusterObjects:
     """What one refresh reads; each iterable is read once, so they may be streams of paged lists."""
 
     namespaces: Iterable[dict[str, Any]]
-    pods: Iterable[dict[str, Any]]
-    claims: Iterable[dict[str, Any]]
+    pods: Iterable[dict[str, Any]] | JudgedPods  # JudgedPods: the watched stores (webhook.gauge_watch)
+    claims: Iterable[dict[str, Any]] | JudgedClaims
     device_classes: Iterable[dict[str, Any]] | None
     server_version: str | None = None  # discovery /version gitVersion: decides kubernetes#141290's outcome
 

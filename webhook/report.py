@@ -19,9 +19,10 @@ import sys
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from webhook.claim_objects import iter_requests
+from webhook.migration_scope import class_drivers
 from webhook.policy.compiled import CompiledCohort, CompiledPolicy
 from webhook.view import extended_resource_map
 
@@ -220,8 +221,8 @@ def build_report(
     policy: CompiledPolicy,
     now: dt.datetime,
     namespaces: Iterable[dict[str, Any]],
-    pods: Iterable[dict[str, Any]],
-    claims: Iterable[dict[str, Any]] = (),
+    pods: Iterable[dict[str, Any]] | JudgedPods,
+    claims: Iterable[dict[str, Any]] | JudgedClaims = (),
     device_classes: Iterable[dict[str, Any]] | None = None,
 ) -> Report:
     """The report over the objects given (the caller decides the scope: one namespace or all).
@@ -236,9 +237,12 @@ def build_report(
     classes = list(device_classes) if device_classes is not None else None
     rows = _Rows(policy, now, {n["metadata"]["name"]: (n["metadata"].get("labels") or {}) for n in namespaces})
     foreign: set[tuple[str, str]] = set()
-    injected = _injected_claims(rows, claims, policy.key("tolerations-injected"), _Foreign(policy, classes, foreign))
+    claim_judge = ClaimJudge(policy, classes)
+    injected = _injected_claims(
+        rows, claims.judged(claim_judge) if isinstance(claims, JudgedClaims) else map(claim_judge, claims), foreign)
+    pod_judge = PodJudge(device_resource_names(policy, classes or ()), policy.key("path"), frozenset(foreign))
     drift, unannotated, compared = _tally_pods(
-        rows, pods, device_resource_names(policy, classes or ()), policy.key("path"), frozenset(foreign))
+        rows, pods.judged(pod_judge) if isinstance(pods, JudgedPods) else map(pod_judge, pods))
     return Report(
         generated=now,
         policy=policy.identity,
@@ -270,39 +274,77 @@ class _Rows:
         return self.by_name[ns]
 
 
-def _tally_pods(
-    rows: _Rows, pods: Iterable[dict[str, Any]], names: frozenset[str], path_key: str,
-    foreign: frozenset[tuple[str, str]] = frozenset(),
-) -> tuple[list[PodRow], list[PodRow], list[PodRow]]:
+@dataclass(frozen=True, slots=True)
+class PodJudgement:
+    """What the report takes from one running Pod: its namespace, its path annotation and, for a Pod that uses
+    devices, its row (None: annotated, but no longer or never using devices; only the intended count)."""
+
+    namespace: str
+    intended: str | None
+    row: PodRow | None
+    unevictable: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PodJudge:
+    """How one report judges each Pod: the device resource names, the path annotation's key, and the claims
+    of other drivers (``foreign``). A Pod's judgement depends on nothing else, so a caller that keeps Pods
+    between reports (the gauge writer's watches) may keep judgements while these and the Pod stay the same,
+    and while the same claims of the Pod are foreign (``webhook.gauge_watch``)."""
+
+    names: frozenset[str]
+    path_key: str
+    foreign: frozenset[tuple[str, str]] = frozenset()
+
+    def __call__(self, p: dict[str, Any]) -> PodJudgement | None:
+        """None for a Pod the report leaves out: finished, no devices, or only another DRA driver's claims
+        (whatever its annotation says)."""
+        if (p.get("status") or {}).get("phase") in _TERMINAL:
+            return None
+        meta = p.get("metadata") or {}
+        intended = (meta.get("annotations") or {}).get(self.path_key)
+        seen = _without_foreign_claims(p, self.foreign) if self.foreign else p
+        actual = actual_path(seen, self.names)
+        if actual is None and (intended is None or seen is not p and _claim_count(seen) < _claim_count(p)):
+            return None
+        ns = meta.get("namespace", "")
+        if actual is None:
+            return PodJudgement(ns, intended, None)
+        # One PodRow per device Pod is all a streamed report keeps: share the path strings between rows.
+        row = PodRow(ns, meta.get("name", ""), None if intended is None else sys.intern(intended), actual)
+        return PodJudgement(ns, intended, row, _taint_unevictable(p))
+
+
+@runtime_checkable
+class JudgedPods(Protocol):
+    """Pods that judge themselves (the gauge writer's stores keep judgements between refreshes)."""
+
+    def judged(self, judge: PodJudge) -> Iterable[PodJudgement | None]: ...
+
+
+def _tally_pods(rows: _Rows, judged: Iterable[PodJudgement | None]) -> tuple[list[PodRow], list[PodRow], list[PodRow]]:
     """Count intended and actual paths per namespace; (drifted Pods, device Pods without the annotation,
     every Pod compared)."""
     drift: list[PodRow] = []
     unannotated: list[PodRow] = []
     compared: list[PodRow] = []
-    for p in pods:
-        if (p.get("status") or {}).get("phase") in _TERMINAL:
+    for j in judged:
+        if j is None:
             continue
-        meta = p.get("metadata") or {}
-        intended = (meta.get("annotations") or {}).get(path_key)
-        seen = _without_foreign_claims(p, foreign) if foreign else p
-        actual = actual_path(seen, names)
-        if actual is None and (intended is None or seen is not p and _claim_count(seen) < _claim_count(p)):
-            continue  # no devices, or only another DRA driver's claims (whatever its annotation says)
-        r = rows.row(meta.get("namespace", ""))
-        if intended is not None:
-            r.intended[intended] += 1
-        if actual is None:
+        r = rows.row(j.namespace)
+        if j.intended is not None:
+            r.intended[j.intended] += 1
+        pod_row = j.row
+        if pod_row is None:
             continue  # annotated, but no longer (or never) using devices: nothing to compare
-        r.actual[actual] += 1
-        if _taint_unevictable(p):
+        r.actual[pod_row.actual] += 1
+        if j.unevictable:
             r.taint_unevictable += 1
-        # One PodRow per device Pod is all a streamed report keeps: share the path strings between rows.
-        pod_row = PodRow(r.name, meta.get("name", ""), None if intended is None else sys.intern(intended), actual)
         compared.append(pod_row)
-        if intended is None:
+        if pod_row.intended is None:
             r.unannotated += 1
             unannotated.append(pod_row)
-        elif actual != PENDING and intended != actual:
+        elif pod_row.actual != PENDING and pod_row.intended != pod_row.actual:
             r.drift += 1
             drift.append(pod_row)
     return drift, unannotated, compared
@@ -320,22 +362,49 @@ def _taint_unevictable(pod: dict[str, Any]) -> bool:
         (status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName"))
 
 
-class _Foreign:
-    """Records the (namespace, name) of every claim with no request under migration."""
+@dataclass(frozen=True, slots=True)
+class ClaimJudgement:
+    """What the report takes from one ResourceClaim: whether it is another driver's (no request under
+    migration) and, when the webhook injected tolerations into it, its row."""
 
-    def __init__(self, policy: CompiledPolicy, classes: list[dict[str, Any]] | None,
-                 into: set[tuple[str, str]]) -> None:
-        self.scope, self.into = policy.scope, into
+    namespace: str
+    name: str
+    foreign: bool
+    row: ClaimRow | None
+
+
+class ClaimJudge:
+    """How one report judges each ResourceClaim: the injected-tolerations annotation's key and the migration's
+    scope over the cluster's DeviceClasses (``webhook.migration_scope``). ``context`` is everything a
+    judgement depends on besides the claim: equal contexts judge equal claims equally."""
+
+    def __init__(self, policy: CompiledPolicy, classes: list[dict[str, Any]] | None) -> None:
+        self.scope, self.injected_key = policy.scope, policy.key("tolerations-injected")
         self.known = {str((c.get("metadata") or {}).get("name")): c for c in classes} if classes else None
         self.drivers = self.scope.drivers_with(self.known)
+        known = None if self.known is None else frozenset(
+            (name, class_drivers(c)) for name, c in self.known.items())
+        self.context = (self.injected_key, self.scope, self.drivers, known)
 
-    def note(self, claim: dict[str, Any]) -> None:
-        if self.scope.everything:
-            return
-        if not any(self.scope.covers(s.body.get("deviceClassName"), self.known, self.drivers)
-                   for s in iter_requests(claim, "ResourceClaim")):
-            meta = claim.get("metadata") or {}
-            self.into.add((sys.intern(str(meta.get("namespace", ""))), str(meta.get("name", ""))))
+    def __call__(self, claim: dict[str, Any]) -> ClaimJudgement:
+        meta = claim.get("metadata") or {}
+        ns, name = sys.intern(str(meta.get("namespace", ""))), str(meta.get("name", ""))
+        foreign = not self.scope.everything and not any(
+            self.scope.covers(s.body.get("deviceClassName"), self.known, self.drivers)
+            for s in iter_requests(claim, "ResourceClaim"))
+        value = (meta.get("annotations") or {}).get(self.injected_key)
+        if value is None:
+            return ClaimJudgement(ns, name, foreign, None)
+        owners = meta.get("ownerReferences") or []
+        owner = next((f"{o.get('kind')}/{o.get('name')}" for o in owners if o.get("controller")), "")
+        return ClaimJudgement(ns, name, foreign, ClaimRow(meta.get("namespace", ""), name, value, owner))
+
+
+@runtime_checkable
+class JudgedClaims(Protocol):
+    """ResourceClaims that judge themselves (see ``JudgedPods``)."""
+
+    def judged(self, judge: ClaimJudge) -> Iterable[ClaimJudgement]: ...
 
 
 def _claim_count(pod: dict[str, Any]) -> int:
@@ -358,22 +427,17 @@ def _without_foreign_claims(pod: dict[str, Any], foreign: frozenset[tuple[str, s
     return {**pod, "spec": {**spec, "resourceClaims": kept}, "status": {**status, "resourceClaimStatuses": statuses}}
 
 
-def _injected_claims(rows: _Rows, claims: Iterable[dict[str, Any]], injected_key: str,
-                     foreign: _Foreign | None = None) -> list[ClaimRow]:
-    """Claims the webhook injected device tolerations into, counted per namespace (and, through ``foreign``,
-    the claims outside the migration noted)."""
+def _injected_claims(rows: _Rows, judged: Iterable[ClaimJudgement],
+                     foreign: set[tuple[str, str]]) -> list[ClaimRow]:
+    """Claims the webhook injected device tolerations into, counted per namespace; the claims outside the
+    migration are added to ``foreign``."""
     injected: list[ClaimRow] = []
-    for c in claims:
-        if foreign is not None:
-            foreign.note(c)
-        meta = c.get("metadata") or {}
-        value = (meta.get("annotations") or {}).get(injected_key)
-        if value is None:
-            continue
-        owners = meta.get("ownerReferences") or []
-        owner = next((f"{o.get('kind')}/{o.get('name')}" for o in owners if o.get("controller")), "")
-        injected.append(ClaimRow(meta.get("namespace", ""), meta.get("name", ""), value, owner))
-        rows.row(meta.get("namespace", "")).injected_claims += 1
+    for j in judged:
+        if j.foreign:
+            foreign.add((j.namespace, j.name))
+        if j.row is not None:
+            injected.append(j.row)
+            rows.row(j.namespace).injected_claims += 1
     return injected
 
 

@@ -238,11 +238,9 @@ def build_report(
     rows = _Rows(policy, now, {n["metadata"]["name"]: (n["metadata"].get("labels") or {}) for n in namespaces})
     foreign: set[tuple[str, str]] = set()
     claim_judge = ClaimJudge(policy, classes)
-    injected = _injected_claims(
-        rows, claims.judged(claim_judge) if isinstance(claims, JudgedClaims) else map(claim_judge, claims), foreign)
+    injected = _injected_claims(rows, _judged(claims, claim_judge), foreign)
     pod_judge = PodJudge(device_resource_names(policy, classes or ()), policy.key("path"), frozenset(foreign))
-    drift, unannotated, compared = _tally_pods(
-        rows, pods.judged(pod_judge) if isinstance(pods, JudgedPods) else map(pod_judge, pods))
+    drift, unannotated, compared = _tally_pods(rows, _judged(pods, pod_judge))
     return Report(
         generated=now,
         policy=policy.identity,
@@ -254,6 +252,11 @@ def build_report(
         resources=None if classes is None else check_resources(policy, classes),
         pods=sorted(compared, key=lambda p: (p.namespace, p.name)),
     )
+
+
+def _judged(objs: Any, judge: Any) -> Iterable[Any]:
+    """Each object's judgement: the objects' own (stores that keep judgements), else the judge's, one by one."""
+    return objs.judged(judge) if isinstance(objs, JudgedPods | JudgedClaims) else map(judge, objs)
 
 
 class _Rows:
@@ -384,7 +387,7 @@ class ClaimJudge:
         self.drivers = self.scope.drivers_with(self.known)
         known = None if self.known is None else frozenset(
             (name, class_drivers(c)) for name, c in self.known.items())
-        self.context = (self.injected_key, self.scope, self.drivers, known)
+        self.context = (self.injected_key, self.scope, known)  # the drivers in scope follow from the last two
 
     def __call__(self, claim: dict[str, Any]) -> ClaimJudgement:
         meta = claim.get("metadata") or {}
@@ -397,7 +400,7 @@ class ClaimJudge:
             return ClaimJudgement(ns, name, foreign, None)
         owners = meta.get("ownerReferences") or []
         owner = next((f"{o.get('kind')}/{o.get('name')}" for o in owners if o.get("controller")), "")
-        return ClaimJudgement(ns, name, foreign, ClaimRow(meta.get("namespace", ""), name, value, owner))
+        return ClaimJudgement(ns, name, foreign, ClaimRow(ns, name, value, owner))
 
 
 @runtime_checkable

@@ -282,3 +282,28 @@ def test_the_stage_in_use_condition_skips_only_namespaces_whose_name_settles_ano
                 assert policy.stage_for(policy.cohort_for(ns, labels), at) not in stages, (ns, labels, stages)
     if path.name == "default.yaml":
         assert skipped_any  # ml-* is the first cohort, by name
+
+
+def test_inline_variables_writes_cheap_and_once_read_variables_into_their_readers():
+    """``inline_variables``: a cheap variable goes everywhere it is read, an expensive one read once goes into its
+    reader (outside a macro only), one read twice or inside a macro stays; a path into the object goes in as
+    ``dyn`` (the type its variable had), and text inside string literals is left alone."""
+    from webhook.compile.shared import inline_variables
+
+    declared = [{"name": n, "expression": e} for n, e in (
+        ("spec", "object.spec"),
+        ("names", "variables.spec.containers.map(c, c.name)"),
+        ("twice", "variables.spec.containers.filter(c, c.name == 'a')"),
+        ("looped", "['x'].filter(n, n.matches('^x$'))"),
+        ("flag", "size(variables.twice) > 0"))]
+    variables, out = inline_variables(declared, [
+        "variables.names.size() + size(variables.twice) + size(variables.twice)",
+        "[1].exists(i, variables.looped.size() > 0) && variables.flag && variables.flag",
+        "'variables.names'"])
+    assert [v["name"] for v in variables] == ["twice", "looped"]
+    assert variables[0]["expression"] == "dyn(object.spec).containers.filter(c, c.name == 'a')"
+    assert out == ["(dyn(object.spec).containers.map(c, c.name)).size() + size(variables.twice) + "
+                   "size(variables.twice)",
+                   "[1].exists(i, variables.looped.size() > 0) && (size(variables.twice) > 0) && "
+                   "(size(variables.twice) > 0)",
+                   "'variables.names'"]

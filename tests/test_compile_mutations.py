@@ -23,7 +23,7 @@ from webhook.commands import load_policy
 from webhook.compile import compile_admission
 from webhook.compile.checks import STAGES
 from webhook.compile.layouts import JOB, LAYOUTS, POD
-from webhook.compile.pod_mutations import compile_pod_mutations, parts
+from webhook.compile.pod_mutations import compile_pod_mutations, guards, parts
 from webhook.compile.shared import SHIPPED_NAMESPACES
 from webhook.compile.steering import POOL_INPUTS, _admits, _pool, steering_checks
 from webhook.compile.tolerations import _same_identity, _same_normalized, compile_tolerations
@@ -113,10 +113,6 @@ def _spec(objects: list[dict], layout: str) -> dict:
     return found
 
 
-def _variable(spec: dict, name: str) -> str:
-    return next(v["expression"] for v in spec["variables"] if v["name"] == name)
-
-
 def test_one_policy_per_layout_keeps_each_rules_conditions(tmp_path):
     """Merged, each rule still acts only where its own policy matched: the condition both rules had stays a
     matchCondition, the others guard the rule's patches (``trkOn``, ``stpOn``); a rule alone keeps all of its own
@@ -131,10 +127,11 @@ def test_one_policy_per_layout_keeps_each_rules_conditions(tmp_path):
         assert [m["patchType"] for m in spec["mutations"]] == \
             ["JSONPatch"] if layout is POD else ["JSONPatch", "ApplyConfiguration"]
         assert spec["reinvocationPolicy"] == "IfNeeded"
-        assert "resourceClaims" in _variable(spec, "trkOn") and "resourceClaims" not in _variable(spec, "stpOn")
-    job = _spec(both, JOB.name)
-    assert "oldObject.spec.?suspend" in _variable(job, "stpOn") and "ownerReferences" in _variable(job, "stpOn")
-    assert "ownerReferences" not in _variable(_spec(both, POD.name), "stpOn")  # a Pod is always examined
+        on = guards(layout, policy, day)  # as declared; inline_variables writes these cheap ones into the patches
+        assert "resourceClaims" in on["trkOn"] and "resourceClaims" not in on["stpOn"]
+    job = guards(JOB, policy, day)
+    assert "oldObject.spec.?suspend" in job["stpOn"] and "ownerReferences" in job["stpOn"]
+    assert "ownerReferences" not in guards(POD, policy, day)["stpOn"]  # a Pod is always examined
     alone = compile_pod_mutations(policy.without_rule(ids.TRACK_ROLLOUT), day, None, SHIPPED_NAMESPACES)
     assert [c["name"] for c in _spec(alone, JOB.name)["matchConditions"]] == \
         ["uses-devices", "examined", "template-writable"]

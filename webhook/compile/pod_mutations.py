@@ -32,6 +32,7 @@ from webhook.compile.shared import (
     API,
     Part,
     container_variables,
+    inline_variables,
     mutating_pairs,
     namespace_variables,
     used_variables,
@@ -57,15 +58,27 @@ def _on(part: Part, common: list[dict[str, str]]) -> dict[str, str]:
     return {"name": part.on, "expression": " && ".join(f"({e})" for e in [*own, part.guard])}
 
 
+def common_conditions(rules: list[Part]) -> list[dict[str, str]]:
+    """The matchConditions every rule of the layout has: they stay the policy's matchConditions."""
+    return [c for c in rules[0].conditions if all(c in p.conditions for p in rules[1:])]
+
+
+def guards(layout: Layout, policy: CompiledPolicy, day: dt.date) -> dict[str, str]:
+    """``<rule>On`` -> its expression as declared, before ``shared.inline_variables`` writes it into the patches."""
+    rules = parts(layout, policy, day)
+    return {p.on: _on(p, common_conditions(rules))["expression"] for p in rules}
+
+
 def _policy(layout: Layout, policy: CompiledPolicy, day: dt.date, meta: dict[str, Any]) -> dict[str, Any]:
     rules = parts(layout, policy, day)
-    common = [c for c in rules[0].conditions if all(c in p.conditions for p in rules[1:])]
+    common = common_conditions(rules)
     patches = [*(b for p in rules for b in p.before), *(a for p in rules for a in p.after)]
     read = [" + ".join(f"({x})" for x in patches), *(p.apply for p in rules if p.apply)]
-    mutations = [{"patchType": "JSONPatch", "jsonPatch": {"expression": read[0]}},
-                 *({"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": a}} for a in read[1:])]
     variables = [*namespace_variables(policy, day), *container_variables(layout), *plan_variables(policy),
                  *(v for p in rules for v in p.variables), *(_on(p, common) for p in rules)]
+    variables, read = inline_variables(used_variables(variables, read), read)
+    mutations = [{"patchType": "JSONPatch", "jsonPatch": {"expression": read[0]}},
+                 *({"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": a}} for a in read[1:])]
     return {
         "apiVersion": API, "kind": "MutatingAdmissionPolicy", "metadata": meta,
         "spec": {
@@ -73,7 +86,7 @@ def _policy(layout: Layout, policy: CompiledPolicy, day: dt.date, meta: dict[str
             "reinvocationPolicy": "IfNeeded",
             "matchConstraints": {"resourceRules": layout.resource_rules()},
             "matchConditions": common,
-            "variables": used_variables(variables, read),
+            "variables": variables,
             "mutations": mutations,
         },
     }

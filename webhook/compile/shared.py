@@ -182,6 +182,92 @@ def used_variables(variables: list[dict[str, str]], expressions: Iterable[str]) 
     return [v for v in variables if v["name"] in needed]
 
 
+_MACROS = frozenset({"all", "exists", "exists_one", "existsOne", "map", "filter", "transformList", "transformMap",
+                     "transformMapEntry", "sortBy"})
+"""Macros and two-variable comprehensions: their arguments run once per element."""
+
+_CHEAP_CALLS = frozenset({"orValue", "hasValue", "size", "has", "dyn", "startsWith"})
+"""Calls a cheap expression (``_cheap``) may make: reads and sizes, no regex, quantity, macro or list building."""
+
+_TOKEN = re.compile(r"""'(?:\\.|[^'\\])*'|"(?:\\.|[^"\\])*"|(?<![\w.])variables\.(?P<name>[A-Za-z_]\w*)"""
+                    r"""|(?P<dot>\.\s*)?(?P<id>[A-Za-z_]\w*)\s*(?P<call>\()?|(?P<open>\()|(?P<close>\))""")
+
+
+def _scan(text: str) -> tuple[list[tuple[str, int, int, bool]], set[str]]:
+    """``(name, start, end, in_loop)`` for each ``variables.<name>`` outside string literals, and the functions
+    called. ``in_loop``: inside the parentheses of a macro (``_MACROS``), where an inlined expression would be
+    evaluated once per element."""
+    refs: list[tuple[str, int, int, bool]] = []
+    calls: set[str] = set()
+    stack: list[bool] = []
+    for m in _TOKEN.finditer(text):
+        if m.group("name"):
+            refs.append((m.group("name"), m.start(), m.end(), any(stack)))
+        elif m.group("call"):
+            calls.add(m.group("id"))
+            stack.append(m.group("dot") is not None and m.group("id") in _MACROS)
+        elif m.group("open"):
+            stack.append(False)
+        elif m.group("close") and stack:
+            stack.pop()
+    return refs, calls
+
+
+def _cheap(expression: str) -> bool:
+    """An expression that costs less inline, even where it is read several times, than as a variable: the API server
+    evaluates each variable as a program of its own (about 10 µs a variable on a v1.36.2 API server, bench/results.md,
+    issue 28 item 5), a field read or a comparison far less. No macro, regex, quantity or list function."""
+    return len(expression) <= 160 and _scan(expression)[1] <= _CHEAP_CALLS
+
+
+def _substitute(text: str, values: dict[str, str]) -> str:
+    parts, last = [], 0
+    for name, start, end, _ in _scan(text)[0]:
+        if name in values:
+            parts += [text[last:start], values[name]]
+            last = end
+    return "".join(parts) + text[last:]
+
+
+_OBJECT_PATH = re.compile(r"(?:object|oldObject|namespaceObject)(?:\.\??\w+|\[\??'[^']*'\])*"
+                          r"(?:\.orValue\((?:\[\]|\{\}|'[^']*')\))?$")
+"""A path into the object (or namespace): what the API server's type check sees with the schema's types."""
+
+
+def inline_variables(variables: list[dict[str, str]], expressions: list[str]
+                     ) -> tuple[list[dict[str, str]], list[str]]:
+    """Fewer variables, the same values: a cheap variable (``_cheap``), and one read once outside any macro, are
+    written into what reads them, in parentheses. Every variable is a program the API server evaluates on its own,
+    at a fixed cost per variable that outweighs a field read (bench/results.md, issue 28 item 5), and a variable read
+    once saves nothing by being named. CEL has no side effects, so the values are the same; an error stays an error
+    value where the variable's was. A path into the object goes in as ``dyn(...)``: the API server types a
+    variable holding an object (or a list of objects) as dyn (plugin/cel/composition.go, ``convertCelTypeToDeclType``),
+    and its type check rejects with the schema's own types what the variable allowed, e.g. ``initContainers +
+    containers`` (lists of two schema types). Anything else keeps its type (``dyn`` would break a map literal's
+    homogeneous values, e.g. the tracking annotations). Cheap variables go in one round, variables read once in
+    the next (so an expensive one is never copied into a cheap one that is then copied several times), until
+    neither changes."""
+    declared = {v["name"]: v["expression"] for v in variables}
+    cheap_round, idle = True, 0
+    while idle < 2:
+        reads: dict[str, list[bool]] = {}
+        for text in [*declared.values(), *expressions]:
+            for name, _, _, loop in _scan(text)[0]:
+                reads.setdefault(name, []).append(loop)
+        picks = [n for n, e in declared.items() if n in reads and
+                 (_cheap(e) if cheap_round else reads[n] == [False])]
+        cheap_round = not cheap_round
+        idle = 0 if picks else idle + 1
+        values: dict[str, str] = {}
+        for name in picks:  # in declared order: what a variable reads is declared before it
+            value = _substitute(declared.pop(name), values)
+            values[name] = f"dyn({value})" if _OBJECT_PATH.match(value) else f"({value})"
+        if values:
+            declared = {n: _substitute(e, values) for n, e in declared.items()}
+            expressions = [_substitute(e, values) for e in expressions]
+    return [{"name": n, "expression": e} for n, e in declared.items()], expressions
+
+
 def mutating_pairs(policy: CompiledPolicy, day: dt.date, until: dt.date | None, namespaces: dict[str, Any],
                    layouts: Sequence[Any], rule: str,
                    build: Callable[[Any, dict[str, Any]], dict[str, Any]]) -> list[dict[str, Any]]:

@@ -29,6 +29,7 @@ from webhook.compile.shared import (
     binding_spec,
     container_variables,
     excepted,
+    inline_variables,
     metadata,
     namespace_variables,
     outside_stages,
@@ -121,9 +122,14 @@ def _action(check: Check, policy: CompiledPolicy, stage: str) -> Action:
 
 def _validation(check: Check, action: Action, policy: CompiledPolicy, day: dt.date) -> dict[str, Any]:
     """The validation for ``check`` under ``action`` (in the stages that give the rule that action)."""
+    expression = f"!({_guard(check, action, policy, day)}) || !({check.finding})"
     return {
-        "expression": f"!({_guard(check, action, policy, day)}) || !({check.finding})",
-        "messageExpression": _text(check, action, check.message),
+        "expression": expression,
+        # The API server evaluates every messageExpression of a policy whose validations it ran, failed or not, in a
+        # context of its own (kubernetes v1.36 staging/src/k8s.io/apiserver/pkg/admission/plugin/policy/validating/
+        # validator.go: messageFilter.ForInput; plugin/cel/composition.go: a new lazy variable map per ForInput), and
+        # uses the result only for a failed one: a passing check's words cost nothing this way.
+        "messageExpression": f"({expression}) ? '' : ({_text(check, action, check.message)})",
         "message": f"{check.rule}: {check.fix}",
         "reason": "Forbidden",
     }
@@ -181,7 +187,12 @@ def _policy(meta: dict[str, Any], match: dict[str, Any], conditions: list[dict[s
             validations: list[dict[str, Any]], variables: list[dict[str, str]]) -> dict[str, Any]:
     """The policy, declaring only the ``variables`` its validations read (``shared.used_variables``): a Warn policy
     whose checks never read the node pools declares no steering variable."""
-    read = [v[k] for v in validations for k in ("expression", "messageExpression") if k in v]
+    keys = [(i, k) for i, v in enumerate(validations) for k in ("expression", "messageExpression") if k in v]
+    variables, read = inline_variables(used_variables(variables, [validations[i][k] for i, k in keys]),
+                                       [validations[i][k] for i, k in keys])
+    validations = [dict(v) for v in validations]
+    for (i, k), text in zip(keys, read, strict=True):
+        validations[i][k] = text
     return {
         "apiVersion": API,
         "kind": "ValidatingAdmissionPolicy",
@@ -191,7 +202,7 @@ def _policy(meta: dict[str, Any], match: dict[str, Any], conditions: list[dict[s
             "failurePolicy": "Ignore",
             "matchConstraints": match,
             "matchConditions": conditions,
-            "variables": used_variables(variables, read),
+            "variables": variables,
             "validations": validations,
         },
     }

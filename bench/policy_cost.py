@@ -12,7 +12,14 @@ run in another checkout, e.g. the code before a change). Each round applies one 
 sure it acts, sends ``--pods`` dry-run GPU Pods in namespace ``ml-bench`` (pilot stage), and adds up the
 policies' duration sums over those requests.
 
-Usage: ``python bench/policy_cost.py [--rounds N] [--pods N] [--baseline DIR]``; prints a Markdown table.
+Besides each policy's own histogram, it reports each admission plugin's whole time per Pod
+(``apiserver_admission_controller_admission_duration_seconds``): for a ValidatingAdmissionPolicy that includes its
+matchConditions, variables, validations, messageExpressions and audit annotations whether or not one failed.
+``--set NAME=FILE`` times any other objects (e.g. a hand-edited ``compile -o json`` to measure one part);
+``--profile DIR`` also writes kube-apiserver's CPU profile per set-up.
+
+Usage: ``python bench/policy_cost.py [--rounds N] [--pods N] [--baseline DIR] [--set NAME=FILE ...]
+[--profile DIR]``; prints a Markdown table.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -37,6 +45,10 @@ import apiserver as ab  # noqa: E402
 
 METRICS = ("apiserver_validating_admission_policy_check_duration_seconds",
            "apiserver_mutating_admission_policy_check_duration_seconds")
+PLUGINS = "apiserver_admission_controller_admission_duration_seconds"
+"""Each admission plugin's time per request (k8s.io/apiserver/pkg/admission/metrics/metrics.go,
+``controllerAdmissionLatency``): the ValidatingAdmissionPolicy plugin's includes every policy's matchConditions,
+variables, validations and messageExpressions, recorded whether or not a validation failed."""
 
 
 def policy_seconds(api: ab.Api) -> dict[str, tuple[float, float]]:
@@ -53,6 +65,12 @@ def policy_seconds(api: ab.Api) -> dict[str, tuple[float, float]]:
                         value = list(out.get(name.group(1), (0.0, 0.0)))
                         value[at] += float(line.rsplit(" ", 1)[1])
                         out[name.group(1)] = (value[0], value[1])
+        for part, at in (("_sum{", 0), ("_count{", 1)):
+            plugin = re.search(r'name="(\w*AdmissionPolicy)"', line) if line.startswith(PLUGINS + part) else None
+            if plugin:
+                value = list(out.get("plugin " + plugin.group(1), (0.0, 0.0)))
+                value[at] += float(line.rsplit(" ", 1)[1])
+                out["plugin " + plugin.group(1)] = (value[0], value[1])
     return out
 
 
@@ -66,9 +84,19 @@ def compiled_in(root: Path) -> list[dict[str, Any]]:
 
 
 def _acts(api: ab.Api, objs: list[dict[str, Any]]) -> bool:
-    """A dry-run GPU Pod gets the set-up's annotation (both sets write ``dra-migration.io/stage``)."""
-    status, body, _ = api.dry_run(f"/api/v1/namespaces/{ab.NAMESPACE}/pods", ab.pod("gpu"))
-    return status == 201 and "dra-migration.io/stage" in (body.get("metadata", {}).get("annotations") or {})
+    """A dry-run GPU Pod gets the set-up's annotation (both sets write ``dra-migration.io/stage``), or, for a set
+    without a MutatingAdmissionPolicy (``--set``), a Pod asking for the legacy name, or the GPU Pod, is warned or
+    refused."""
+    if any(o["kind"] == "MutatingAdmissionPolicy" for o in objs):
+        status, body, _ = api.dry_run(f"/api/v1/namespaces/{ab.NAMESPACE}/pods", ab.pod("gpu"))
+        return status == 201 and "dra-migration.io/stage" in (body.get("metadata", {}).get("annotations") or {})
+    legacy = ab.pod("gpu")
+    legacy["spec"]["containers"][0]["resources"]["limits"] = {"vendor.example.com/gpu": "1"}
+    for probe in (legacy, ab.pod("gpu")):
+        status, _, warnings = api.dry_run(f"/api/v1/namespaces/{ab.NAMESPACE}/pods", probe)
+        if status != 201 or warnings:
+            return True
+    return False
 
 
 def _apply(bench: ab.Bench, objs: list[dict[str, Any]], present: bool) -> None:
@@ -79,11 +107,47 @@ def _apply(bench: ab.Bench, objs: list[dict[str, Any]], present: bool) -> None:
         time.sleep(0.2)
 
 
+def _profile(bench: ab.Bench, objs: list[dict[str, Any]], out: Path, seconds: int) -> None:
+    """kube-apiserver's CPU profile over ``seconds`` of dry-run GPU Pods (two connections) with ``objs`` alone:
+    where the API server spends a Pod's admission (e.g. `go tool pprof -lines -peek 'ForInput' FILE` separates a
+    ValidatingAdmissionPolicy's validations, messageExpressions and audit annotations by line)."""
+    api = bench.api
+    _apply(bench, objs, True)
+    stop = threading.Event()
+    body = json.dumps(ab.pod("gpu")).encode()
+
+    def load() -> None:
+        conn = api.connect()
+        while not stop.is_set():
+            assert api.call(conn, "POST", f"/api/v1/namespaces/{ab.NAMESPACE}/pods?dryRun=All", body)[0] == 201
+
+    threads = [threading.Thread(target=load) for _ in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        status, raw = api.call(api.connect(), "GET", f"/debug/pprof/profile?seconds={seconds}")
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert status == 200, f"GET /debug/pprof/profile: {status}"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(raw)
+    ab.log(f"profile of {out.stem}: {out}")
+    _apply(bench, objs, False)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--pods", type=int, default=100, help="dry-run GPU Pods per round and set-up")
     ap.add_argument("--baseline", type=Path, help="another checkout whose `compile` output is timed too")
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=FILE",
+                    help="another set-up: admission policies and bindings as JSON (a list, or `compile -o json`)")
+    ap.add_argument("--profile", type=Path, metavar="DIR",
+                    help="also write a CPU profile of kube-apiserver per set-up (DIR/<set-up>.pb.gz, `go tool pprof`), "
+                         "taken over a further --profile-seconds of dry-run GPU Pods after the rounds")
+    ap.add_argument("--profile-seconds", type=int, default=20)
     ap.add_argument("--seed", type=int, default=17)
     args = ap.parse_args(argv)
 
@@ -92,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
 
     workdir = Path(tempfile.mkdtemp(prefix="dra-policy-cost-"))
     try:
-        cp = ControlPlane(dataclasses.replace(binaries.find(), scheduler=None, controller_manager=None), workdir)
+        cp = ControlPlane(dataclasses.replace(binaries.find(), scheduler=None, controller_manager=None), workdir,
+                          profiling=args.profile is not None)
         cp.start()
         api = ab.Api.of(cp.server, cp.pki.ca, cp.pki.dir / "admin.crt", cp.pki.dir / "admin.key")
         for path, obj in (("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
@@ -104,6 +169,10 @@ def main(argv: list[str] | None = None) -> int:
         sets = {"policies": ab.policy_pair(ab._served_map_version(api)), "compiled": compiled_in(ab.ROOT)}
         if args.baseline:
             sets[f"compiled@{args.baseline.name}"] = compiled_in(args.baseline)
+        for spec in args.set:
+            name, _, file = spec.partition("=")
+            loaded = json.loads(Path(file).read_text())
+            sets[name] = list(loaded["items"] if isinstance(loaded, dict) else loaded)
         per_pod: dict[str, list[float]] = {name: [] for name in sets}
         per_policy: dict[tuple[str, str], list[float]] = {}
         rng = random.Random(args.seed)
@@ -113,23 +182,30 @@ def main(argv: list[str] | None = None) -> int:
             rng.shuffle(order)
             for name in order:
                 names = {o["metadata"]["name"] for o in sets[name] if not o["kind"].endswith("Binding")}
+                plugins = {"plugin MutatingAdmissionPolicy", "plugin ValidatingAdmissionPolicy"}
                 _apply(bench, sets[name], True)
                 before = policy_seconds(api)
                 for _ in range(args.pods):
                     assert api.dry_run(f"/api/v1/namespaces/{ab.NAMESPACE}/pods", body)[0] == 201
                 after = policy_seconds(api)
                 each = {n: (after[n][0] - before.get(n, (0.0, 0.0))[0]) / args.pods * 1000 for n in names if n in after}
-                for n, ms in each.items():
-                    per_policy.setdefault((name, n), []).append(ms)
+                for n in names | plugins:
+                    if n in after:
+                        ms = (after[n][0] - before.get(n, (0.0, 0.0))[0]) / args.pods * 1000
+                        per_policy.setdefault((name, n), []).append(ms)
                 per_pod[name].append(sum(each.values()))
                 _apply(bench, sets[name], False)
                 ab.log(f"round {r + 1}: {name} {per_pod[name][-1]:.3f} ms per GPU Pod in policies")
+        if args.profile:
+            for name, objs in sets.items():
+                _profile(bench, objs, args.profile / f"{name}.pb.gz", args.profile_seconds)
         print("| set-up | objects | in-server policy time per GPU Pod, ms (median of rounds) | rounds |")
         print("|---|---:|---:|---|")
         for name, values in per_pod.items():
             print(f"| {name} | {len(sets[name])} | {statistics.median(values):.3f} | "
                   f"{', '.join(f'{v:.3f}' for v in values)} |")
-        print("\n| set-up | policy | ms per GPU Pod (median of rounds) |\n|---|---|---:|")
+        print("\n| set-up | policy (or `plugin`: the admission plugin's whole time) | ms per GPU Pod (median of rounds)"
+              " |\n|---|---|---:|")
         for (name, policy), values in sorted(per_policy.items()):
             if statistics.median(values) >= 0.005:
                 print(f"| {name} | {policy} | {statistics.median(values):.3f} |")

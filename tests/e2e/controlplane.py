@@ -69,6 +69,7 @@ class ControlPlane:
     admin_kubeconfig: Path = field(init=False)
     audit_log: Path = field(init=False)
     processes: dict[str, procs.Proc] = field(default_factory=dict)
+    profiling: bool = False  # kube-apiserver's /debug/pprof (bench/policy_cost.py --profile)
 
     def __post_init__(self) -> None:
         self.pki = PKI(self.workdir / "pki")
@@ -175,7 +176,7 @@ class ControlPlane:
             "--cert-dir", str(self.workdir / "apiserver-certs"),
             "--audit-policy-file", str(audit_policy), "--audit-log-path", str(self.audit_log),
             "--audit-log-format", "json", "--audit-log-mode", "blocking",
-            "--profiling=false", "--v=1",
+            f"--profiling={str(self.profiling).lower()}", "--v=1",
         ])
         admin = p.issue("admin", "e2e-admin", org="system:masters")
         self.admin_kubeconfig = p.kubeconfig(self.workdir / "admin.kubeconfig", self.server, "admin", cert=admin)

@@ -76,6 +76,8 @@ CONTENTS: dict[str, dict[str, Any]] = {
     "at-limit": _spec([_c("main", example_com__gpu="2"),
                        _c("dra", **{"deviceclass.resource.kubernetes.io/gpu.example.com": "2"})]),
     "zero": _spec([_c("main", nvidia_com__gpu="0")]),
+    # one container over maxPerPod (4): the check's cheap condition (``checks._over``) must let it through
+    "one-over": _spec([_c("main", example_com__gpu="5")]),
     "other-scheduler": {**_spec([_c("main", example_com__gpu="2")]), "schedulerName": "kai-scheduler"},
     "implicit-and-legacy": _spec([_c("a", nvidia_com__gpu="1"),
                                   _c("b", **{"deviceclass.resource.kubernetes.io/gpu.example.com": "1"})]),

@@ -8,9 +8,10 @@ declared by ``policies``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from webhook.compile.cel import asks_for, clip, count_of, lit, str_list
+from webhook.compile.cel import asks_for, clip, count_of, lit, names, str_list
 from webhook.objects import DEVICECLASS_PREFIX
 from webhook.placement import hardware
 from webhook.policy.compiled import CompiledPolicy
@@ -35,6 +36,10 @@ class Check:
     plan: bool = False  # reads ``plan.plan_variables`` and ``plan.training_variables``
     steer: bool = False  # reads ``steering.steering_variables`` (after the plan's)
     fix_expression: str | None = None  # CEL for ``fix`` when the remediation names something of the object
+    could: str | None = None
+    """CEL, cheap and true whenever ``finding`` is: read first, so an object that cannot have the finding computes
+    none of it, in the validation and again in its messageExpression, which the API server evaluates for every
+    validation, passed or not (``validating._validation``)."""
 
 
 def _who(names: str, quoted: str) -> str:
@@ -42,6 +47,11 @@ def _who(names: str, quoted: str) -> str:
     shown = (f"(size({quoted}) > 3 ? {quoted}.slice(0, 3).join(', ') + ' +' + string(size({quoted}) - 3) + "
              f"' more' : {quoted}.join(', '))")
     return f"(size({names}) == 1 ? 'container ' + {shown} + ' requests' : 'containers ' + {shown} + ' request')"
+
+
+def _mentions(names_: Sequence[str]) -> str:
+    """CEL: some container names one of ``names_`` in its requests or limits (no quantity read)."""
+    return "variables.containers.exists(c, " + " || ".join(names("c", n) for n in names_) + ")"
 
 
 def _askers(name: str) -> str:
@@ -61,7 +71,8 @@ def legacy_checks(policy: CompiledPolicy) -> list[Check]:
         checks.append(Check(
             ids.LEGACY_RESOURCE_NAME, ("pilot", "migrated"), f"size(variables.{askers}) > 0",
             clip(f"variables.{text}", MESSAGE_MAX), fix,
-            ((askers, _askers(name)), (quoted, f"variables.{askers}.map(n, '\"' + n + '\"')"), (text, message))))
+            ((askers, _askers(name)), (quoted, f"variables.{askers}.map(n, '\"' + n + '\"')"), (text, message)),
+            could=_mentions([name])))
     return checks
 
 
@@ -79,6 +90,7 @@ def max_per_pod_checks(policy: CompiledPolicy) -> list[Check]:
     """
     checks = []
     for i, res in enumerate(r for r in policy.spec.resources if r.maxPerPod):
+        most = res.maxPerPod or 0
         names = _group_names(policy, res)
         count = count_of("c", names)
         v = {k: f"max{i}{k.capitalize()}" for k in ("side", "total", "peak", "count", "asked", "text")}
@@ -97,8 +109,26 @@ def max_per_pod_checks(policy: CompiledPolicy) -> list[Check]:
             ids.MAX_DEVICES_PER_POD, STAGES, f"variables.{v['count']} > {res.maxPerPod}",
             clip(f"variables.{v['text']}", MESSAGE_MAX), fix,
             ((v["side"], side), (v["total"], total), (v["peak"], peak), (v["count"], effective),
-             (v["asked"], asked), (v["text"], message))))
+             (v["asked"], asked), (v["text"], message)), could=_over(names, most)))
     return checks
+
+
+SMALL_MAX = 32
+"""Up to this ``maxPerPod``, ``_over`` lists the counts at or under it as literals."""
+
+
+def _over(names_: Sequence[str], most: int) -> str:
+    """A cheap necessary condition of a count over ``most``: not (one container, naming at most one of ``names_``,
+    whose request and limit are each a plain integer literal up to ``most``). The usual GPU Pod (one container,
+    ``nvidia.com/gpu: 1``) then parses no quantity for the check."""
+    if most > SMALL_MAX:
+        return "true"
+    small = str_list(str(k) for k in range(most + 1))
+    c = "variables.containers[0]"
+    named = f"{str_list(names_)}.filter(n, {names(c, '', key='n')})"
+    fits = (f"{str_list(names_)}.all(n, {c}.?resources.?requests[?n].orValue('0') in {small} && "
+            f"{c}.?resources.?limits[?n].orValue('0') in {small})")
+    return f"!(size(variables.containers) == 1 && size({named}) <= 1 && {fits})"
 
 
 def training_checks(policy: CompiledPolicy) -> list[Check]:
@@ -118,7 +148,8 @@ def training_checks(policy: CompiledPolicy) -> list[Check]:
         text = f"training job requests {res.name} as an extended resource: {why}"
         text = text if len(text) <= MESSAGE_MAX else text[: MESSAGE_MAX - 3] + "..."  # as rules.pods clips
         checks.append(Check(ids.TRAINING_JOB_EXTENDED_RESOURCE, STAGES, finding, lit(text),
-                            "use a ResourceClaimTemplate with device tolerations instead", advisory=True, plan=True))
+                            "use a ResourceClaimTemplate with device tolerations instead", advisory=True, plan=True,
+                            could="variables.trainJob"))
     return checks
 
 

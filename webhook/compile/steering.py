@@ -168,25 +168,31 @@ def steering_checks(policy: CompiledPolicy) -> list[Check]:
             ids.STEER_NODE_POOL, STAGES, f"{this} && variables.stpNodeName == '' && variables.stpConflict{short} != ''",
             clip(f"variables.stpConflictText{short}", MESSAGE_MAX),
             f"remove that constraint: the webhook steers GPU Pods to the {pool} pool itself",
-            ((f"stpConflictText{short}", text),), plan=True, steer=True))
+            ((f"stpConflictText{short}", text),), plan=True, steer=True,
+            could=f"variables.spec.?nodeSelector.hasValue() || variables.spec.?affinity.?nodeAffinity.?{REQUIRED}"
+                  ".hasValue()"))
         tail = lit(f'" (spec.nodeName): not steered; it needs the {pool} pool ({wanted})')
         bound = f"'Pod is bound to node \"' + variables.stpNodeName + {tail}"
         checks.append(Check(
             ids.STEER_NODE_POOL, STAGES, f"{this} && variables.stpNodeName != ''",
             clip(f"variables.stpBoundText{short}", MESSAGE_MAX),
             f"bind it to a node of the {pool} pool, or leave spec.nodeName unset and let the webhook steer it",
-            ((f"stpBoundText{short}", bound),), advisory=True, plan=True, steer=True))
+            ((f"stpBoundText{short}", bound),), advisory=True, plan=True, steer=True,
+            could="variables.spec.?nodeName.orValue('') != ''"))
     if "dra" in _selectors(policy) and DEFAULT_SCHEDULER in policy.dra_schedulers:  # else never sent to dra
         sched = f"variables.spec.?schedulerName.orValue({lit(DEFAULT_SCHEDULER)})"
-        kept = "(variables.stpPool == '' ? 'not steered' : 'kept on the ' + variables.stpPool + ' pool')"
-        text = (f"'schedulerName \"' + {sched} + '\" is not known to allocate DRA devices: ' + {kept} + "
-                "', not sent to the dra pool'")
-        checks.append(Check(
-            ids.STEER_NODE_POOL, STAGES,
-            f"{steered} && variables.stpPool != 'dra' && !variables.stpServes && variables.stpPoolDefault == 'dra'",
-            clip("variables.stpSchedText", MESSAGE_MAX), "add the scheduler to spec.draSchedulers",
-            (("stpSchedText", text),), advisory=True, plan=True, steer=True,
-            fix_expression=f"'add \"' + {sched} + '\" to spec.draSchedulers once it allocates DRA claims'"))
+        # One check per pool it stays with ('' or devicePlugin): its words then name the pool as a constant, and
+        # its messageExpression (evaluated for every validation, ``validating._message``) reads no placement plan.
+        for pool, kept in (("", "not steered"), ("devicePlugin", "kept on the devicePlugin pool")):
+            tail = lit('" is not known to allocate DRA devices: ' + kept + ", not sent to the dra pool")
+            text = f"'schedulerName \"' + {sched} + {tail}"
+            checks.append(Check(
+                ids.STEER_NODE_POOL, STAGES,
+                f"{steered} && variables.stpPool == {lit(pool)} && !variables.stpServes && "
+                "variables.stpPoolDefault == 'dra'",
+                clip(text, MESSAGE_MAX), "add the scheduler to spec.draSchedulers", advisory=True, plan=True,
+                steer=True, could="!variables.stpServes",
+                fix_expression=f"'add \"' + {sched} + '\" to spec.draSchedulers once it allocates DRA claims'"))
     return checks
 
 

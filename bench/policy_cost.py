@@ -133,7 +133,7 @@ def _profile(bench: ab.Bench, objs: list[dict[str, Any]], out: Path, seconds: in
     assert status == 200, f"GET /debug/pprof/profile: {status}"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(raw)
-    ab.log(f"profile of {out.stem}: {out}")
+    ab.log(f"profile: {out}")
     _apply(bench, objs, False)
 
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from webhook.compile.cel import asks_for, clip, count_of, lit, names, str_list
+from webhook.compile.cel import asks_for, clip, count_of, lit, str_list
+from webhook.compile.cel import names as named
 from webhook.objects import DEVICECLASS_PREFIX
 from webhook.placement import hardware
 from webhook.policy.compiled import CompiledPolicy
@@ -39,7 +40,7 @@ class Check:
     could: str | None = None
     """CEL, cheap and true whenever ``finding`` is: read first, so an object that cannot have the finding computes
     none of it, in the validation and again in its messageExpression, which the API server evaluates for every
-    validation, passed or not (``validating._validation``)."""
+    validation, passed or not (``validating._message``)."""
 
 
 def _who(names: str, quoted: str) -> str:
@@ -51,7 +52,7 @@ def _who(names: str, quoted: str) -> str:
 
 def _mentions(names_: Sequence[str]) -> str:
     """CEL: some container names one of ``names_`` in its requests or limits (no quantity read)."""
-    return "variables.containers.exists(c, " + " || ".join(names("c", n) for n in names_) + ")"
+    return "variables.containers.exists(c, " + " || ".join(named("c", n) for n in names_) + ")"
 
 
 def _askers(name: str) -> str:
@@ -123,12 +124,10 @@ def _over(names_: Sequence[str], most: int) -> str:
     ``nvidia.com/gpu: 1``) then parses no quantity for the check."""
     if most > SMALL_MAX:
         return "true"
-    small = str_list(str(k) for k in range(most + 1))
-    c = "variables.containers[0]"
-    named = f"{str_list(names_)}.filter(n, {names(c, '', key='n')})"
-    fits = (f"{str_list(names_)}.all(n, {c}.?resources.?requests[?n].orValue('0') in {small} && "
-            f"{c}.?resources.?limits[?n].orValue('0') in {small})")
-    return f"!(size(variables.containers) == 1 && size({named}) <= 1 && {fits})"
+    small, listed = str_list(str(k) for k in range(most + 1)), str_list(names_)
+    fits = (f"size({listed}.filter(n, {named('c', '', key='n')})) <= 1 && {listed}.all(n, "
+            f"c.?resources.?requests[?n].orValue('0') in {small} && c.?resources.?limits[?n].orValue('0') in {small})")
+    return f"!(size(variables.containers) == 1 && variables.containers.all(c, {fits}))"
 
 
 def training_checks(policy: CompiledPolicy) -> list[Check]:

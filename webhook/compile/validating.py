@@ -122,26 +122,30 @@ def _action(check: Check, policy: CompiledPolicy, stage: str) -> Action:
 
 def _validation(check: Check, action: Action, policy: CompiledPolicy, day: dt.date) -> dict[str, Any]:
     """The validation for ``check`` under ``action`` (in the stages that give the rule that action)."""
-    expression = f"!({_guard(check, action, policy, day)}) || !({check.finding})"
+    guard = _guard(check, action, policy, day)
+    expression = f"!({guard}) || !({check.finding})"
     if check.could is not None:  # first: a passing object then skips the stage, the plan and the finding
         expression = f"!({check.could}) || {expression}"
     return {
         "expression": expression,
-        "messageExpression": _message(check, action, expression),
+        "messageExpression": _message(check, action, guard, expression),
         "message": f"{check.rule}: {check.fix}",
         "reason": "Forbidden",
     }
 
 
-def _message(check: Check, action: Action, expression: str) -> str:
+def _message(check: Check, action: Action, guard: str, expression: str) -> str:
     """The validation's messageExpression. The API server evaluates every messageExpression of a policy whose
     validations it ran, failed or not, in a context of its own (kubernetes v1.36 staging/src/k8s.io/apiserver/pkg/
     admission/plugin/policy/validating/validator.go: messageFilter.ForInput; plugin/cel/composition.go: a new lazy
     variable map per ForInput), and uses the result only for a failed one. So the words are built only behind the
     check's cheap necessary condition (``Check.could``: a failed check has it), else behind the validation itself
-    (which is then computed twice)."""
+    (which is then computed twice), and only where the stage gives the rule this action (``guard``: its words read
+    the stage anyway)."""
     text = _text(check, action, check.message)
-    return f"({check.could}) ? ({text}) : ''" if check.could is not None else f"({expression}) ? '' : ({text})"
+    if check.could is None:
+        return f"({expression}) ? '' : ({text})"
+    return f"({check.could}) && ({guard}) ? ({text}) : ''"
 
 
 def _guard(check: Check, action: Action, policy: CompiledPolicy, day: dt.date) -> str:

@@ -109,7 +109,10 @@ def _conflict(short: str, selector: dict[str, str], previous: dict[str, str]) ->
         ns = f"(({lit(key)} in variables.stpNodeSel) && variables.stpNodeSel[{lit(key)}] != {lit(value)})"
         out = (f"{ns} ? {lit(f'nodeSelector {key}=')} + variables.stpNodeSel[{lit(key)}] : "
                f"size({bad}) > 0 ? 'node affinity ' + {_describe(f'{bad}[0][0]')} : {out}")
-    return [*reversed(bad_lists), {"name": f"stpConflict{short}", "expression": out}]
+    # no constraint at all, or only the steering's own term: nothing rules the pool out (most GPU Pods)
+    none = (f"!variables.spec.?nodeSelector.hasValue() && (!variables.spec.?affinity.?nodeAffinity.?{REQUIRED}"
+            f".hasValue() || dyn(variables.stpTerms) == [{{'matchExpressions': {_requirements(selector)}}}])")
+    return [*reversed(bad_lists), {"name": f"stpConflict{short}", "expression": f"({none}) ? '' : ({out})"}]
 
 
 def steering_variables(policy: CompiledPolicy, layout: Layout) -> list[dict[str, str]]:
@@ -169,8 +172,8 @@ def steering_checks(policy: CompiledPolicy) -> list[Check]:
             clip(f"variables.stpConflictText{short}", MESSAGE_MAX),
             f"remove that constraint: the webhook steers GPU Pods to the {pool} pool itself",
             ((f"stpConflictText{short}", text),), plan=True, steer=True,
-            could=f"variables.spec.?nodeSelector.hasValue() || variables.spec.?affinity.?nodeAffinity.?{REQUIRED}"
-                  ".hasValue()"))
+            could=f"(variables.spec.?nodeSelector.hasValue() || variables.spec.?affinity.?nodeAffinity.?{REQUIRED}"
+                  f".hasValue()) && !({_only_ours(selector)})"))
         tail = lit(f'" (spec.nodeName): not steered; it needs the {pool} pool ({wanted})')
         bound = f"'Pod is bound to node \"' + variables.stpNodeName + {tail}"
         checks.append(Check(
@@ -204,6 +207,22 @@ def steering_stages(policy: CompiledPolicy) -> list[str]:
     return [s for s in STAGES if policy.action_for(ids.STEER_NODE_POOL, s) is not Action.Off]
 
 
+def _requirements(selector: dict[str, str]) -> str:
+    """CEL list of the pool's node selector requirements (``key In [value]``), as the steering writes them. The API
+    server's CEL takes only homogeneous literals (``HomogeneousAggregateLiterals``): values are dyn."""
+    return "[" + ", ".join(f"{{'key': dyn({lit(k)}), 'operator': dyn('In'), 'values': dyn([{lit(v)}])}}"
+                           for k, v in selector.items()) + "]"
+
+
+def _only_ours(selector: dict[str, str]) -> str:
+    """CEL: no nodeSelector, and the required terms are exactly the one the steering writes for this pool on a Pod
+    without any (what a Pod is when the API server invokes the policy again after its own patch). Steering then
+    changes nothing and no requirement of the pool's is ruled out: the cases read this first instead of computing
+    the terms (``_terms_patch``, ``stpAdded``, the conflict check's ``could``)."""
+    return (f"!variables.spec.?nodeSelector.hasValue() && "
+            f"dyn(variables.stpTerms) == [{{'matchExpressions': {_requirements(selector)}}}]")
+
+
 def _patch_variables(policy: CompiledPolicy, short: str, pool: str) -> list[dict[str, str]]:
     """``node_affinity.steer`` for ``pool`` in CEL: the terms without the earlier steering (``stpKept``), the pool's
     requirements the nodeSelector does not already hold (``stpNeed``), the new terms, whether a requirement was
@@ -219,9 +238,7 @@ def _patch_variables(policy: CompiledPolicy, short: str, pool: str) -> list[dict
                 f"optional.of(dyn({rem})) : optional.none()}})")
         kept = (f"variables.stpPrev{short} ? variables.stpTerms.filter(t, !({removed} && size({rem}) == 0 && "
                 f"!t.?matchFields.hasValue())).map(t, {removed} ? {term} : dyn(t)) : variables.stpTerms")
-    # the API server's CEL takes only homogeneous literals (``HomogeneousAggregateLiterals``): values are dyn
-    need = "[" + ", ".join(f"{{'key': dyn({lit(k)}), 'operator': dyn('In'), 'values': dyn([{lit(v)}])}}"
-                           for k, v in selectors[pool].items()) + "]"
+    need = _requirements(selectors[pool])
     has = "e.key == n.key && e.operator == 'In' && e.?values.orValue([]) == n.values"
     k, n = f"variables.stpKept{short}", f"variables.stpNeed{short}"
     new = (f"{n}.size() == 0 ? {k} : ({k}.size() == 0 ? [dyn({{}})] : {k}).map(t, dyn({{?'matchFields': "
@@ -232,7 +249,9 @@ def _patch_variables(policy: CompiledPolicy, short: str, pool: str) -> list[dict
         {"name": f"stpNeed{short}", "expression": f"{need}.filter(n, !(n.key in variables.stpNodeSel) || "
                                                    "variables.stpNodeSel[n.key] != n.values[0])"},
         {"name": f"stpNew{short}", "expression": new},
-        {"name": f"stpAdded{short}", "expression": added},
+        # no affinity: nothing kept, so a requirement is added when one is needed; only ours: nothing added
+        {"name": f"stpAdded{short}", "expression": f"!variables.spec.?affinity.hasValue() ? {n}.size() > 0 : "
+                                                    f"{_only_ours(selectors[pool])} ? false : ({added})"},
         {"name": f"stpChanged{short}", "expression": f"dyn(variables.stpNew{short}) != dyn(variables.stpTerms)"},
     ]
 
@@ -241,9 +260,12 @@ def _pointer(layout: Layout, tail: str) -> str:
     return layout.template.replace(".", "/") + tail
 
 
-def _terms_patch(layout: Layout, short: str) -> str:
+def _terms_patch(layout: Layout, short: str, selector: dict[str, str]) -> str:
     """JSONPatch CEL writing ``stpNew<P>`` as the required terms (creating what is missing above them), or dropping
-    the required affinity, then empty parents, when no term is left (``node_affinity._write_terms``)."""
+    the required affinity, then empty parents, when no term is left (``node_affinity._write_terms``). Read first, the
+    two cases of nearly every GPU Pod, which need none of the terms computed: no affinity at all (the terms are the
+    needed requirements, as the general case writes them) and only the term the steering wrote (``_only_ours``: the
+    policy's second invocation)."""
     s, new = _pointer(layout, "/spec/affinity"), f"variables.stpNew{short}"
     aff, na = "variables.spec.?affinity", "variables.spec.?affinity.?nodeAffinity"
     req = f"{na}.?{REQUIRED}"
@@ -259,7 +281,11 @@ def _terms_patch(layout: Layout, short: str) -> str:
             f"[JSONPatch{{op: 'remove', path: {lit(s)}}}] : size(dyn({na}.orValue({{}}))) == 1 ? "
             f"[JSONPatch{{op: 'remove', path: {lit(s + '/nodeAffinity')}}}] : "
             f"[JSONPatch{{op: 'remove', path: {lit(s + '/nodeAffinity/' + REQUIRED)}}}]")
-    return f"(variables.stpChanged{short} ? (size({new}) > 0 ? ({write}) : ({drop})) : [])"
+    need = f"variables.stpNeed{short}"
+    fresh = (f"({need}.size() > 0 ? [JSONPatch{{op: 'add', path: {lit(s)}, value: {{'nodeAffinity': "
+             f"{{{lit(REQUIRED)}: {{'nodeSelectorTerms': [{{'matchExpressions': {need}}}]}}}}}}}}] : [])")
+    general = f"(variables.stpChanged{short} ? (size({new}) > 0 ? ({write}) : ({drop})) : [])"
+    return f"(!{aff}.hasValue() ? {fresh} : {_only_ours(selector)} ? [] : {general})"
 
 
 def _marker_patch(layout: Layout, short: str, pool: str, key: str, tracked: str) -> str:
@@ -300,6 +326,7 @@ def steering_part(layout: Layout, policy: CompiledPolicy, day: dt.date, tracked:
     patches (``tracked``: see ``_marker_patch``). Its matchConditions ``examined`` (a Pod: always) and, for a Job,
     ``template-writable`` become part of ``stpOn`` unless the other rule has them too."""
     stages = steering_stages(policy)
+    selectors = _selectors(policy)
     if not stages:
         return None
     guard = f"variables.stage in {str_list(stages)} && !variables.stpPerNode"
@@ -318,5 +345,5 @@ def steering_part(layout: Layout, policy: CompiledPolicy, day: dt.date, tracked:
         conditions.append({"name": "template-writable", "expression": "request.operation == 'CREATE' || "
                            "(oldObject.spec.?suspend.orValue(false) && !has(oldObject.status.startTime))"})
     return Part(rule=ids.STEER_NODE_POOL, on="stpOn", guard=guard, conditions=conditions, variables=variables,
-                before=(_per_pool(policy, lambda _, short: _terms_patch(layout, short)),),
+                before=(_per_pool(policy, lambda pool, short: _terms_patch(layout, short, selectors[pool])),),
                 after=(_per_pool(policy, lambda pool, short: _marker_patch(layout, short, pool, key, tracked)),))

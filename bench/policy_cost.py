@@ -51,27 +51,25 @@ PLUGINS = "apiserver_admission_controller_admission_duration_seconds"
 variables, validations and messageExpressions, recorded whether or not a validation failed."""
 
 
+PLUGIN_KEYS = ("plugin MutatingAdmissionPolicy", "plugin ValidatingAdmissionPolicy")
+_SERIES = [(f"{metric}{part}", at, label, key)
+           for metric, label, key in ((METRICS[0], r'policy="([^"]+)"', ""), (METRICS[1], r'policy="([^"]+)"', ""),
+                                      (PLUGINS, r'name="(\w*AdmissionPolicy)"', "plugin "))
+           for part, at in (("_sum{", 0), ("_count{", 1))]
+"""(line prefix, 0 for the seconds or 1 for the evaluations, label regex, key prefix) of each series read."""
+
+
 def policy_seconds(api: ab.Api) -> dict[str, tuple[float, float]]:
-    """Policy name -> (seconds, evaluations) summed over bindings, both kinds of policy."""
+    """Policy name (or ``plugin <name>``, ``PLUGIN_KEYS``) -> (seconds, evaluations), summed over the other labels."""
     status, text = api.once("GET", "/metrics")
     assert status == 200, f"GET /metrics: {status}"
-    out: dict[str, tuple[float, float]] = {}
+    out: dict[str, list[float]] = {}
     for line in str(text).splitlines():
-        for metric in METRICS:
-            for part, at in (("_sum{", 0), ("_count{", 1)):
-                if line.startswith(metric.removesuffix("_seconds") + "_seconds" + part):
-                    name = re.search(r'policy="([^"]+)"', line)
-                    if name:
-                        value = list(out.get(name.group(1), (0.0, 0.0)))
-                        value[at] += float(line.rsplit(" ", 1)[1])
-                        out[name.group(1)] = (value[0], value[1])
-        for part, at in (("_sum{", 0), ("_count{", 1)):
-            plugin = re.search(r'name="(\w*AdmissionPolicy)"', line) if line.startswith(PLUGINS + part) else None
-            if plugin:
-                value = list(out.get("plugin " + plugin.group(1), (0.0, 0.0)))
-                value[at] += float(line.rsplit(" ", 1)[1])
-                out["plugin " + plugin.group(1)] = (value[0], value[1])
-    return out
+        for prefix, at, label, key in _SERIES:
+            found = re.search(label, line) if line.startswith(prefix) else None
+            if found:
+                out.setdefault(key + found.group(1), [0.0, 0.0])[at] += float(line.rsplit(" ", 1)[1])
+    return {k: (v[0], v[1]) for k, v in out.items()}
 
 
 def compiled_in(root: Path) -> list[dict[str, Any]]:
@@ -182,18 +180,16 @@ def main(argv: list[str] | None = None) -> int:
             rng.shuffle(order)
             for name in order:
                 names = {o["metadata"]["name"] for o in sets[name] if not o["kind"].endswith("Binding")}
-                plugins = {"plugin MutatingAdmissionPolicy", "plugin ValidatingAdmissionPolicy"}
                 _apply(bench, sets[name], True)
                 before = policy_seconds(api)
                 for _ in range(args.pods):
                     assert api.dry_run(f"/api/v1/namespaces/{ab.NAMESPACE}/pods", body)[0] == 201
                 after = policy_seconds(api)
-                each = {n: (after[n][0] - before.get(n, (0.0, 0.0))[0]) / args.pods * 1000 for n in names if n in after}
-                for n in names | plugins:
-                    if n in after:
-                        ms = (after[n][0] - before.get(n, (0.0, 0.0))[0]) / args.pods * 1000
-                        per_policy.setdefault((name, n), []).append(ms)
-                per_pod[name].append(sum(each.values()))
+                each = {n: (after[n][0] - before.get(n, (0.0, 0.0))[0]) / args.pods * 1000
+                        for n in (*names, *PLUGIN_KEYS) if n in after}
+                for n, ms in each.items():
+                    per_policy.setdefault((name, n), []).append(ms)
+                per_pod[name].append(sum(ms for n, ms in each.items() if n in names))
                 _apply(bench, sets[name], False)
                 ab.log(f"round {r + 1}: {name} {per_pod[name][-1]:.3f} ms per GPU Pod in policies")
         if args.profile:

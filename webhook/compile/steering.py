@@ -110,9 +110,10 @@ def _conflict(short: str, selector: dict[str, str], previous: dict[str, str]) ->
         out = (f"{ns} ? {lit(f'nodeSelector {key}=')} + variables.stpNodeSel[{lit(key)}] : "
                f"size({bad}) > 0 ? 'node affinity ' + {_describe(f'{bad}[0][0]')} : {out}")
     # no constraint at all, or only the steering's own term: nothing rules the pool out (most GPU Pods)
-    none = (f"!variables.spec.?nodeSelector.hasValue() && (!variables.spec.?affinity.?nodeAffinity.?{REQUIRED}"
-            f".hasValue() || dyn(variables.stpTerms) == [{{'matchExpressions': {_requirements(selector)}}}])")
-    return [*reversed(bad_lists), {"name": f"stpConflict{short}", "expression": f"({none}) ? '' : ({out})"}]
+    none = (f"(!variables.spec.?nodeSelector.hasValue() && !variables.spec.?affinity.?nodeAffinity.?{REQUIRED}"
+            f".hasValue()) || variables.stpOurs{short}")
+    return [*reversed(bad_lists), {"name": f"stpOurs{short}", "expression": _only_ours(selector)},
+            {"name": f"stpConflict{short}", "expression": f"({none}) ? '' : ({out})"}]
 
 
 def steering_variables(policy: CompiledPolicy, layout: Layout) -> list[dict[str, str]]:
@@ -173,7 +174,7 @@ def steering_checks(policy: CompiledPolicy) -> list[Check]:
             f"remove that constraint: the webhook steers GPU Pods to the {pool} pool itself",
             ((f"stpConflictText{short}", text),), plan=True, steer=True,
             could=f"(variables.spec.?nodeSelector.hasValue() || variables.spec.?affinity.?nodeAffinity.?{REQUIRED}"
-                  f".hasValue()) && !({_only_ours(selector)})"))
+                  f".hasValue()) && !variables.stpOurs{short}"))
         tail = lit(f'" (spec.nodeName): not steered; it needs the {pool} pool ({wanted})')
         bound = f"'Pod is bound to node \"' + variables.stpNodeName + {tail}"
         checks.append(Check(
@@ -217,8 +218,9 @@ def _requirements(selector: dict[str, str]) -> str:
 def _only_ours(selector: dict[str, str]) -> str:
     """CEL: no nodeSelector, and the required terms are exactly the one the steering writes for this pool on a Pod
     without any (what a Pod is when the API server invokes the policy again after its own patch). Steering then
-    changes nothing and no requirement of the pool's is ruled out: the cases read this first instead of computing
-    the terms (``_terms_patch``, ``stpAdded``, the conflict check's ``could``)."""
+    changes nothing and no requirement of the pool's is ruled out: declared once per pool as ``stpOurs<P>``, which
+    ``_terms_patch``, ``stpAdded``, ``stpConflict<P>`` and the conflict check's ``could`` read before computing the
+    terms."""
     return (f"!variables.spec.?nodeSelector.hasValue() && "
             f"dyn(variables.stpTerms) == [{{'matchExpressions': {_requirements(selector)}}}]")
 
@@ -251,7 +253,7 @@ def _patch_variables(policy: CompiledPolicy, short: str, pool: str) -> list[dict
         {"name": f"stpNew{short}", "expression": new},
         # no affinity: nothing kept, so a requirement is added when one is needed; only ours: nothing added
         {"name": f"stpAdded{short}", "expression": f"!variables.spec.?affinity.hasValue() ? {n}.size() > 0 : "
-                                                    f"{_only_ours(selectors[pool])} ? false : ({added})"},
+                                                    f"variables.stpOurs{short} ? false : ({added})"},
         {"name": f"stpChanged{short}", "expression": f"dyn(variables.stpNew{short}) != dyn(variables.stpTerms)"},
     ]
 
@@ -260,11 +262,11 @@ def _pointer(layout: Layout, tail: str) -> str:
     return layout.template.replace(".", "/") + tail
 
 
-def _terms_patch(layout: Layout, short: str, selector: dict[str, str]) -> str:
+def _terms_patch(layout: Layout, short: str) -> str:
     """JSONPatch CEL writing ``stpNew<P>`` as the required terms (creating what is missing above them), or dropping
     the required affinity, then empty parents, when no term is left (``node_affinity._write_terms``). Read first, the
     two cases of nearly every GPU Pod, which need none of the terms computed: no affinity at all (the terms are the
-    needed requirements, as the general case writes them) and only the term the steering wrote (``_only_ours``: the
+    needed requirements, as the general case writes them) and only the term the steering wrote (``stpOurs<P>``: the
     policy's second invocation)."""
     s, new = _pointer(layout, "/spec/affinity"), f"variables.stpNew{short}"
     aff, na = "variables.spec.?affinity", "variables.spec.?affinity.?nodeAffinity"
@@ -285,7 +287,7 @@ def _terms_patch(layout: Layout, short: str, selector: dict[str, str]) -> str:
     fresh = (f"({need}.size() > 0 ? [JSONPatch{{op: 'add', path: {lit(s)}, value: {{'nodeAffinity': "
              f"{{{lit(REQUIRED)}: {{'nodeSelectorTerms': [{{'matchExpressions': {need}}}]}}}}}}}}] : [])")
     general = f"(variables.stpChanged{short} ? (size({new}) > 0 ? ({write}) : ({drop})) : [])"
-    return f"(!{aff}.hasValue() ? {fresh} : {_only_ours(selector)} ? [] : {general})"
+    return f"(!{aff}.hasValue() ? {fresh} : variables.stpOurs{short} ? [] : {general})"
 
 
 def _marker_patch(layout: Layout, short: str, pool: str, key: str, tracked: str) -> str:
@@ -326,7 +328,6 @@ def steering_part(layout: Layout, policy: CompiledPolicy, day: dt.date, tracked:
     patches (``tracked``: see ``_marker_patch``). Its matchConditions ``examined`` (a Pod: always) and, for a Job,
     ``template-writable`` become part of ``stpOn`` unless the other rule has them too."""
     stages = steering_stages(policy)
-    selectors = _selectors(policy)
     if not stages:
         return None
     guard = f"variables.stage in {str_list(stages)} && !variables.stpPerNode"
@@ -345,5 +346,5 @@ def steering_part(layout: Layout, policy: CompiledPolicy, day: dt.date, tracked:
         conditions.append({"name": "template-writable", "expression": "request.operation == 'CREATE' || "
                            "(oldObject.spec.?suspend.orValue(false) && !has(oldObject.status.startTime))"})
     return Part(rule=ids.STEER_NODE_POOL, on="stpOn", guard=guard, conditions=conditions, variables=variables,
-                before=(_per_pool(policy, lambda pool, short: _terms_patch(layout, short, selectors[pool])),),
+                before=(_per_pool(policy, lambda _, short: _terms_patch(layout, short)),),
                 after=(_per_pool(policy, lambda pool, short: _marker_patch(layout, short, pool, key, tracked)),))

@@ -307,3 +307,55 @@ def test_inline_variables_writes_cheap_and_once_read_variables_into_their_reader
                    "[1].exists(i, variables.looped.size() > 0) && (size(variables.twice) > 0) && "
                    "(size(variables.twice) > 0)",
                    "'variables.names'"]
+
+
+def test_standalone_binds_what_is_read_again_and_writes_in_the_rest():
+    """``standalone`` (a matchCondition cannot read variables): a cheap variable, or one read once outside a macro,
+    is written in; one read twice, or inside a macro, is computed once in a one-element comprehension named
+    ``b_<name>``, outermost first, so what a bound value reads is bound around it; variables it does not read are
+    left out."""
+    from webhook.compile.shared import standalone
+
+    declared = [{"name": n, "expression": e} for n, e in (
+        ("spec", "object.spec"),
+        ("names", "variables.spec.containers.map(c, c.name)"),
+        ("twice", "variables.names.filter(n, n == 'a')"),
+        ("looped", "['x'].filter(n, n.matches('^x$'))"),
+        ("unread", "object.metadata.name.matches('^y')"))]
+    out = standalone("size(variables.twice) + size(variables.twice) + [1].filter(i, variables.looped.size() > 0)"
+                     ".size()", declared)
+    assert "variables." not in out and "unread" not in out and "^y" not in out
+    assert out == ("[dyn((dyn(object.spec).containers.map(c, c.name)).filter(n, n == 'a'))].map(b_twice, "
+                   "[dyn(['x'].filter(n, n.matches('^x$')))].map(b_looped, size(b_twice) + size(b_twice) + "
+                   "[1].filter(i, b_looped.size() > 0).size())[0])[0]")
+
+
+def test_named_cohort_is_true_only_where_no_label_is_read(tmp_path):
+    """``named_cohort``: a matchCondition has no ``namespaceObject``, so the namespace counts as known only where a
+    name glob decides it before any cohort with a selector is tried (cohorts in order, the first match wins)."""
+    import re as _re
+
+    from webhook.compile.shared import named_cohort
+
+    doc = yaml.safe_load(COMPILE_POLICY)
+    cohorts = doc["spec"]["cohorts"]
+
+    def known(names: list[list[str] | None], labelled: list[bool], ns: str) -> bool:
+        doc["spec"]["cohorts"] = [
+            {**cohorts[0], "name": f"c{i}", "namespaces": {**({"names": n} if n else {}),
+                                                           **({"selector": {"matchLabels": {"a": "b"}}} if s else {})}}
+            for i, (n, s) in enumerate(zip(names, labelled, strict=True))]
+        path = tmp_path / "named-cohort.yaml"
+        path.write_text(yaml.safe_dump(doc))
+        expr = named_cohort(load_policy(path))
+        # the expression is request.namespace.matches(...) joined by || and literals: evaluate it in Python
+        py = _re.sub(r"request\.namespace\.matches\(('(?:\\\\.|[^'])*')\)",
+                     lambda m: f"bool(re.search({m.group(1)}, ns))", expr)
+        return eval(py.replace("||", " or ").replace("true", "True").replace("false", "False"),  # noqa: S307
+                    {"re": _re, "ns": ns})
+
+    assert known([["team-*"], None], [False, True], "team-a")  # named before the labelled cohort
+    assert not known([["team-*"], None], [False, True], "other")  # would read the labels
+    assert known([["team-*"], ["ml-*"]], [False, False], "other")  # no selector anywhere: the default stage
+    assert not known([["team-*"], ["ml-*"]], [True, False], "ml-x")  # team-* has a selector too: tried first
+    assert known([["team-*"], ["ml-*"]], [True, False], "team-x")  # its name matches: labels not read

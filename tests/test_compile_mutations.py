@@ -123,7 +123,9 @@ def test_one_policy_per_layout_keeps_each_rules_conditions(tmp_path):
     both = compile_pod_mutations(policy, day, None, SHIPPED_NAMESPACES)
     for layout in LAYOUTS:
         spec = _spec(both, layout.name)
-        assert [c["name"] for c in spec["matchConditions"]] == ["uses-devices"]
+        # a Pod's policy skips the API server's second invocation of a Pod it has settled (``settled``)
+        assert [c["name"] for c in spec["matchConditions"]] == \
+            ["uses-devices", "unsettled"] if layout is POD else ["uses-devices"]
         assert [m["patchType"] for m in spec["mutations"]] == \
             ["JSONPatch"] if layout is POD else ["JSONPatch", "ApplyConfiguration"]
         assert spec["reinvocationPolicy"] == "IfNeeded"
@@ -135,12 +137,13 @@ def test_one_policy_per_layout_keeps_each_rules_conditions(tmp_path):
     alone = compile_pod_mutations(policy.without_rule(ids.TRACK_ROLLOUT), day, None, SHIPPED_NAMESPACES)
     assert [c["name"] for c in _spec(alone, JOB.name)["matchConditions"]] == \
         ["uses-devices", "examined", "template-writable"]
+    assert [c["name"] for c in _spec(alone, POD.name)["matchConditions"]] == ["uses-devices"]  # no policy annotation
     doc = yaml.safe_load(COMPILE_POLICY.read_text(encoding="utf-8"))
     del doc["spec"]["nodePools"]
     (tmp_path / "bare.yaml").write_text(yaml.safe_dump(doc))
     tracking = compile_pod_mutations(load_policy(tmp_path / "bare.yaml"), day, None, SHIPPED_NAMESPACES)
     pods = _spec(tracking, POD.name)
-    assert [c["name"] for c in pods["matchConditions"]] == ["uses-devices", "no-resource-claims"]
+    assert [c["name"] for c in pods["matchConditions"]] == ["uses-devices", "no-resource-claims", "unsettled"]
     assert not any(v["name"].startswith("stp") for v in pods["variables"])
 
 

@@ -31,6 +31,8 @@ RESOURCES: dict[str, tuple[str, bool]] = {
     "ClusterRole": ("clusterroles", False), "PodTemplate": ("podtemplates", True),
     "HorizontalPodAutoscaler": ("horizontalpodautoscalers", True), "Lease": ("leases", True),
     "ClusterRoleBinding": ("clusterrolebindings", False), "SubjectAccessReview": ("subjectaccessreviews", False),
+    "MutatingAdmissionPolicy": ("mutatingadmissionpolicies", False),
+    "MutatingAdmissionPolicyBinding": ("mutatingadmissionpolicybindings", False),
 }
 
 _WARNING = re.compile(r'^\d{3} \S+ "(?P<text>(?:[^"\\]|\\.)*)"')

@@ -224,6 +224,28 @@ def _steered_before(ns: str) -> list[dict[str, Any]]:
     return [pod, dropped, deployment, cron, daemon]
 
 
+def _carried_over(ns: str) -> list[dict[str, Any]]:
+    """Pods that arrive with our annotations already (made from a template the webhook annotated, or copied from
+    another namespace): the Pod policy's ``unsettled`` matchCondition must not skip what still has to be written,
+    stale annotation values, a missing affinity, our own term with a marker naming the other pool."""
+    ours = load_policy(POLICY).identity
+    dra = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": POOL, "operator": "In", "values": ["dra"]}]}]}}}
+    stale = {f"dra-migration.io/{k}": v for k, v in
+             (("path", "device-plugin"), ("stage", "legacy"), ("cohort", "nobody"), ("policy", ours))}
+    out = []
+    for name, spec, carried in (
+            ("carried-stale-pod", GPU, stale),
+            ("carried-unsteered-pod", GPU, {"dra-migration.io/policy": ours}),
+            ("carried-steered-pod", {**GPU, "affinity": dra}, {**stale, MARKER: "dra"}),
+            ("carried-other-marker-pod", {**GPU, "affinity": dra}, {"dra-migration.io/policy": ours,
+                                                                  MARKER: "devicePlugin"})):
+        pod = _workload("Pod", name, ns, spec)
+        pod["metadata"]["annotations"] = dict(carried)
+        out.append(pod)
+    return out
+
+
 INJECTED = "dra-migration.io/tolerations-injected"
 CLAIM_KINDS = ("ResourceClaim", "ResourceClaimTemplate")  # track-rollout on claims stays with the webhook
 
@@ -277,7 +299,7 @@ def cases() -> list[dict[str, Any]]:
     for ns in NAMESPACES:
         out += _training(ns)
         if ns in STEERED_IN:
-            out += _steered_before(ns) + _training_claims(ns)
+            out += _steered_before(ns) + _training_claims(ns) + _carried_over(ns)
             out += [_workload("Pod", f"{content}-pod", ns, spec) for content, spec in STEERING.items()]
             out += [_workload(kind, f"affinity-merge-{kind.lower()}", ns, STEERING["affinity-merge"])
                     for kind in ("Deployment", "DaemonSet", "CronJob")]
@@ -462,6 +484,68 @@ def test_updates_are_judged_only_when_the_template_changes(plane, tmp_path, at):
     assert outcomes["team-a template"] == (True, True)  # pilot: warned
     unchanged = [outcomes[f"{ns} {w}"] for ns in UPDATED_IN for w in ("own-labels", "webhook-annotation")]
     assert unchanged == [(True, False)] * len(unchanged)
+
+
+SWAP = "zz-e2e-swap-to-legacy"
+"""A MutatingAdmissionPolicy of someone else's (a sidecar injector, HAMi's scheduler switch...) that changes a Pod
+after ours has tracked and steered it: here, its GPU becomes the legacy name."""
+
+
+def _swap_objects() -> list[dict[str, Any]]:
+    group = "admissionregistration.k8s.io/v1"
+    ours = "object.metadata.?annotations[?'dra-migration.io/path'].hasValue()"
+    mine = "object.metadata.?labels[?'e2e-swap'] == optional.of('legacy')"
+    asks = "'example.com/gpu' in object.spec.containers[0].?resources.?limits.orValue({})"
+    return [
+        {"apiVersion": group, "kind": "MutatingAdmissionPolicy", "metadata": {"name": SWAP}, "spec": {
+            "failurePolicy": "Fail", "reinvocationPolicy": "IfNeeded",
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                                                    "operations": ["CREATE"], "resources": ["pods"]}]},
+            # Matched whatever the order of the two policies, so the API server counts it as invoked and invokes
+            # it again after ours; it writes only once ours has (our path annotation), so ours always runs again
+            # on a Pod that carries what it wrote.
+            "matchConditions": [{"name": "gpu-to-swap", "expression": f"{mine} && {asks}"}],
+            "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression": (
+                f"{ours} ? [JSONPatch{{op: 'replace', path: '/spec/containers/0/resources', "
+                "value: {'limits': {'nvidia.com/gpu': '1'}}}] : []")}}]}},
+        {"apiVersion": group, "kind": "MutatingAdmissionPolicyBinding", "metadata": {"name": SWAP},
+         "spec": {"policyName": SWAP}},
+    ]
+
+
+@pytest.mark.parametrize("at", DATES[:1])
+def test_a_later_mutation_is_tracked_and_steered_again(plane, tmp_path, at):
+    """The API server invokes our Pod policy again when another mutation changes the Pod after it (kubernetes v1.36
+    plugin/policy/mutating/dispatcher.go, ``reinvocationPolicy: IfNeeded``). Its ``unsettled`` matchCondition skips
+    only a Pod that already carries what the policy writes, so a GPU that became the legacy name after the first
+    pass is tracked and steered as ``check`` does the final Pod: path, devicePlugin pool, marker."""
+    cp, kube = plane
+    _apply_compiled(cp, kube, at)
+    _wait_for_date(kube, at)
+    swap = _swap_objects()
+    for obj in swap:
+        kube.create(obj)
+    try:
+        pod = _workload("Pod", "swapped-pod", "team-a", GPU)
+        pod["metadata"]["labels"] = {"e2e-swap": "legacy"}
+        final = _workload("Pod", "swapped-pod", "team-a", CONTENTS["legacy"])
+        final["metadata"]["labels"] = {"e2e-swap": "legacy"}
+        r = _checked(tmp_path, at, [final])[("Pod", "team-a/swapped-pod")]
+        first = _checked(tmp_path, at, [pod])[("Pod", "team-a/swapped-pod")]
+        assert placement(_patched(final, r)) != placement(_patched(pod, first))  # the change moves the pool
+
+        def swapped() -> dict[str, Any]:
+            allowed, _, message, got = _server(kube, pod)
+            assert allowed, message
+            limits = got["spec"]["containers"][0].get("resources", {}).get("limits", {})
+            assert "nvidia.com/gpu" in limits, f"limits {limits}, annotations {got['metadata'].get('annotations')}"
+            return got
+        got = eventually(swapped, "the other mutation in use", 30)
+        assert tracking(got) == tracking(_patched(final, r))
+        assert placement(got) == placement(_patched(final, r))
+    finally:
+        for obj in reversed(swap):
+            kube.delete(obj["apiVersion"], obj["kind"], obj["metadata"]["name"])
 
 
 @pytest.mark.parametrize("at", DATES)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from webhook.compile.cel import lit
 from webhook.compile.layouts import LAYOUTS, POD, Layout
 from webhook.compile.mutating import tracking_part
 from webhook.compile.plan import plan_variables
@@ -34,11 +35,14 @@ from webhook.compile.shared import (
     container_variables,
     inline_variables,
     mutating_pairs,
+    named_cohort,
     namespace_variables,
+    standalone,
     used_variables,
 )
-from webhook.compile.steering import steering_part
+from webhook.compile.steering import steering_part, steering_settled
 from webhook.policy.compiled import CompiledPolicy
+from webhook.rules import ids
 
 RULE = "mutate"
 """The name's rule part: ``<policy>-<layout>-mutate.dra-migration.io``."""
@@ -69,6 +73,42 @@ def guards(layout: Layout, policy: CompiledPolicy, day: dt.date) -> dict[str, st
     return {p.on: _on(p, common_conditions(rules))["expression"] for p in rules}
 
 
+def settled(layout: Layout, policy: CompiledPolicy, rules: list[Part]) -> str | None:
+    """CEL over the policy's variables, true only where every patch of the Pod policy is empty: the Pod carries the
+    four tracking annotations with the values track-rollout would write (or it writes none), and steering writes
+    nothing (``steering_settled``). What a Pod is when the API server invokes the policy again after its own patch
+    (kubernetes v1.36 plugin/policy/mutating/dispatcher.go: a policy with ``reinvocationPolicy: IfNeeded`` that
+    changed the object is invoked again), which otherwise costs a whole evaluation, the patch's JSON round trip and
+    defaulting (bench/results.md, issue 28 item 5). None for templates, and without track-rollout (whose ``policy``
+    annotation is the cheap first test)."""
+    names = {p.rule for p in rules}
+    if layout is not POD or ids.TRACK_ROLLOUT not in names:
+        return None
+    def ann(key: str) -> str:
+        return f"object.metadata.?annotations[?{lit(policy.key(key))}]"
+    written = " && ".join(f"{ann(k)} == optional.of(variables.{v})" for k, v in
+                          (("path", "trkPath"), ("stage", "stage"), ("cohort", "cohort")))
+    out = [f"{ann('policy')} == optional.of({lit(policy.identity)})", f"(!variables.trkOn || ({written}))"]
+    if ids.STEER_NODE_POOL in names:
+        out.append(steering_settled(policy))
+    return " && ".join(out)
+
+
+def _unsettled(layout: Layout, policy: CompiledPolicy, rules: list[Part],
+               variables: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The matchCondition ``unsettled``: not ``settled``, with the variables written in (``shared.standalone``), its
+    first test (our ``policy`` annotation, absent from a Pod the policy has not seen) kept outside what is bound, then
+    whether the namespace's name decides its cohort (``shared.named_cohort``): a matchCondition cannot read the
+    namespace's labels, so a Pod in a namespace its labels place is never taken for settled."""
+    test = settled(layout, policy, rules)
+    if test is None:
+        return []
+    first, _, rest = test.partition(" && ")
+    known = named_cohort(policy)
+    first = first if known == "true" else f"{first} && {known}"
+    return [{"name": "unsettled", "expression": f"!({first} && {standalone(rest, variables)})"}]
+
+
 def _policy(layout: Layout, policy: CompiledPolicy, day: dt.date, meta: dict[str, Any]) -> dict[str, Any]:
     rules = parts(layout, policy, day)
     common = common_conditions(rules)
@@ -76,6 +116,7 @@ def _policy(layout: Layout, policy: CompiledPolicy, day: dt.date, meta: dict[str
     read = [" + ".join(f"({x})" for x in patches), *(p.apply for p in rules if p.apply)]
     variables = [*namespace_variables(policy, day), *container_variables(layout), *plan_variables(policy),
                  *(v for p in rules for v in p.variables), *(_on(p, common) for p in rules)]
+    conditions = [*common, *_unsettled(layout, policy, rules, variables)]
     variables, read = inline_variables(used_variables(variables, read), read)
     mutations = [{"patchType": "JSONPatch", "jsonPatch": {"expression": read[0]}},
                  *({"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": a}} for a in read[1:])]
@@ -85,7 +126,7 @@ def _policy(layout: Layout, policy: CompiledPolicy, day: dt.date, meta: dict[str
             "failurePolicy": "Ignore",  # as workloads.mutate (deploy/base/webhooks.yaml)
             "reinvocationPolicy": "IfNeeded",
             "matchConstraints": {"resourceRules": layout.resource_rules()},
-            "matchConditions": common,
+            "matchConditions": conditions,
             "variables": variables,
             "mutations": mutations,
         },

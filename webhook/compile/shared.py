@@ -53,6 +53,22 @@ def _first_cohort(policy: CompiledPolicy, value: Callable[[CompiledCohort], str]
     return expr
 
 
+def named_cohort(policy: CompiledPolicy) -> str:
+    """CEL over ``request.namespace`` alone, true when ``stage_expression`` and ``cohort_expression`` decide the
+    namespace without its labels: a cohort's name glob matches before any cohort with a label selector is tried, or
+    no cohort has one. A matchCondition has no ``namespaceObject`` (``outside_stages``), so what it computes from the
+    stage must first read this."""
+    expr = "true"
+    for spec in reversed(policy.spec.cohorts):
+        names = (f"request.namespace.matches({lit(glob_regex(spec.namespaces.names))})"
+                 if spec.namespaces.names else "false")
+        if spec.namespaces.selector is not None:  # not matched by name: its labels would be read
+            expr = names
+        elif names != "false" and expr != "true":  # names || expr
+            expr = names if expr == "false" else f"{names} || {expr}"
+    return expr if expr == "true" else f"({expr})"
+
+
 def namespace_variables(policy: CompiledPolicy, day: dt.date) -> list[dict[str, str]]:
     """``ns``, ``labels`` (of ``namespaceObject``) and ``stage``: what every compiled policy reads first."""
     return [
@@ -266,6 +282,34 @@ def inline_variables(variables: list[dict[str, str]], expressions: list[str]
             declared = {n: _substitute(e, values) for n, e in declared.items()}
             expressions = [_substitute(e, values) for e in expressions]
     return [{"name": n, "expression": e} for n, e in declared.items()], expressions
+
+
+def standalone(expression: str, variables: list[dict[str, str]]) -> str:
+    """``expression`` with no variable left, for a matchCondition (the API server evaluates matchConditions without
+    the policy's variables: kubernetes v1.36 plugin/policy/matching, ``Matcher.Match`` before any variable). A
+    variable that is cheap (``_cheap``), or read once outside any macro, is written in as ``inline_variables`` does;
+    any other is computed once, in a one-element comprehension around what reads it (``[dyn(value)].map(b_<name>,
+    ...)[0]``: the API server's CEL has no ``cel.bind``), outermost first, so what a bound value reads is bound
+    around it. Bound values are computed when the expression reaches them, not lazily: put a cheap test that decides
+    most objects before the expression (``a && (standalone)``)."""
+    needed = used_variables(variables, [expression])
+    reads: dict[str, list[bool]] = {}
+    for text in [*(v["expression"] for v in needed), expression]:
+        for name, _, _, loop in _scan(text)[0]:
+            reads.setdefault(name, []).append(loop)
+    values: dict[str, str] = {}
+    binds: list[tuple[str, str]] = []
+    for v in needed:  # in declared order: what a variable reads is declared before it
+        name, value = v["name"], _substitute(v["expression"], values)
+        if _cheap(value) or reads.get(name) == [False]:
+            values[name] = f"dyn({value})" if _OBJECT_PATH.match(value) else f"({value})"
+        else:
+            values[name] = f"b_{name}"
+            binds.append((name, value))
+    body = _substitute(expression, values)
+    for name, value in reversed(binds):
+        body = f"[dyn({value})].map(b_{name}, {body})[0]"
+    return body
 
 
 def mutating_pairs(policy: CompiledPolicy, day: dt.date, until: dt.date | None, namespaces: dict[str, Any],

@@ -322,6 +322,16 @@ def _per_pool(policy: CompiledPolicy, patch: Callable[[str, str], str]) -> str:
     return f"variables.stpOn && variables.stpNodeName == '' ? ({out}) : []"
 
 
+def steering_settled(policy: CompiledPolicy) -> str:
+    """CEL, true only where steering's patches are empty (``_per_pool``): the Pod is not steered, or goes to a pool
+    whose requirements are its only term already (``stpOurs<P>``: nothing to write or add, so no marker either) and
+    whose marker does not name the other pool (nothing to drop). A conflict also writes nothing, but is not read
+    here: this is the cheap test of what a Pod is on the API server's second invocation of the policy."""
+    each = [f"(variables.stpPool != {lit(pool)} || (variables.stpOurs{short} && !variables.stpPrev{short}))"
+            for pool, short in POOLS if pool in _selectors(policy)]
+    return f"(!(variables.stpOn && variables.stpNodeName == '') || ({' && '.join(each)}))"
+
+
 def steering_part(layout: Layout, policy: CompiledPolicy, day: dt.date, tracked: str) -> Part | None:
     """steer-node-pool's share of the layout's MutatingAdmissionPolicy (``pod_mutations``), or None when it never
     steers (no pool configured, or an Audit/Off override): the affinity first, the marker after the other rules'

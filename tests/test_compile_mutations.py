@@ -10,9 +10,11 @@ compiled only where the rule steers.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 from dataclasses import replace
 
 import cel
+import pytest
 import yaml
 from hypothesis import given
 from hypothesis import strategies as st
@@ -25,7 +27,7 @@ from webhook.compile.checks import STAGES
 from webhook.compile.layouts import JOB, LAYOUTS, POD
 from webhook.compile.pod_mutations import compile_pod_mutations, guards, parts
 from webhook.compile.shared import SHIPPED_NAMESPACES
-from webhook.compile.steering import POOL_INPUTS, _admits, _pool, steering_checks
+from webhook.compile.steering import POOL_INPUTS, _admits, _pool, device_plugin_names, steering_checks
 from webhook.compile.tolerations import _same_identity, _same_normalized, compile_tolerations
 from webhook.node_affinity import _admits as admits
 from webhook.placement import plan as plan_for
@@ -70,6 +72,24 @@ def test_the_pool_expression_is_plans_pool(policy: CompiledPolicy, names: list[s
     ctx.add_variable("variables", values)
     serves = "true" if u.scheduler in policy.dra_schedulers else "false"
     assert cel.compile(_pool(serves)).execute(ctx) == (plan_for(u, stage, policy).pool or "")
+
+
+@pytest.mark.parametrize("policy", [*POLICIES, load_policy(COMPILE_POLICY)])
+def test_the_device_plugin_conflicts_cheap_condition_holds_wherever_plan_picks_that_pool(policy: CompiledPolicy):
+    """``steering._may_go`` (the legacy stage, or a container naming one of ``device_plugin_names``) is read first by
+    the devicePlugin conflict check, which computes nothing where it is false: it must hold for every Pod
+    ``placement.plan`` sends to the devicePlugin pool. Every combination of up to three names, so the rare ones are
+    in: a legacy-stage Pod of a scheduler that allocates no DRA devices asking for a name no device plugin serves
+    (compile-policy.yaml), a legacy name the pool's ``advertises`` leaves out (steering.yaml)."""
+    cheap = set(device_plugin_names(policy))
+    picked = 0
+    for names, stage, scheduler, claims in itertools.product(
+            [c for k in range(4) for c in itertools.combinations(NAMES, k)], STAGES, [None, "kai-scheduler"],
+            [False, True]):
+        if plan_for(usage(_podspec(list(names), scheduler, claims), policy), stage, policy).pool == "devicePlugin":
+            picked += 1
+            assert stage == "legacy" or cheap & set(names), (names, stage, scheduler, claims)
+    assert picked
 
 
 @given(st.sampled_from(["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Bogus"]),

@@ -101,6 +101,10 @@ STEERING: dict[str, dict[str, Any]] = {
             {"weight": 1, "preference": {"matchExpressions": [{"key": "x", "operator": "Exists"}]}}]}}},
     "bound": {**GPU, "nodeName": "gpu-node-1"},
     "selected": {**_spec([_c("main", nvidia_com__gpu="1")]), "nodeSelector": {POOL: "device-plugin"}},
+    # rule out the devicePlugin pool: a legacy name goes there in every stage; a scheduler that allocates no DRA
+    # devices, only in the legacy stage (``placement.plan``'s fallback), though no device plugin serves the name
+    "dp-conflict": {**_spec([_c("main", nvidia_com__gpu="1")]), "nodeSelector": {POOL: "dra"}},
+    "dp-conflict-other-scheduler": {**GPU, "schedulerName": "kai-scheduler", "nodeSelector": {POOL: "dra"}},
 }
 WORKLOAD_CONTENTS = ("plain", "two-names", "sidecar-peak")
 STEERED_IN = ("plain-legacy", "team-a", "labelled-ns", "research-x")

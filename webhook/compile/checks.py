@@ -50,7 +50,7 @@ def _who(names: str, quoted: str) -> str:
     return f"(size({names}) == 1 ? 'container ' + {shown} + ' requests' : 'containers ' + {shown} + ' request')"
 
 
-def _mentions(names_: Sequence[str]) -> str:
+def mentions(names_: Sequence[str]) -> str:
     """CEL: some container names one of ``names_`` in its requests or limits (no quantity read)."""
     return "variables.containers.exists(c, " + " || ".join(named("c", n) for n in names_) + ")"
 
@@ -73,7 +73,7 @@ def legacy_checks(policy: CompiledPolicy) -> list[Check]:
             ids.LEGACY_RESOURCE_NAME, ("pilot", "migrated"), f"size(variables.{askers}) > 0",
             clip(f"variables.{text}", MESSAGE_MAX), fix,
             ((askers, _askers(name)), (quoted, f"variables.{askers}.map(n, '\"' + n + '\"')"), (text, message)),
-            could=_mentions([name])))
+            could=mentions([name])))
     return checks
 
 

@@ -25,10 +25,10 @@ import datetime as dt
 from collections.abc import Callable
 
 from webhook.compile.cel import clip, glob_regex, lit, str_list
-from webhook.compile.checks import STAGES, Check
+from webhook.compile.checks import STAGES, Check, mentions
 from webhook.compile.layouts import JOB, POD, Layout, examined, uses_devices
 from webhook.compile.shared import Part, excepted
-from webhook.placement import DEFAULT_SCHEDULER
+from webhook.placement import DEFAULT_SCHEDULER, hardware
 from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.model import Action
 from webhook.rules import ids
@@ -155,6 +155,24 @@ def steering_variables(policy: CompiledPolicy, layout: Layout) -> list[dict[str,
     return out
 
 
+def _may_go(policy: CompiledPolicy, pool: str) -> str:
+    """CEL (`` && ...``, or nothing): a cheap necessary condition for ``placement.plan`` to pick ``pool``, so the
+    conflict check of a pool the Pod cannot go to computes nothing. Only the devicePlugin pool has one
+    (``device_plugin_names``)."""
+    if pool != "devicePlugin":
+        return ""
+    names = device_plugin_names(policy)
+    return f" && (variables.stage == 'legacy' || {mentions(names)})" if names else " && variables.stage == 'legacy'"
+
+
+def device_plugin_names(policy: CompiledPolicy) -> list[str]:
+    """``plan`` picks the devicePlugin pool in the legacy stage only, or for a Pod asking for one of these names:
+    a legacy name (the stage's fallback, or the pool serving it), or a name the policy serves that the pool's nodes
+    advertise (``pool_path``: every name the Pod asks for is advertised there)."""
+    served = {n for n in policy.advertised["devicePlugin"] if hardware(policy, n) is not None}
+    return sorted(set(policy.legacy) | served)
+
+
 def steering_checks(policy: CompiledPolicy) -> list[Check]:
     """The rule's findings: per configured pool a conflict (the stage's action) and a bound Pod (advisory); a
     scheduler that does not allocate DRA devices (advisory), when the dra pool is configured."""
@@ -174,7 +192,7 @@ def steering_checks(policy: CompiledPolicy) -> list[Check]:
             f"remove that constraint: the webhook steers GPU Pods to the {pool} pool itself",
             ((f"stpConflictText{short}", text),), plan=True, steer=True,
             could=f"(variables.spec.?nodeSelector.hasValue() || variables.spec.?affinity.?nodeAffinity.?{REQUIRED}"
-                  f".hasValue()) && !variables.stpOurs{short}"))
+                  f".hasValue()) && !variables.stpOurs{short}{_may_go(policy, pool)}"))
         tail = lit(f'" (spec.nodeName): not steered; it needs the {pool} pool ({wanted})')
         bound = f"'Pod is bound to node \"' + variables.stpNodeName + {tail}"
         checks.append(Check(

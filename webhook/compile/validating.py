@@ -47,7 +47,12 @@ def compile_validating(policy: CompiledPolicy, day: dt.date, until: dt.date | No
                        namespaces: dict[str, Any]) -> list[dict[str, Any]]:
     """Every ValidatingAdmissionPolicy and binding for ``policy`` on ``day``; the bindings take ``namespaces``."""
     objects: list[dict[str, Any]] = []
-    checks = [*all_checks(policy), *steering_checks(policy)]
+    # The mutating rule's checks first: the webhook's mutating call denies before its validating call runs
+    # (``admission.admit``: no validate phase after a denied mutate), and the API server's message is the
+    # first denying validation's (kubernetes v1.36 staging/src/k8s.io/apiserver/pkg/admission/plugin/policy/
+    # validating/dispatcher.go ``Dispatch``: ``deniedDecisions[0]``). So a Pod both rules deny is denied for the
+    # same reason by both engines.
+    checks = [*steering_checks(policy), *all_checks(policy)]
     for layout in LAYOUTS:
         conditions = [{"name": "uses-devices", "expression": uses_devices(layout)}]
         if layout is not POD:  # a Pod is always examined: no condition to evaluate

@@ -20,8 +20,8 @@ the machine's load hits all of them alike):
 - ``policies``: a MutatingAdmissionPolicy + ValidatingAdmissionPolicy pair doing comparable work in the
   API server (annotations and the node-pool selector on device-using Pods; legacy name refused, at most 8
   GPUs), with the same device matchCondition;
-- ``compiled``: what ``dra-webhook compile`` prints for the same policy (issue 28 item 5), applied as is, no
-  webhook; ``compiled+webhooks``: those objects beside the shipped webhook configurations (not yet narrowed to
+- ``compiled``: what ``dra-webhook compile --kubeconfig`` prints for the same policy and this cluster (issue 28
+  item 5: its bindings leave out the namespaces their policy does nothing in), applied as is, no webhook; ``compiled+webhooks``: those objects beside the shipped webhook configurations (not yet narrowed to
   what the compiled objects cannot decide, so the webhook still sees every device Pod).
 
 Per set-up: sequential creates (one connection) and 8-way concurrent creates (8 connections), plain and
@@ -231,13 +231,15 @@ def compiled_seen(compiled: list[dict[str, Any]], called: set[str], ann: dict[st
     return {"compiled": vap and mapped, "compiled-any": vap or (mapped and not ours)}
 
 
-def compile_objects(at: str | None = None) -> list[dict[str, Any]]:
-    """What ``dra-webhook compile -o json`` prints for the bench's policy (its ``items``), as a user runs it."""
-    cmd = [sys.executable, "-m", "webhook", "compile", "--policy", str(POLICY), "-o", "json"]
-    done = subprocess.run([*cmd, *(["--at", at] if at else [])], capture_output=True, text=True, cwd=ROOT,
-                          timeout=300)
+def compile_objects(kubeconfig: Path | None = None, root: Path = ROOT) -> list[dict[str, Any]]:
+    """What ``dra-webhook compile -o json`` prints for the bench's policy (its ``items``), run in the checkout
+    ``root`` as a user runs it; with ``kubeconfig``, for that cluster (its namespace names: a binding leaves out the
+    namespaces its policy does nothing in, as the reconciler's bindings do)."""
+    cmd = [sys.executable, "-m", "webhook", "compile", "--policy", str(root / POLICY.relative_to(ROOT)), "-o", "json",
+           *(["--kubeconfig", str(kubeconfig)] if kubeconfig else [])]
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=root, timeout=300)
     if done.returncode != 0:
-        raise RuntimeError(f"dra-webhook compile: exit {done.returncode}: {done.stderr[-2000:]}")
+        raise RuntimeError(f"dra-webhook compile in {root}: exit {done.returncode}: {done.stderr[-2000:]}")
     return list(json.loads(done.stdout)["items"])
 
 
@@ -491,8 +493,9 @@ def report(bench: Bench, meta: dict[str, str]) -> str:
         f"Run of {meta['when']} on {meta['cores']} cores, {meta['platform']}; load average {meta['load']}.",
         "",
         f"- Code: {meta['code']}; webhook policy `policies/default.yaml`, namespace `{NAMESPACE}` (pilot stage).",
-        f"- `compiled`: the {len(bench.compiled)} objects `dra-webhook compile` prints for that policy (stages of "
-        "the run's date), applied as is; `compiled+webhooks`: those beside the shipped webhook configurations, "
+        f"- `compiled`: the {len(bench.compiled)} objects `dra-webhook compile --kubeconfig` prints for that policy "
+        "and this cluster (stages of the run's date; bindings leave out the namespaces their policy does nothing "
+        "in), applied as is; `compiled+webhooks`: those beside the shipped webhook configurations, "
         "not yet narrowed to what the compiled objects cannot decide.",
         f"- Control plane: {meta['k8s']} (tests/e2e harness: etcd without fsync, all alpha/beta gates); "
         "no scheduler or controller-manager (nothing else writes while creates are timed); "
@@ -699,7 +702,8 @@ def main(argv: list[str] | None = None) -> int:
         _floor, floor_port = _start_floor(workdir, webhook.cert_dir)
         bench = Bench(api, shipped, before_configs(shipped), floor_configs(shipped, floor_port),
                       policy_pair(_served_map_version(api)),
-                      _metrics_of(webhook.port, webhook.cert_dir / "ca.crt"), compile_objects(), configs=configs)
+                      _metrics_of(webhook.port, webhook.cert_dir / "ca.crt"), compile_objects(cp.admin_kubeconfig),
+                      configs=configs)
         load_before = os.getloadavg()[0]
         rng = random.Random(args.seed)
         for r in range(args.rounds):

@@ -30,7 +30,6 @@ import json
 import random
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -70,15 +69,6 @@ def policy_seconds(api: ab.Api) -> dict[str, tuple[float, float]]:
             if found:
                 out.setdefault(key + found.group(1), [0.0, 0.0])[at] += float(line.rsplit(" ", 1)[1])
     return {k: (v[0], v[1]) for k, v in out.items()}
-
-
-def compiled_in(root: Path) -> list[dict[str, Any]]:
-    """``dra-webhook compile -o json`` for the bench policy, run in the checkout ``root``."""
-    done = subprocess.run([sys.executable, "-m", "webhook", "compile", "--policy", str(root / "policies" /
-                           "default.yaml"), "-o", "json"], capture_output=True, text=True, cwd=root, timeout=300)
-    if done.returncode != 0:
-        raise RuntimeError(f"compile in {root}: {done.stderr[-2000:]}")
-    return list(json.loads(done.stdout)["items"])
 
 
 def _acts(api: ab.Api, objs: list[dict[str, Any]]) -> bool:
@@ -164,9 +154,10 @@ def main(argv: list[str] | None = None) -> int:
                            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}})):
             assert api.once("POST", path, obj)[0] == 201
         bench = ab.Bench(api, [], [], [], [], lambda: {})
-        sets = {"policies": ab.policy_pair(ab._served_map_version(api)), "compiled": compiled_in(ab.ROOT)}
+        sets = {"policies": ab.policy_pair(ab._served_map_version(api)),
+                "compiled": ab.compile_objects(cp.admin_kubeconfig)}
         if args.baseline:
-            sets[f"compiled@{args.baseline.name}"] = compiled_in(args.baseline)
+            sets[f"compiled@{args.baseline.name}"] = ab.compile_objects(cp.admin_kubeconfig, args.baseline)
         for spec in args.set:
             name, _, file = spec.partition("=")
             loaded = json.loads(Path(file).read_text())

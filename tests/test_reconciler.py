@@ -224,3 +224,35 @@ def test_a_repair_pass_that_applies_the_same_objects_logs_one_short_line(fake, c
     clock.set("2026-12-05T10:05:00+00:00")
     rec.tick(always)
     assert f"applied {count} objects (the same as before)" in caplog.text and "gpu-fleet-pods" not in caplog.text
+
+
+def _excluded(fake: FakeAPI, name: str) -> list[str]:
+    """The names the binding ``name`` leaves out beyond the shipped selector (``shared.skip_settled``)."""
+    binding = fake._store["validatingadmissionpolicybindings"][("", name)]
+    exprs = binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"]
+    return [v for e in exprs[1:] for v in e["values"]]
+
+
+def test_bindings_leave_out_the_namespaces_whose_name_settles_another_stage(fake, client, caplog):
+    """Each pass lists the namespaces: one the policy's first cohort takes by name (``ml-*``, pilot) leaves the
+    legacy-only Audit policy's binding, not the pilot Warn policy's; one only labels could place stays in both. A
+    namespace created later is left out from the next pass on; a failed list leaves nobody out and the pass goes
+    on."""
+    policy = load_policy(default_policy())
+    fake.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml-a"}},
+             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "research-x"}})
+    writer = KubeWriter(client)
+    clock = Clock("2026-12-05T10:00:00+00:00")
+    rec = Reconciler(lambda: policy, writer, namespaces=writer.namespaces, now=clock)
+    assert rec.tick(always)
+    assert _excluded(fake, "gpu-fleet-pods-audit.dra-migration.io") == ["ml-a"]
+    assert _excluded(fake, "gpu-fleet-pods-warn.dra-migration.io") == []
+    fake.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml-b"}})
+    clock.set("2026-12-05T10:05:00+00:00")
+    assert rec.tick(always)
+    assert _excluded(fake, "gpu-fleet-pods-audit.dra-migration.io") == ["ml-a", "ml-b"]
+    fake.fail("namespaces")
+    clock.set("2026-12-05T10:10:00+00:00")
+    assert rec.tick(always)
+    assert "cannot list namespaces" in caplog.text
+    assert _excluded(fake, "gpu-fleet-pods-audit.dra-migration.io") == []

@@ -137,6 +137,11 @@ def list_namespaces(api: client.ApiClient) -> list[dict[str, Any]]:
     return list_raw(client.CoreV1Api(api).list_namespace)[0]
 
 
+def namespace_names(api: client.ApiClient) -> frozenset[str]:
+    """The names of the cluster's Namespaces, page by page (nothing else of them is kept)."""
+    return frozenset(kube_lists.stream(api, "namespaces", project=lambda o: (o.get("metadata") or {}).get("name")))
+
+
 def get_namespace(api: client.ApiClient, name: str) -> dict[str, Any] | None:
     """A Namespace, or None when it does not exist."""
     try:

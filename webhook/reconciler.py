@@ -20,7 +20,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from webhook.compile import compile_admission
@@ -147,22 +147,31 @@ class KubeWriter:
     def __init__(self, api: Any, manager: str = FIELD_MANAGER) -> None:
         self._api, self._manager = api, manager
 
-    def namespaces(self) -> Namespaces | None:
+    def namespaces(self) -> Namespaces:
         """The namespaceSelectors of the installed workloads webhooks (an overlay's or a chart release's own), so
-        the bindings judge the namespaces the webhook is sent; None (the shipped ones, logged) when the
-        configurations are not installed. Read before every pass: an edited selector follows within 5 minutes."""
-        from webhook import kube_apply
+        the bindings judge the namespaces the webhook is sent (the shipped ones, logged, when the configurations
+        are not installed); and the cluster's namespace names, so a binding leaves out those its policy does
+        nothing in (``shared.skip_settled``). Read before every pass: an edited selector or a new namespace
+        follows within ``PERIOD``."""
+        from webhook import kube_api, kube_apply
         from webhook.compile.narrow import hook_namespaces
 
         base = "/apis/admissionregistration.k8s.io/v1"
         configs = [kube_apply.get(self._api, f"{base}/{plural}/{WEBHOOK_CONFIGS}")
                    for plural in ("validatingwebhookconfigurations", "mutatingwebhookconfigurations")]
         try:
-            return hook_namespaces([c for c in configs if c])
+            hooks = hook_namespaces([c for c in configs if c])
         except ValueError as exc:
             log.warning("compiled policies: webhook configurations %s: %s; the bindings take the shipped "
                         "namespaceSelector", WEBHOOK_CONFIGS, exc)
-            return None
+            hooks = None
+        try:
+            existing = kube_api.namespace_names(self._api)
+        except Exception as exc:  # only a saving: the stage-in-use matchConditions still skip those namespaces
+            log.warning("compiled policies: cannot list namespaces (%s); no binding leaves out a settled namespace",
+                        kube_api.describe_error(exc))
+            existing = frozenset()
+        return replace(hooks or Namespaces(), existing=existing)
 
     def apply(self, obj: dict[str, Any]) -> None:
         from webhook import kube_apply

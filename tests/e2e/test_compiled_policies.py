@@ -452,7 +452,12 @@ def test_updates_are_judged_only_when_the_template_changes(plane, tmp_path, at):
     annotation is never judged, a template change is; the API server (dry-run PUT) and ``check`` (the
     AdmissionReview with its oldObject) agree on each."""
     cp, kube = plane
-    _apply_compiled(cp, kube, at)
+    applied = _apply_compiled(cp, kube, at)
+    # compile --validate read the namespaces: the teams cohort's (by name) skip the Audit (legacy) policies at their
+    # bindings, and must still be judged as the webhook judges them
+    assert "team-a" in {v for o in applied if o["kind"] == "ValidatingAdmissionPolicyBinding"
+                        for e in o["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"][1:]
+                        for v in e["values"]}
     probe = _workload("Pod", "probe", "labelled-ns", CONTENTS["legacy"])
     eventually(lambda: not _server(kube, probe)[0], "the API server enforcing the compiled policies", 30)
     _wait_for_date(kube, at)
@@ -555,7 +560,12 @@ def test_a_later_mutation_is_tracked_and_steered_again(plane, tmp_path, at):
 @pytest.mark.parametrize("at", DATES)
 def test_compiled_policies_decide_as_the_webhook(plane, tmp_path, at):
     cp, kube = plane
-    _apply_compiled(cp, kube, at)
+    applied = _apply_compiled(cp, kube, at)
+    # compile --validate read the namespaces: the teams cohort's (by name) skip the Audit (legacy) policies at their
+    # bindings, and must still be judged as the webhook judges them
+    assert "team-a" in {v for o in applied if o["kind"] == "ValidatingAdmissionPolicyBinding"
+                        for e in o["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"][1:]
+                        for v in e["values"]}
     probe = _workload("Pod", "probe", "labelled-ns", CONTENTS["legacy"])
     eventually(lambda: not _server(kube, probe)[0], "the API server enforcing the compiled policies", 30)
     _wait_for_date(kube, at)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -60,8 +61,11 @@ def add_parser(sub: Subparsers) -> None:
     p.add_argument("--validate", action="store_true",
                    help="apply the objects to the cluster (server-side apply), delete the ones an earlier compile of "
                    "this policy made that are no longer compiled, and report status.typeChecking")
-    p.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig for --validate (default: $KUBECONFIG, "
-                   "in-cluster, ~/.kube/config)")
+    p.add_argument("--kubeconfig", metavar="FILE",
+                   help="the cluster to compile for (default with --validate: $KUBECONFIG, in-cluster, "
+                   "~/.kube/config): its namespaces' names are read, and a validating policy's binding leaves out "
+                   "those whose name settles them in a stage where the policy does nothing (the API server then "
+                   "skips it before any CEL); --validate applies there")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -69,7 +73,10 @@ def run(args: argparse.Namespace) -> int:
     at = at_or_now(args.at)
     if args.narrow_webhooks and args.webhook_config is None:
         raise CliError("usage error: --narrow-webhooks needs --webhook-config FILE (the configurations to narrow)")
-    compiled = compile_admission(policy, at, _namespaces(args.webhook_config))
+    namespaces = _namespaces(args.webhook_config)
+    if args.validate or args.kubeconfig:
+        namespaces = replace(namespaces or Namespaces(), existing=_existing(args.kubeconfig))
+    compiled = compile_admission(policy, at, namespaces)
     extra = narrow.narrow_configs(_configs(args.webhook_config)) if args.narrow_webhooks else []
     _print(compiled, args.output, extra)
     for row in not_compiled():
@@ -89,6 +96,24 @@ def _namespaces(config: Path | None) -> Namespaces | None:
         return narrow.hook_namespaces(_configs(config))
     except ValueError as exc:
         raise CliError(f"input error: --webhook-config {config}: {exc}") from None
+
+
+def _existing(kubeconfig: str | None) -> frozenset[str]:
+    """The cluster's namespace names (``shared.skip_settled``)."""
+    from webhook import kube_api  # the kubernetes client: only when asked to talk to a cluster
+
+    try:
+        kube_api.quiet_client_logs()
+        api = kube_api.connect(kubeconfig)
+        with api:
+            names = kube_api.namespace_names(api)
+    except kube_api.ClusterError as exc:
+        raise CliError(f"error: {exc}", EXIT_NO) from None
+    except Exception as exc:  # an API error listing namespaces: say which call failed
+        raise CliError(f"error: listing the cluster's namespaces: {kube_api.describe_error(exc)}", EXIT_NO) from None
+    print(f"read {len(names)} namespace names from the cluster: the validating policies' bindings leave out those "
+          "whose name settles them in a stage where the policy does nothing", file=sys.stderr)
+    return names
 
 
 def _configs(config: Path) -> list[dict[str, Any]]:

@@ -29,11 +29,12 @@ class Compiled:
 
 def compile_admission(policy: CompiledPolicy, at: dt.datetime, namespaces: Namespaces | None = None) -> Compiled:
     """Every Validating/MutatingAdmissionPolicy and binding for ``policy`` as of ``at`` (UTC), bound to the
-    namespaces the webhook configurations send (default: as deploy/base ships them)."""
+    namespaces the webhook configurations send (default: as deploy/base ships them), less those of
+    ``namespaces.existing`` a validating policy does nothing in."""
     day = at.astimezone(dt.UTC).date()
     until = valid_until(policy, day)
     ns = namespaces or Namespaces()
     objects = [*compile_pod_mutations(policy, day, until, ns.mutating),
                *compile_tolerations(policy, day, until, ns.mutating),
-               *compile_validating(policy, day, until, ns.validating)]
+               *compile_validating(policy, day, until, ns.validating, ns.existing)]
     return Compiled(objects, until, owner_labels(policy))

@@ -122,11 +122,62 @@ class Namespaces:
 
     validating: dict[str, Any] = field(default_factory=lambda: dict(SHIPPED_NAMESPACES))
     mutating: dict[str, Any] = field(default_factory=lambda: dict(SHIPPED_NAMESPACES))
+    existing: frozenset[str] = frozenset()
+    """Names of the namespaces the cluster has (``compile --kubeconfig``, the reconciler's pass): those whose name
+    settles their stage are left out of the bindings of policies that do nothing there (``skip_settled``)."""
 
 
 def binding_spec(name: str, selector: dict[str, Any]) -> dict[str, Any]:
     """The binding's policy and the namespaces it takes (an empty selector: all)."""
     return {"policyName": name, "matchResources": {"namespaceSelector": selector}}
+
+
+def _named_walk(policy: CompiledPolicy) -> tuple[list[CompiledCohort], bool]:
+    """The cohorts a namespace's name alone can place it in, in order (``cohort_for``: the first match wins): up to
+    and including the first with a label selector, before the first with no names; and whether a name none of them
+    matches is settled in the default stage (no cohort has a label selector)."""
+    walked: list[CompiledCohort] = []
+    for cohort in policy.cohorts:
+        if cohort.names is None:
+            return walked, False
+        walked.append(cohort)
+        if cohort.selector is not None:
+            return walked, False
+    return walked, True
+
+
+def settled_stage(policy: CompiledPolicy, day: dt.date, namespace: str) -> str | None:
+    """The stage of ``namespace`` on ``day`` when its name alone decides it (``_named_walk``), else None."""
+    default = policy.spec.defaultStage.value
+    walked, complete = _named_walk(policy)
+    for cohort in walked:
+        if cohort.names is not None and cohort.names.fullmatch(namespace):
+            return cohort.stage_on(day, default)
+    return default if complete else None
+
+
+def named_in_policy(policy: CompiledPolicy) -> frozenset[str]:
+    """The namespaces the cohorts name exactly (no glob): known without asking a cluster."""
+    return frozenset(n for spec in policy.spec.cohorts for n in spec.namespaces.names
+                     if not any(ch in n for ch in "*?["))
+
+
+def skip_settled(selector: dict[str, Any], policy: CompiledPolicy, day: dt.date, stages: frozenset[str],
+                 existing: frozenset[str]) -> dict[str, Any]:
+    """A binding's ``selector`` that also leaves out the namespaces (of ``existing`` and ``named_in_policy``) whose
+    name settles them in a stage outside ``stages``, where the policy does nothing. The API server then skips the
+    policy for them at the binding's namespaceSelector, before any of its CEL (matchConditions included) runs
+    (kubernetes v1.36 staging/src/k8s.io/apiserver/pkg/admission/plugin/policy/validating/dispatcher.go
+    ``Dispatch``: ``BindingMatches`` before ``Validate``); its ``stage-in-use`` matchCondition (``outside_stages``)
+    still skips a namespace created since, and the list is only ever of names whose stage cannot change before the
+    objects' valid-until date. ``kubernetes.io/metadata.name`` is the label the API server sets on every Namespace
+    to its name (v1.36 pkg/apis/core/v1/defaults.go ``SetDefaults_Namespace``)."""
+    out = sorted(n for n in existing | named_in_policy(policy)
+                 if (stage := settled_stage(policy, day, n)) is not None and stage not in stages)
+    if not out:
+        return selector
+    return {**selector, "matchExpressions": [*(selector.get("matchExpressions") or []),
+                                             {"key": NAME_LABEL, "operator": "NotIn", "values": out}]}
 
 
 def stages_on(policy: CompiledPolicy, day: dt.date) -> frozenset[str]:
@@ -138,25 +189,24 @@ def stages_on(policy: CompiledPolicy, day: dt.date) -> frozenset[str]:
 def outside_stages(policy: CompiledPolicy, day: dt.date, stages: frozenset[str]) -> str | None:
     """CEL on ``request.namespace`` alone, true when the namespace's name settles its cohort and that cohort's stage on
     ``day`` is none of ``stages``; None when no name does. A matchCondition has no ``namespaceObject`` (a v1.36.2 API
-    server answers ``no such key: metadata``), so labels cannot be read there: cohorts are walked in order while a name
-    decides (the first matching cohort wins, ``cohort_for``), up to and including the first with a label selector.
-    A policy whose validations act in ``stages`` only is then skipped for such a namespace before any other CEL runs
-    (bench/results.md, issue 28 item 5)."""
+    server answers ``no such key: metadata``), so labels cannot be read there: the cohorts of ``_named_walk``, and past
+    them, when none has a label selector, the default stage. A policy whose validations act in ``stages`` only is then
+    skipped for such a namespace before any other CEL runs (bench/results.md, issue 28 item 5); ``skip_settled``
+    skips the names known when compiling before even this condition."""
     default = policy.spec.defaultStage.value
-    chain, any_outside = "false", False
-    walked = []
-    for cohort, spec in zip(policy.cohorts, policy.spec.cohorts, strict=True):
-        if not spec.namespaces.names:
-            break
-        outside = cohort.stage_on(day, default) not in stages
-        any_outside |= outside
-        walked.append((glob_regex(spec.namespaces.names), outside))
-        if spec.namespaces.selector is not None:
-            break
+    cohorts, complete = _named_walk(policy)
+    walked = [(glob_regex(policy.spec.cohorts[c.index].namespaces.names), c.stage_on(day, default) not in stages)
+              for c in cohorts]
+    any_outside = any(outside for _, outside in walked) or (complete and default not in stages)
+    chain = "true" if complete and default not in stages else "false"
     for regex, outside in reversed(walked):
         named = f"request.namespace.matches({lit(regex)})"
-        chain = (named if outside else "false") if chain == "false" else \
-            f"{named} ? {'true' if outside else 'false'} : ({chain})"
+        if chain == "false":
+            chain = named if outside else "false"
+        elif chain == "true":
+            chain = "true" if outside else f"!{named}"
+        else:
+            chain = f"{named} ? {'true' if outside else 'false'} : ({chain})"
     return chain if any_outside else None
 
 

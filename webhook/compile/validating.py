@@ -33,6 +33,7 @@ from webhook.compile.shared import (
     metadata,
     namespace_variables,
     outside_stages,
+    skip_settled,
     stages_on,
     used_variables,
 )
@@ -44,8 +45,9 @@ ACTIONS = (Action.Deny, Action.Warn, Action.Audit)
 
 
 def compile_validating(policy: CompiledPolicy, day: dt.date, until: dt.date | None,
-                       namespaces: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every ValidatingAdmissionPolicy and binding for ``policy`` on ``day``; the bindings take ``namespaces``."""
+                       namespaces: dict[str, Any], existing: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+    """Every ValidatingAdmissionPolicy and binding for ``policy`` on ``day``; the bindings take ``namespaces``
+    but those of ``existing`` settled in stages where their policy does nothing (``shared.skip_settled``)."""
     objects: list[dict[str, Any]] = []
     # The mutating rule's checks first: the webhook's mutating call denies before its validating call runs
     # (``admission.admit``: no validate phase after a denied mutate), and the API server's message is the
@@ -63,7 +65,8 @@ def compile_validating(policy: CompiledPolicy, day: dt.date, until: dt.date | No
                 plan = (*plan, *steering_variables(policy, layout))
             variables = [*namespace_variables(policy, day), *container_variables(layout), *plan]
             stages = frozenset(s for c in used for s in _stages(c, action, policy, day))
-            objects += _pair(policy, day, until, namespaces, layout.name, action, used, variables,
+            objects += _pair(policy, day, until, skip_settled(namespaces, policy, day, stages, existing),
+                             layout.name, action, used, variables,
                              {"resourceRules": layout.resource_rules()}, [*_in_use(policy, day, stages), *conditions])
     if compiled_for_claims(policy):
         rules = claim_rules(policy)
@@ -80,7 +83,7 @@ def compile_validating(policy: CompiledPolicy, day: dt.date, until: dt.date | No
                 objects += [_policy(meta, {"resourceRules": claims.resource_rules()},
                                     [*_in_use(policy, day, stages), *claim_conditions(policy, claims)], validations,
                                     variables),
-                            _binding(meta, action, namespaces)]
+                            _binding(meta, action, skip_settled(namespaces, policy, day, stages, existing))]
     return objects
 
 

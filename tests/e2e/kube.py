@@ -47,9 +47,10 @@ class Result:
 class Denied(AssertionError):
     """The API server refused a request; ``status`` and ``message`` are what ``kubectl`` would show."""
 
-    def __init__(self, status: int, message: str, body: dict[str, Any]) -> None:
+    def __init__(self, status: int, message: str, body: dict[str, Any], warnings: list[str] | None = None) -> None:
         super().__init__(f"HTTP {status}: {message}")
         self.status, self.message, self.body = status, message, body
+        self.warnings = warnings or []  # the API server sends the admission warnings with a refusal too
 
 
 def path_of(api_version: str, kind: str, namespace: str | None = None, name: str | None = None) -> str:
@@ -93,7 +94,7 @@ class Kube:
         except ValueError:
             doc = {"message": data.decode(errors="replace")}
         if not 200 <= resp.status <= 299:
-            raise Denied(resp.status, doc.get("message", ""), doc)
+            raise Denied(resp.status, doc.get("message", ""), doc, _warnings(resp.headers))
         return Result(doc, _warnings(resp.headers))
 
     def create(self, obj: dict[str, Any], *, dry_run: bool = False, namespace: str | None = None) -> Result:

@@ -100,6 +100,7 @@ STEERING: dict[str, dict[str, Any]] = {
         "preferredDuringSchedulingIgnoredDuringExecution": [
             {"weight": 1, "preference": {"matchExpressions": [{"key": "x", "operator": "Exists"}]}}]}}},
     "bound": {**GPU, "nodeName": "gpu-node-1"},
+    "bound-dp": {**_spec([_c("main", nvidia_com__gpu="1")]), "nodeName": "gpu-node-1"},
     "selected": {**_spec([_c("main", nvidia_com__gpu="1")]), "nodeSelector": {POOL: "device-plugin"}},
     # rule out the devicePlugin pool: a legacy name goes there in every stage; a scheduler that allocates no DRA
     # devices, only in the legacy stage (``placement.plan``'s fallback), though no device plugin serves the name
@@ -359,8 +360,13 @@ def _server(kube: Kube, obj: dict[str, Any]) -> tuple[bool, list[str], str, dict
     try:
         result = kube.create(obj, dry_run=True)
     except Denied as exc:
-        return False, [], exc.message, {}
-    return True, sorted(VAP_WARNING.sub("", w) for w in result.warnings if VAP_WARNING.match(w)), "", result.obj
+        return False, _ours(exc.warnings), exc.message, {}
+    return True, _ours(result.warnings), "", result.obj
+
+
+def _ours(warnings: list[str]) -> list[str]:
+    """The compiled policies' warnings, without the API server's prefix, sorted."""
+    return sorted(VAP_WARNING.sub("", w) for w in warnings if VAP_WARNING.match(w))
 
 
 TEMPLATE_AT = {"Pod": (), "CronJob": ("spec", "jobTemplate", "spec", "template")}

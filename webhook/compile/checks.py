@@ -41,6 +41,11 @@ class Check:
     """CEL, cheap and true whenever ``finding`` is: read first, so an object that cannot have the finding computes
     none of it, in the validation and again in its messageExpression, which the API server evaluates for every
     validation, passed or not (``validating._message``)."""
+    exclusive: str = ""
+    """Checks of one policy with the same non-empty key never fail together on one object (by construction: their
+    findings test different values of one variable), so they share one validation (``validating._validations``):
+    each validation the API server runs costs about 0.06 ms per request with its messageExpression, passed or not
+    (bench/results.md)."""
 
 
 def _who(names: str, quoted: str) -> str:

@@ -35,6 +35,10 @@ from webhook.rules import ids
 from webhook.rules.pods import MESSAGE_MAX, NODE_POOL_ANNOTATION
 
 POOLS = (("dra", "Dra"), ("devicePlugin", "Dp"))
+EXCLUSIVE = "steer-pool"
+"""``Check.exclusive`` of the conflict and bound-Pod checks: each tests one pool (``stpPool``) and whether
+``spec.nodeName`` is set, so at most one of them fails. The scheduler checks are not in it (one can fail beside the
+devicePlugin pool's), and their messages read no plan, which a shared validation's message would."""
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
@@ -190,7 +194,7 @@ def steering_checks(policy: CompiledPolicy) -> list[Check]:
             ids.STEER_NODE_POOL, STAGES, f"{this} && variables.stpNodeName == '' && variables.stpConflict{short} != ''",
             clip(f"variables.stpConflictText{short}", MESSAGE_MAX),
             f"remove that constraint: the webhook steers GPU Pods to the {pool} pool itself",
-            ((f"stpConflictText{short}", text),), plan=True, steer=True,
+            ((f"stpConflictText{short}", text),), plan=True, steer=True, exclusive=EXCLUSIVE,
             could=f"(variables.spec.?nodeSelector.hasValue() || variables.spec.?affinity.?nodeAffinity.?{REQUIRED}"
                   f".hasValue()) && !variables.stpOurs{short}{_may_go(policy, pool)}"))
         tail = lit(f'" (spec.nodeName): not steered; it needs the {pool} pool ({wanted})')
@@ -199,7 +203,7 @@ def steering_checks(policy: CompiledPolicy) -> list[Check]:
             ids.STEER_NODE_POOL, STAGES, f"{this} && variables.stpNodeName != ''",
             clip(f"variables.stpBoundText{short}", MESSAGE_MAX),
             f"bind it to a node of the {pool} pool, or leave spec.nodeName unset and let the webhook steer it",
-            ((f"stpBoundText{short}", bound),), advisory=True, plan=True, steer=True,
+            ((f"stpBoundText{short}", bound),), advisory=True, plan=True, steer=True, exclusive=EXCLUSIVE,
             could="variables.spec.?nodeName.orValue('') != ''"))
     if "dra" in _selectors(policy) and DEFAULT_SCHEDULER in policy.dra_schedulers:  # else never sent to dra
         sched = f"variables.spec.?schedulerName.orValue({lit(DEFAULT_SCHEDULER)})"

@@ -112,8 +112,8 @@ def _pair(policy: CompiledPolicy, day: dt.date, until: dt.date | None, namespace
     meta = metadata(f"{policy.name}-{layout}-{action.value.lower()}.dra-migration.io", policy, day, until)
     own = {n: e for c in used for n, e in c.variables}  # checks of one rule may share a variable: declared once
     variables = [*variables, *({"name": n, "expression": e} for n, e in own.items())]
-    validations = [_validation(c, action, policy, day) for c in used]
-    return [_policy(meta, match, conditions, validations, variables), _binding(meta, action, namespaces)]
+    return [_policy(meta, match, conditions, _validations(used, action, policy, day), variables),
+            _binding(meta, action, namespaces)]
 
 
 def _stages(check: Check, action: Action, policy: CompiledPolicy, day: dt.date) -> list[str]:
@@ -128,16 +128,46 @@ def _action(check: Check, policy: CompiledPolicy, stage: str) -> Action:
     return Action.Warn if check.advisory and action is Action.Deny else action
 
 
+def _validations(used: list[Check], action: Action, policy: CompiledPolicy, day: dt.date) -> list[dict[str, Any]]:
+    """A validation per check, in order, but one for the checks of an ``exclusive`` group (at its first)."""
+    groups: dict[str | int, list[Check]] = {}
+    for i, check in enumerate(used):
+        groups.setdefault(check.exclusive or i, []).append(check)
+    return [_validation(g[0], action, policy, day) if len(g) == 1 else _shared(g, action, policy, day)
+            for g in groups.values()]
+
+
+def _passes(check: Check, guard: str) -> str:
+    """CEL: the object passes ``check`` (its cheap condition first: a passing object then skips the stage, the plan
+    and the finding)."""
+    expression = f"!({guard}) || !({check.finding})"
+    return expression if check.could is None else f"!({check.could}) || {expression}"
+
+
 def _validation(check: Check, action: Action, policy: CompiledPolicy, day: dt.date) -> dict[str, Any]:
     """The validation for ``check`` under ``action`` (in the stages that give the rule that action)."""
     guard = _guard(check, action, policy, day)
-    expression = f"!({guard}) || !({check.finding})"
-    if check.could is not None:  # first: a passing object then skips the stage, the plan and the finding
-        expression = f"!({check.could}) || {expression}"
+    expression = _passes(check, guard)
     return {
         "expression": expression,
         "messageExpression": _message(check, action, guard, expression),
         "message": f"{check.rule}: {check.fix}",
+        "reason": "Forbidden",
+    }
+
+
+def _shared(checks: list[Check], action: Action, policy: CompiledPolicy, day: dt.date) -> dict[str, Any]:
+    """One validation for checks that never fail together (``Check.exclusive``): it passes when each passes; its
+    message is the failed one's words, the checks tried in order, each behind its cheap condition."""
+    guards = [_guard(c, action, policy, day) for c in checks]
+    message = "''"
+    for check, guard in reversed(list(zip(checks, guards, strict=True))):
+        failed = f"!({_passes(check, guard)})"
+        message = f"{failed} ? ({_text(check, action, check.message)}) : ({message})"
+    return {
+        "expression": " && ".join(f"({_passes(c, g)})" for c, g in zip(checks, guards, strict=True)),
+        "messageExpression": message,
+        "message": f"{checks[0].rule}: " + "; or ".join(dict.fromkeys(c.fix for c in checks)),
         "reason": "Forbidden",
     }
 

@@ -21,8 +21,9 @@ the machine's load hits all of them alike):
   API server (annotations and the node-pool selector on device-using Pods; legacy name refused, at most 8
   GPUs), with the same device matchCondition;
 - ``compiled``: what ``dra-webhook compile --kubeconfig`` prints for the same policy and this cluster (issue 28
-  item 5: its bindings leave out the namespaces their policy does nothing in), applied as is, no webhook; ``compiled+webhooks``: those objects beside the shipped webhook configurations (not yet narrowed to
-  what the compiled objects cannot decide, so the webhook still sees every device Pod).
+  item 5: its bindings leave out the namespaces their policy does nothing in), applied as is, no webhook;
+  ``compiled+webhooks``: those objects beside the shipped webhook configurations (not yet narrowed to what the
+  compiled objects cannot decide, so the webhook still sees every device Pod).
 
 Per set-up: sequential creates (one connection) and 8-way concurrent creates (8 connections), plain and
 GPU Pods alternating; latency is request sent to response read on a keep-alive HTTPS connection.

@@ -137,7 +137,11 @@ def main(argv: list[str] | None = None) -> int:
                          "taken over a further --profile-seconds of dry-run GPU Pods after the rounds")
     ap.add_argument("--profile-seconds", type=int, default=20)
     ap.add_argument("--seed", type=int, default=17)
+    ap.add_argument("--scheduler", default=ab.UNSERVED_SCHEDULER,
+                    help="the GPU Pod's schedulerName (default %(default)s, which the policy does not steer: "
+                         "default-scheduler times a Pod steered to the dra pool)")
     args = ap.parse_args(argv)
+    ab.UNSERVED_SCHEDULER = args.scheduler  # what ab.pod writes; no scheduler runs here either way
 
     from tests.e2e import binaries, procs
     from tests.e2e.controlplane import ControlPlane

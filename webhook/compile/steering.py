@@ -36,9 +36,10 @@ from webhook.rules.pods import MESSAGE_MAX, NODE_POOL_ANNOTATION
 
 POOLS = (("dra", "Dra"), ("devicePlugin", "Dp"))
 EXCLUSIVE = "steer-pool"
-"""``Check.exclusive`` of the conflict and bound-Pod checks: each tests one pool (``stpPool``) and whether
-``spec.nodeName`` is set, so at most one of them fails. The scheduler checks are not in it (one can fail beside the
-devicePlugin pool's), and their messages read no plan, which a shared validation's message would."""
+SCHEDULER_EXCLUSIVE = "steer-scheduler"
+"""``Check.exclusive`` of the conflict and bound-Pod checks (``EXCLUSIVE``: each tests one pool, ``stpPool``, and
+whether ``spec.nodeName`` is set, so at most one of them fails), and of the two scheduler checks (one per pool the
+Pod stays with). A scheduler check can fail beside the devicePlugin pool's conflict or bound check: two groups."""
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
@@ -217,7 +218,7 @@ def steering_checks(policy: CompiledPolicy) -> list[Check]:
                 f"{steered} && variables.stpPool == {lit(pool)} && !variables.stpServes && "
                 "variables.stpPoolDefault == 'dra'",
                 clip(text, MESSAGE_MAX), "add the scheduler to spec.draSchedulers", advisory=True, plan=True,
-                steer=True, could="!variables.stpServes",
+                steer=True, could="!variables.stpServes", exclusive=SCHEDULER_EXCLUSIVE,
                 fix_expression=f"'add \"' + {sched} + '\" to spec.draSchedulers once it allocates DRA claims'"))
     return checks
 

@@ -160,8 +160,9 @@ def _shared(checks: list[Check], action: Action, policy: CompiledPolicy, day: dt
     """One validation for checks that never fail together (``Check.exclusive``): it passes when each passes; its
     message is the failed one's words, the checks tried in order, each behind its cheap condition."""
     guards = [_guard(c, action, policy, day) for c in checks]
-    message = "''"
-    for check, guard in reversed(list(zip(checks, guards, strict=True))):
+    # The last one's words as ``_message`` builds them: it failed if the validation did and no other one had.
+    message = _message(checks[-1], action, guards[-1], _passes(checks[-1], guards[-1]))
+    for check, guard in reversed(list(zip(checks[:-1], guards[:-1], strict=True))):
         failed = f"!({_passes(check, guard)})"
         message = f"{failed} ? ({_text(check, action, check.message)}) : ({message})"
     return {

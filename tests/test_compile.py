@@ -318,6 +318,37 @@ def test_a_binding_leaves_out_only_namespaces_its_stage_in_use_condition_skips(p
         assert left_out  # ml-a, by the first cohort's name
 
 
+def test_a_binding_leaves_out_at_most_max_skipped_names():
+    """Thousands of namespaces settled elsewhere: the list stops at ``MAX_SKIPPED`` (the rest is left to the
+    ``stage-in-use`` matchCondition), so a binding stays a small object."""
+    from webhook.compile.shared import MAX_SKIPPED, Namespaces
+
+    policy = load_policy(POLICIES[0])
+    many = frozenset(f"ml-{i:05d}" for i in range(MAX_SKIPPED + 10))
+    objects = compile_admission(policy, DATES[1], Namespaces(existing=many)).objects
+    audit = next(o for o in objects if o["metadata"]["name"].endswith("-pods-audit.dra-migration.io")
+                 and o["kind"] == "ValidatingAdmissionPolicyBinding")
+    out = audit["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"][-1]["values"]
+    assert len(out) == MAX_SKIPPED and out == sorted(many)[:MAX_SKIPPED]
+
+
+def test_only_valid_namespace_names_of_the_policy_are_left_out_by_name(tmp_path):
+    """A cohort's exact names are left out of the bindings without a cluster, but only those a Namespace can have:
+    the API server refuses a selector value that is not a label value (brace text, 64 characters)."""
+    from webhook.compile.shared import named_in_policy
+
+    text = (ROOT / "policies" / "default.yaml").read_text()
+    first = text.index("  - name: pilot-teams")
+    odd = ("  - name: odd\n    namespaces:\n      names: [\"team-{a,b}\", \"" + "x" * 64 + "\", \"lab-1\"]\n"
+           "    schedule: []\n")
+    (tmp_path / "p.yaml").write_text(text[:first] + odd + text[first:])
+    policy = load_policy(tmp_path / "p.yaml")
+    assert named_in_policy(policy) == {"lab-1"}
+    values = [v for o in compile_admission(policy, DATES[1]).objects if o["kind"].endswith("PolicyBinding")
+              for e in o["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"] for v in e["values"]]
+    assert "lab-1" in values and not any("{" in v or len(v) > 63 for v in values)
+
+
 def test_inline_variables_writes_cheap_and_once_read_variables_into_their_readers():
     """``inline_variables``: a cheap variable goes everywhere it is read, an expensive one read once goes into its
     reader (outside a macro only), one read twice or inside a macro stays; a path into the object goes in as

@@ -156,10 +156,21 @@ def settled_stage(policy: CompiledPolicy, day: dt.date, namespace: str) -> str |
     return default if complete else None
 
 
+NAMESPACE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+"""A Namespace's name: an RFC 1123 label (kubernetes v1.36 staging/src/k8s.io/apimachinery/pkg/util/validation/
+validation.go ``IsDNS1123Label``), so also a valid label value for ``kubernetes.io/metadata.name``."""
+
+
 def named_in_policy(policy: CompiledPolicy) -> frozenset[str]:
-    """The namespaces the cohorts name exactly (no glob): known without asking a cluster."""
+    """The namespaces the cohorts name exactly (no glob): known without asking a cluster. A name no Namespace can
+    have is left out: it matches nothing, and the API server refuses a selector value that is not a label value."""
     return frozenset(n for spec in policy.spec.cohorts for n in spec.namespaces.names
-                     if not any(ch in n for ch in "*?["))
+                     if not any(ch in n for ch in "*?[") and NAMESPACE_NAME.fullmatch(n))
+
+
+MAX_SKIPPED = 5000
+"""Names one binding leaves out at most (about 100 KiB): a binding stays far below the API server's request size
+limit in a fleet of many thousand namespaces; the ones past it are still skipped by ``stage-in-use``."""
 
 
 def skip_settled(selector: dict[str, Any], policy: CompiledPolicy, day: dt.date, stages: frozenset[str],
@@ -173,7 +184,7 @@ def skip_settled(selector: dict[str, Any], policy: CompiledPolicy, day: dt.date,
     objects' valid-until date. ``kubernetes.io/metadata.name`` is the label the API server sets on every Namespace
     to its name (v1.36 pkg/apis/core/v1/defaults.go ``SetDefaults_Namespace``)."""
     out = sorted(n for n in existing | named_in_policy(policy)
-                 if (stage := settled_stage(policy, day, n)) is not None and stage not in stages)
+                 if (stage := settled_stage(policy, day, n)) is not None and stage not in stages)[:MAX_SKIPPED]
     if not out:
         return selector
     return {**selector, "matchExpressions": [*(selector.get("matchExpressions") or []),

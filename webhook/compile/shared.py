@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -162,10 +162,10 @@ validation.go ``IsDNS1123Label``), so also a valid label value for ``kubernetes.
 
 
 def named_in_policy(policy: CompiledPolicy) -> frozenset[str]:
-    """The namespaces the cohorts name exactly (no glob): known without asking a cluster. A name no Namespace can
-    have is left out: it matches nothing, and the API server refuses a selector value that is not a label value."""
-    return frozenset(n for spec in policy.spec.cohorts for n in spec.namespaces.names
-                     if not any(ch in n for ch in "*?[") and NAMESPACE_NAME.fullmatch(n))
+    """The namespaces the cohorts name exactly: known without asking a cluster. A glob or a name no Namespace can
+    have is left out (``NAMESPACE_NAME`` has no glob character): the API server refuses a selector value that is not
+    a label value."""
+    return frozenset(n for spec in policy.spec.cohorts for n in spec.namespaces.names if NAMESPACE_NAME.fullmatch(n))
 
 
 MAX_SKIPPED = 5000
@@ -173,18 +173,27 @@ MAX_SKIPPED = 5000
 limit in a fleet of many thousand namespaces; the ones past it are still skipped by ``stage-in-use``."""
 
 
-def skip_settled(selector: dict[str, Any], policy: CompiledPolicy, day: dt.date, stages: frozenset[str],
-                 existing: frozenset[str]) -> dict[str, Any]:
-    """A binding's ``selector`` that also leaves out the namespaces (of ``existing`` and ``named_in_policy``) whose
-    name settles them in a stage outside ``stages``, where the policy does nothing. The API server then skips the
-    policy for them at the binding's namespaceSelector, before any of its CEL (matchConditions included) runs
+def settled_stages(policy: CompiledPolicy, day: dt.date, existing: frozenset[str]) -> dict[str, str]:
+    """Namespace -> its stage on ``day``, for the names (of ``existing`` and ``named_in_policy``) whose name alone
+    decides it: worked out once per compile, for every binding's ``skip_settled``."""
+    out = {}
+    for name in existing | named_in_policy(policy):
+        stage = settled_stage(policy, day, name)
+        if stage is not None:
+            out[name] = stage
+    return out
+
+
+def skip_settled(selector: dict[str, Any], settled: Mapping[str, str], stages: frozenset[str]) -> dict[str, Any]:
+    """A binding's ``selector`` that also leaves out the ``settled`` namespaces (``settled_stages``) in a stage
+    outside ``stages``, where the policy does nothing. The API server then skips the policy for them at the
+    binding's namespaceSelector, before any of its CEL (matchConditions included) runs
     (kubernetes v1.36 staging/src/k8s.io/apiserver/pkg/admission/plugin/policy/validating/dispatcher.go
     ``Dispatch``: ``BindingMatches`` before ``Validate``); its ``stage-in-use`` matchCondition (``outside_stages``)
     still skips a namespace created since, and the list is only ever of names whose stage cannot change before the
     objects' valid-until date. ``kubernetes.io/metadata.name`` is the label the API server sets on every Namespace
     to its name (v1.36 pkg/apis/core/v1/defaults.go ``SetDefaults_Namespace``)."""
-    out = sorted(n for n in existing | named_in_policy(policy)
-                 if (stage := settled_stage(policy, day, n)) is not None and stage not in stages)[:MAX_SKIPPED]
+    out = sorted(n for n, stage in settled.items() if stage not in stages)[:MAX_SKIPPED]
     if not out:
         return selector
     return {**selector, "matchExpressions": [*(selector.get("matchExpressions") or []),

@@ -33,6 +33,7 @@ from webhook.compile.shared import (
     metadata,
     namespace_variables,
     outside_stages,
+    settled_stages,
     skip_settled,
     stages_on,
     used_variables,
@@ -49,6 +50,7 @@ def compile_validating(policy: CompiledPolicy, day: dt.date, until: dt.date | No
     """Every ValidatingAdmissionPolicy and binding for ``policy`` on ``day``; the bindings take ``namespaces``
     but those of ``existing`` settled in stages where their policy does nothing (``shared.skip_settled``)."""
     objects: list[dict[str, Any]] = []
+    settled = settled_stages(policy, day, existing)
     # The mutating rule's checks first: the webhook's mutating call denies before its validating call runs
     # (``admission.admit``: no validate phase after a denied mutate), and the API server's message is the
     # first denying validation's (kubernetes v1.36 staging/src/k8s.io/apiserver/pkg/admission/plugin/policy/
@@ -65,7 +67,7 @@ def compile_validating(policy: CompiledPolicy, day: dt.date, until: dt.date | No
                 plan = (*plan, *steering_variables(policy, layout))
             variables = [*namespace_variables(policy, day), *container_variables(layout), *plan]
             stages = frozenset(s for c in used for s in _stages(c, action, policy, day))
-            objects += _pair(policy, day, until, skip_settled(namespaces, policy, day, stages, existing),
+            objects += _pair(policy, day, until, skip_settled(namespaces, settled, stages),
                              layout.name, action, used, variables,
                              {"resourceRules": layout.resource_rules()}, [*_in_use(policy, day, stages), *conditions])
     if compiled_for_claims(policy):
@@ -83,7 +85,7 @@ def compile_validating(policy: CompiledPolicy, day: dt.date, until: dt.date | No
                 objects += [_policy(meta, {"resourceRules": claims.resource_rules()},
                                     [*_in_use(policy, day, stages), *claim_conditions(policy, claims)], validations,
                                     variables),
-                            _binding(meta, action, skip_settled(namespaces, policy, day, stages, existing))]
+                            _binding(meta, action, skip_settled(namespaces, settled, stages))]
     return objects
 
 

@@ -15,11 +15,14 @@ policies' duration sums over those requests.
 Besides each policy's own histogram, it reports each admission plugin's whole time per Pod
 (``apiserver_admission_controller_admission_duration_seconds``): for a ValidatingAdmissionPolicy that includes its
 matchConditions, variables, validations, messageExpressions and audit annotations whether or not one failed.
+And kube-apiserver's whole CPU time per Pod (user + system, /proc), against the set-up ``none`` (no policy) in the
+same round: the plugins' clocks leave out the garbage collector, which the policies' allocations keep busy, and
+CPU is what eight clients at once share (bench/apiserver.py's 8-way rows).
 ``--set NAME=FILE`` times any other objects (e.g. a hand-edited ``compile -o json`` to measure one part);
 ``--profile DIR`` also writes kube-apiserver's CPU profile per set-up.
 
 Usage: ``python bench/policy_cost.py [--rounds N] [--pods N] [--baseline DIR] [--set NAME=FILE ...]
-[--profile DIR]``; prints a Markdown table.
+[--profile DIR] [--scheduler NAME]``; prints a Markdown table.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import random
 import re
 import statistics
@@ -88,6 +92,8 @@ def _acts(api: ab.Api, objs: list[dict[str, Any]]) -> bool:
 
 
 def _apply(bench: ab.Bench, objs: list[dict[str, Any]], present: bool) -> None:
+    if not objs:  # the set-up "none"
+        return
     bench._ensure(objs, present)
     deadline = time.monotonic() + 60
     while _acts(bench.api, objs) != present:
@@ -95,8 +101,8 @@ def _apply(bench: ab.Bench, objs: list[dict[str, Any]], present: bool) -> None:
         time.sleep(0.2)
 
 
-def _profile(bench: ab.Bench, objs: list[dict[str, Any]], out: Path, seconds: int) -> None:
-    """kube-apiserver's CPU profile over ``seconds`` of dry-run GPU Pods (two connections) with ``objs`` alone:
+def _profile(bench: ab.Bench, objs: list[dict[str, Any]], out: Path, seconds: int, connections: int) -> None:
+    """kube-apiserver's CPU profile over ``seconds`` of dry-run GPU Pods (``connections`` at once) with ``objs`` alone:
     where the API server spends a Pod's admission (e.g. `go tool pprof -lines -peek 'ForInput' FILE` separates a
     ValidatingAdmissionPolicy's validations, messageExpressions and audit annotations by line)."""
     api = bench.api
@@ -104,12 +110,15 @@ def _profile(bench: ab.Bench, objs: list[dict[str, Any]], out: Path, seconds: in
     stop = threading.Event()
     body = json.dumps(ab.pod("gpu")).encode()
 
+    sent = [0]
+
     def load() -> None:
         conn = api.connect()
         while not stop.is_set():
             assert api.call(conn, "POST", f"/api/v1/namespaces/{ab.NAMESPACE}/pods?dryRun=All", body)[0] == 201
+            sent[0] += 1
 
-    threads = [threading.Thread(target=load) for _ in range(2)]
+    threads = [threading.Thread(target=load) for _ in range(connections)]
     for t in threads:
         t.start()
     try:
@@ -121,8 +130,15 @@ def _profile(bench: ab.Bench, objs: list[dict[str, Any]], out: Path, seconds: in
     assert status == 200, f"GET /debug/pprof/profile: {status}"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(raw)
-    ab.log(f"profile: {out}")
+    ab.log(f"profile: {out} ({sent[0]} Pods)")
     _apply(bench, objs, False)
+
+
+def cpu_seconds(pid: int) -> float:
+    """The process's user + system CPU time (/proc/PID/stat fields 14 and 15): everything kube-apiserver spends,
+    garbage collection included, which the admission plugins' own clocks leave out."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -136,6 +152,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="also write a CPU profile of kube-apiserver per set-up (DIR/<set-up>.pb.gz, `go tool pprof`), "
                          "taken over a further --profile-seconds of dry-run GPU Pods after the rounds")
     ap.add_argument("--profile-seconds", type=int, default=20)
+    ap.add_argument("--profile-connections", type=int, default=2,
+                    help="connections sending Pods while profiling (1: the samples divided by the Pods sent, which "
+                         "the log line names, are CPU per Pod)")
+    ap.add_argument("--settle", type=float, default=2.0,
+                    help="seconds to wait after a set-up is in effect before its Pods are sent, so the API server's "
+                         "own work on the applied objects is not counted as the Pods' CPU (default %(default)s)")
     ap.add_argument("--seed", type=int, default=17)
     ap.add_argument("--scheduler", default=ab.UNSERVED_SCHEDULER,
                     help="the GPU Pod's schedulerName (default %(default)s, which the policy does not steer: "
@@ -158,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
                            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}})):
             assert api.once("POST", path, obj)[0] == 201
         bench = ab.Bench(api, [], [], [], [], lambda: {})
-        sets = {"policies": ab.policy_pair(ab._served_map_version(api)),
+        pid = cp.processes["kube-apiserver"].popen.pid
+        sets = {"none": [], "policies": ab.policy_pair(ab._served_map_version(api)),
                 "compiled": ab.compile_objects(cp.admin_kubeconfig)}
         if args.baseline:
             sets[f"compiled@{args.baseline.name}"] = ab.compile_objects(cp.admin_kubeconfig, args.baseline)
@@ -167,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
             loaded = json.loads(Path(file).read_text())
             sets[name] = list(loaded["items"] if isinstance(loaded, dict) else loaded)
         per_pod: dict[str, list[float]] = {name: [] for name in sets}
+        cpu: dict[str, list[float]] = {name: [] for name in sets}
         per_policy: dict[tuple[str, str], list[float]] = {}
         rng = random.Random(args.seed)
         body = ab.pod("gpu")
@@ -176,9 +200,11 @@ def main(argv: list[str] | None = None) -> int:
             for name in order:
                 names = {o["metadata"]["name"] for o in sets[name] if not o["kind"].endswith("Binding")}
                 _apply(bench, sets[name], True)
-                before = policy_seconds(api)
+                time.sleep(args.settle)
+                before, cpu_before = policy_seconds(api), cpu_seconds(pid)
                 for _ in range(args.pods):
                     assert api.dry_run(f"/api/v1/namespaces/{ab.NAMESPACE}/pods", body)[0] == 201
+                cpu[name].append((cpu_seconds(pid) - cpu_before) / args.pods * 1000)
                 after = policy_seconds(api)
                 each = {n: (after[n][0] - before.get(n, (0.0, 0.0))[0]) / args.pods * 1000
                         for n in (*names, *PLUGIN_KEYS) if n in after}
@@ -189,12 +215,15 @@ def main(argv: list[str] | None = None) -> int:
                 ab.log(f"round {r + 1}: {name} {per_pod[name][-1]:.3f} ms per GPU Pod in policies")
         if args.profile:
             for name, objs in sets.items():
-                _profile(bench, objs, args.profile / f"{name}.pb.gz", args.profile_seconds)
-        print("| set-up | objects | in-server policy time per GPU Pod, ms (median of rounds) | rounds |")
-        print("|---|---:|---:|---|")
+                _profile(bench, objs, args.profile / f"{name}.pb.gz", args.profile_seconds, args.profile_connections)
+        print("| set-up | objects | in-server policy time per GPU Pod, ms (median of rounds) | rounds "
+              "| kube-apiserver CPU per GPU Pod, ms | CPU added over none, ms (median of rounds) |")
+        print("|---|---:|---:|---|---:|---:|")
         for name, values in per_pod.items():
+            added = [c - n for c, n in zip(cpu[name], cpu["none"], strict=True)]
             print(f"| {name} | {len(sets[name])} | {statistics.median(values):.3f} | "
-                  f"{', '.join(f'{v:.3f}' for v in values)} |")
+                  f"{', '.join(f'{v:.3f}' for v in values)} | {statistics.median(cpu[name]):.3f} | "
+                  f"{statistics.median(added):+.3f} |")
         print("\n| set-up | policy (or `plugin`: the admission plugin's whole time) | ms per GPU Pod (median of rounds)"
               " |\n|---|---|---:|")
         for (name, policy), values in sorted(per_policy.items()):

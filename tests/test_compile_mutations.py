@@ -76,8 +76,8 @@ def test_the_pool_expression_is_plans_pool(policy: CompiledPolicy, names: list[s
 
 @pytest.mark.parametrize("policy", [*POLICIES, load_policy(COMPILE_POLICY)])
 def test_the_device_plugin_conflicts_cheap_condition_holds_wherever_plan_picks_that_pool(policy: CompiledPolicy):
-    """``steering._may_go`` (the legacy stage, or a container naming one of ``device_plugin_names``) is read first by
-    the devicePlugin conflict check, which computes nothing where it is false: it must hold for every Pod
+    """``steering._may_go`` (the legacy stage, or a container naming one of ``device_plugin_names``) is read first in
+    the devicePlugin conflict check's finding, which computes no plan where it is false: it must hold for every Pod
     ``placement.plan`` sends to the devicePlugin pool. Every combination of up to three names, so the rare ones are
     in: a legacy-stage Pod of a scheduler that allocates no DRA devices asking for a name no device plugin serves
     (compile-policy.yaml), a legacy name the pool's ``advertises`` leaves out (steering.yaml)."""

@@ -33,6 +33,8 @@ RESOURCES: dict[str, tuple[str, bool]] = {
     "ClusterRoleBinding": ("clusterrolebindings", False), "SubjectAccessReview": ("subjectaccessreviews", False),
     "MutatingAdmissionPolicy": ("mutatingadmissionpolicies", False),
     "MutatingAdmissionPolicyBinding": ("mutatingadmissionpolicybindings", False),
+    "ValidatingAdmissionPolicy": ("validatingadmissionpolicies", False),
+    "ValidatingAdmissionPolicyBinding": ("validatingadmissionpolicybindings", False),
 }
 
 _WARNING = re.compile(r'^\d{3} \S+ "(?P<text>(?:[^"\\]|\\.)*)"')

@@ -223,10 +223,18 @@ def _steered_before(ns: str) -> list[dict[str, Any]]:
     deployment = _workload("Deployment", "resteer-deployment", ns, {**GPU, "affinity": earlier})
     deployment["spec"]["template"]["metadata"]["annotations"] = {MARKER: "devicePlugin"}
     cron = _workload("CronJob", "unmarked-cronjob", ns, {**GPU, "affinity": earlier})  # the user's own: a conflict
+    # and the other way: a Pod for the devicePlugin pool (a legacy name) with the dra pool's term, the steering's own
+    # (marker dra: replaced, no conflict; the policies' ``may-find`` matchCondition must not read it as a finding)
+    # or the user's (no marker: a conflict, which ``may-find`` must let through)
+    dra = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": POOL, "operator": "In", "values": ["dra"]}]}]}}}
+    back = _workload("Pod", "resteer-back-pod", ns, {**CONTENTS["legacy"], "affinity": dra})
+    back["metadata"]["annotations"] = {MARKER: "dra"}
+    unmarked = _workload("Pod", "unmarked-dra-legacy-pod", ns, {**CONTENTS["legacy"], "affinity": dra})
     daemon = _workload("Pod", "daemon-pod", ns, CONTENTS["legacy"])
     daemon["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent",
                                               "controller": True, "uid": "0b4e7c2e-5d1a-4c53-9d3e-2f6f0e3c1a77"}]
-    return [pod, dropped, deployment, cron, daemon]
+    return [pod, dropped, deployment, cron, daemon, back, unmarked]
 
 
 def _carried_over(ns: str) -> list[dict[str, Any]]:
@@ -622,6 +630,60 @@ def test_compiled_policies_decide_as_the_webhook(plane, tmp_path, at):
     validating = [rule for rule in COMPILED if rule not in ("track-rollout", "inject-device-tolerations")]  # mutations
     assert {(rule, a) for rule in validating for a in ("Deny", "Warn", "Audit")} <= fired | {
         ("legacy-resource-name", "Audit"), ("training-job-extended-resource", "Deny")}, fired
+
+
+def _probe(policy: dict[str, Any]) -> list[dict[str, Any]]:
+    """A copy of a compiled ValidatingAdmissionPolicy's matchConditions with one validation that always fails (Warn,
+    failurePolicy Fail: an evaluation error of the conditions denies the request): it warns exactly when the
+    conditions let an object through to the policy's validations."""
+    name = "probe-" + policy["metadata"]["name"]
+    fails = {"expression": "false", "message": f"let through to {policy['metadata']['name']}"}
+    return [{"apiVersion": policy["apiVersion"], "kind": "ValidatingAdmissionPolicy", "metadata": {"name": name},
+             "spec": {"failurePolicy": "Fail", "matchConstraints": policy["spec"]["matchConstraints"],
+                      "matchConditions": policy["spec"]["matchConditions"], "validations": [fails]}},
+            {"apiVersion": policy["apiVersion"], "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": name},
+             "spec": {"policyName": name, "validationActions": ["Warn"]}}]
+
+
+def test_may_find_skips_a_gpu_pod_no_check_can_fail(plane):
+    """The validating Pod policies' ``may-find`` matchCondition (``validating._may_find``) on the real API server:
+    the usual GPU Pod (one container, one device, steered to the dra pool by the compiled MutatingAdmissionPolicy,
+    no training job) never reaches the policy's validations; a Pod that some check could fail on does, for each
+    check's cheap condition. The equivalence table above runs with the condition in place (what it lets through is
+    judged as the webhook judges it); this shows it skips, and evaluates without error."""
+    cp, kube = plane
+    at = DATES[0]
+    applied = _apply_compiled(cp, kube, at)
+    warn = next(o for o in applied if o["kind"] == "ValidatingAdmissionPolicy"
+                and o["metadata"]["name"].endswith("-pods-warn.dra-migration.io"))
+    assert [c["name"] for c in warn["spec"]["matchConditions"]] == ["may-find"]
+    probe = _probe(warn)
+    for obj in probe:
+        kube.create(obj)
+    try:
+        gpu = _workload("Pod", "usual", "team-a", GPU)  # pilot on DATES[0]: steered to the dra pool
+        through = f"let through to {warn['metadata']['name']}"
+        eventually(lambda: through in " ".join(_server(kube, _workload("Pod", "x", "team-a", CONTENTS["legacy"]))[1]),
+                   "the probe policy in effect", 30)
+        allowed, warnings, _, stored = _server(kube, gpu)
+        assert allowed and placement(stored) != placement(gpu), "the compiled policy steers it"
+        assert not [w for w in warnings if through in w], warnings
+        training = _workload("Pod", "training", "team-a", GPU)
+        training["metadata"]["labels"] = {"workload.example.com/kind": "training"}
+        could = {
+            "legacy name": _workload("Pod", "legacy", "team-a", CONTENTS["legacy"]),
+            "count over a literal": _workload("Pod", "one-over", "team-a", CONTENTS["one-over"]),
+            "two containers": _workload("Pod", "two", "team-a", CONTENTS["at-limit"]),
+            "bound": _workload("Pod", "bound", "team-a", STEERING["bound"]),
+            "constraint": _workload("Pod", "conflict", "team-a", STEERING["pool-conflict"]),
+            "scheduler": _workload("Pod", "kai", "team-a", CONTENTS["other-scheduler"]),
+            "training job": training,
+        }
+        for what, obj in could.items():
+            assert through in " ".join(_server(kube, obj)[1]), what
+    finally:
+        for obj in reversed(probe):
+            kube.delete(obj["apiVersion"], obj["kind"], obj["metadata"]["name"])
 
 
 def test_validate_reports_a_type_error_of_a_policy(plane, capsys):

@@ -38,9 +38,10 @@ class Check:
     steer: bool = False  # reads ``steering.steering_variables`` (after the plan's)
     fix_expression: str | None = None  # CEL for ``fix`` when the remediation names something of the object
     could: str | None = None
-    """CEL, cheap and true whenever ``finding`` is: read first, so an object that cannot have the finding computes
-    none of it, in the validation and again in its messageExpression, which the API server evaluates for every
-    validation, passed or not (``validating._message``)."""
+    """CEL, cheap and true whenever ``finding`` is, reading the object alone (no stage, no ``namespaceObject``): read
+    first, so an object that cannot have the finding computes none of it, in the validation and again in its
+    messageExpression, which the API server evaluates for every validation, passed or not (``validating._message``);
+    the policy's matchCondition skips an object no check of it could fail (``validating._may_find``)."""
     exclusive: str = ""
     """Checks of one policy with the same non-empty key never fail together on one object (by construction: their
     findings test different values of one variable), so they share one validation (``validating._validations``):

@@ -161,13 +161,23 @@ def steering_variables(policy: CompiledPolicy, layout: Layout) -> list[dict[str,
 
 
 def _may_go(policy: CompiledPolicy, pool: str) -> str:
-    """CEL (`` && ...``, or nothing): a cheap necessary condition for ``placement.plan`` to pick ``pool``, so the
-    conflict check of a pool the Pod cannot go to computes nothing. Only the devicePlugin pool has one
-    (``device_plugin_names``)."""
+    """CEL (``... && ``, or nothing): a cheap necessary condition for ``placement.plan`` to pick ``pool``, read first
+    in the pool's conflict finding, so the conflict check of a pool the Pod cannot go to computes no plan. Only the
+    devicePlugin pool has one (``device_plugin_names``). It reads the stage, so it is no part of ``Check.could``."""
     if pool != "devicePlugin":
         return ""
     names = device_plugin_names(policy)
-    return f" && (variables.stage == 'legacy' || {mentions(names)})" if names else " && variables.stage == 'legacy'"
+    return f"(variables.stage == 'legacy' || {mentions(names)}) && " if names else "variables.stage == 'legacy' && "
+
+
+def _unconstrained(policy: CompiledPolicy, short: str) -> str:
+    """CEL: no node constraint can rule the pool out (``stpConflict<P>`` is ''), read from the object alone (the
+    conflict check's ``could``, negated): none at all, only this pool's own term, or only the other pool's term
+    with the marker naming that pool (``_conflict`` leaves those requirements out: the steering replaces them)."""
+    others = [o for p, o in POOLS if o != short and p in _selectors(policy)]
+    ours = [f"variables.stpOurs{short}", *(f"(variables.stpOurs{o} && variables.stpPrev{short})" for o in others)]
+    return (f"(!variables.spec.?nodeSelector.hasValue() && !variables.spec.?affinity.?nodeAffinity.?{REQUIRED}"
+            f".hasValue()) || " + " || ".join(ours))
 
 
 def device_plugin_names(policy: CompiledPolicy) -> list[str]:
@@ -192,12 +202,12 @@ def steering_checks(policy: CompiledPolicy) -> list[Check]:
         text = (f"'Pod selects ' + variables.stpConflict{short} + "
                 f"{lit(f', which rules out the {pool} node pool ({wanted})')}")
         checks.append(Check(
-            ids.STEER_NODE_POOL, STAGES, f"{this} && variables.stpNodeName == '' && variables.stpConflict{short} != ''",
+            ids.STEER_NODE_POOL, STAGES,
+            f"{_may_go(policy, pool)}{this} && variables.stpNodeName == '' && variables.stpConflict{short} != ''",
             clip(f"variables.stpConflictText{short}", MESSAGE_MAX),
             f"remove that constraint: the webhook steers GPU Pods to the {pool} pool itself",
             ((f"stpConflictText{short}", text),), plan=True, steer=True, exclusive=EXCLUSIVE,
-            could=f"(variables.spec.?nodeSelector.hasValue() || variables.spec.?affinity.?nodeAffinity.?{REQUIRED}"
-                  f".hasValue()) && !variables.stpOurs{short}{_may_go(policy, pool)}"))
+            could=f"!({_unconstrained(policy, short)})"))
         tail = lit(f'" (spec.nodeName): not steered; it needs the {pool} pool ({wanted})')
         bound = f"'Pod is bound to node \"' + variables.stpNodeName + {tail}"
         checks.append(Check(

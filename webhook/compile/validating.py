@@ -36,6 +36,7 @@ from webhook.compile.shared import (
     settled_stages,
     skip_settled,
     stages_on,
+    standalone,
     used_variables,
 )
 from webhook.compile.steering import steering_checks, steering_variables
@@ -114,8 +115,29 @@ def _pair(policy: CompiledPolicy, day: dt.date, until: dt.date | None, namespace
     meta = metadata(f"{policy.name}-{layout}-{action.value.lower()}.dra-migration.io", policy, day, until)
     own = {n: e for c in used for n, e in c.variables}  # checks of one rule may share a variable: declared once
     variables = [*variables, *({"name": n, "expression": e} for n, e in own.items())]
-    return [_policy(meta, match, conditions, _validations(used, action, policy, day), variables),
+    return [_policy(meta, match, _may_find(conditions, used, variables), _validations(used, action, policy, day),
+                    variables),
             _binding(meta, action, namespaces)]
+
+
+def _may_find(conditions: list[dict[str, str]], used: list[Check],
+              variables: list[dict[str, str]]) -> list[dict[str, str]]:
+    """``conditions`` with ``uses-devices`` narrowed to objects on which some check of the policy can fail: every
+    check's cheap necessary condition (``Check.could``), or'ed, written in as a matchCondition needs
+    (``shared.standalone``). A GPU Pod no check can fail (most: steered by our own term, one container asking for a
+    few devices, no training job) then costs the policy one pass of matchConditions, not its validations and
+    messageExpressions, two more passes over a fresh conversion of the object (kubernetes v1.36 staging/src/k8s.io/
+    apiserver/pkg/admission/plugin/policy/validating/validator.go ``Validate``). One condition, ``uses-devices``
+    first: the API server evaluates every matchCondition of a policy (plugin/webhook/matchconditions/matcher.go
+    ``Match``), so a plain Pod would pay a second one."""
+    coulds = [c.could for c in used]
+    if any(c is None for c in coulds):
+        return conditions
+    found = standalone(" || ".join(f"({c})" for c in dict.fromkeys(coulds)), variables)
+    if "namespaceObject" in found:  # a matchCondition has none (``Check.could``: the object alone)
+        raise ValueError(f"a check's cheap condition reads the namespace: {found}")
+    return [{"name": "may-find", "expression": f"({c['expression']}) && ({found})"} if c["name"] == "uses-devices"
+            else c for c in conditions]
 
 
 def _stages(check: Check, action: Action, policy: CompiledPolicy, day: dt.date) -> list[str]:

@@ -159,11 +159,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="seconds to wait after a set-up is in effect before its Pods are sent, so the API server's "
                          "own work on the applied objects is not counted as the Pods' CPU (default %(default)s)")
     ap.add_argument("--seed", type=int, default=17)
-    ap.add_argument("--scheduler", default=ab.UNSERVED_SCHEDULER,
-                    help="the GPU Pod's schedulerName (default %(default)s, which the policy does not steer: "
-                         "default-scheduler times a Pod steered to the dra pool)")
+    ap.add_argument("--scheduler", default=ab.SCHEDULER,
+                    help="the GPU Pod's schedulerName (default %(default)s, which the policy steers to the dra pool; "
+                         "a name outside its draSchedulers, e.g. bench-not-scheduled, times a Pod it warns about)")
     args = ap.parse_args(argv)
-    ab.UNSERVED_SCHEDULER = args.scheduler  # what ab.pod writes; no scheduler runs here either way
+    ab.SCHEDULER = args.scheduler  # what ab.pod writes; no scheduler runs here either way
 
     from tests.e2e import binaries, procs
     from tests.e2e.controlplane import ControlPlane

@@ -5,17 +5,20 @@ One control plane of its own, with NO webhook installed: ``dra-webhook compile``
 kind) is sent through the API server (server-side dry-run create) and through ``dra-webhook check`` (offline,
 same policy, same ``--at``). Both must allow and deny the same objects, and the API server's warnings must be
 the webhook's warnings of the compiled rules, word for word. Done for two dates, so a stage change and an
-expired exception are covered. Also: ``compile --validate`` reports the API server's type check, and a broken
-expression is reported.
+expired exception are covered. A seeded random table of Pods (``random_pods``) is compared the same way, on one
+date. Also: ``compile --validate`` reports the API server's type check, and a broken expression is reported.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import random
 import re
 import subprocess
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -571,6 +574,187 @@ def test_a_later_mutation_is_tracked_and_steered_again(plane, tmp_path, at):
             kube.delete(obj["apiVersion"], obj["kind"], obj["metadata"]["name"])
 
 
+@dataclass
+class Compared:
+    """What ``_compare`` saw: every difference between the API server and ``check``, and counts of what happened."""
+
+    mismatches: list[str] = field(default_factory=list)
+    fired: set[tuple[str, str]] = field(default_factory=set)  # (compiled rule, action) check reported
+    tracked: int = 0  # objects the API server annotated (track-rollout)
+    steered: int = 0  # objects whose placement the API server changed (steer-node-pool)
+    injected: int = 0  # objects whose tolerations the API server changed (inject-device-tolerations)
+    found: int = 0  # objects the API server denied or warned about (a compiled policy's warning)
+    findings: set[str] = field(default_factory=set)  # each compiled finding check reported, as "rule: message"
+
+
+def _compare(kube: Kube, objs: list[dict[str, Any]], checked: dict[tuple[str, str], dict[str, Any]]) -> Compared:
+    """Sends each object through the API server (dry-run create) and compares with ``check``'s result: allowed or
+    denied, the compiled rules' warnings word for word, the denial's text, and what the mutations wrote."""
+    seen = Compared()
+    for obj in objs:
+        meta = obj["metadata"]
+        r = checked[(obj["kind"], f"{meta['namespace']}/{meta['name']}")]
+        where = f"{obj['kind']} {meta['namespace']}/{meta['name']}"
+        allowed, warnings, denials = _expected(r) if not _left_to_the_webhook(obj) else (True, [], [])
+        if not _left_to_the_webhook(obj):
+            compiled = [f for f in r["findings"] if f["rule"] in COMPILED]
+            seen.fired.update((f["rule"], f["action"]) for f in compiled)
+            seen.findings.update(f"{f['rule']}: {f['message']}" for f in compiled)
+        elif meta["namespace"] in CLAIMS_IN and meta["name"] in CLAIM_REQUESTS:
+            assert r["findings"], where  # check judges it (offline, every named class is the migration's)
+        got_allowed, got_warnings, message, stored = _server(kube, obj)
+        if obj["kind"].startswith("ResourceClaim"):
+            pass  # track-rollout on claims stays with the webhook
+        elif got_allowed and "resourceClaims" in json.dumps(obj):
+            assert tracking(stored)["object"] == {}, where  # left to the webhook (matchCondition no-resource-claims)
+        elif got_allowed and tracking(stored) != tracking(_patched(obj, r)):
+            seen.mismatches.append(f"{where}: annotations\n  API server {tracking(stored)}\n  check      "
+                                   f"{tracking(_patched(obj, r))}")
+        if got_allowed and placement(stored) != placement(_patched(obj, r)):
+            seen.mismatches.append(f"{where}: placement\n  API server {placement(stored)}\n  check      "
+                                   f"{placement(_patched(obj, r))}")
+        seen.steered += bool(stored and placement(stored) != placement(obj))
+        if got_allowed and _left_to_the_webhook(obj):  # a class only the cluster view can place
+            assert tolerated(stored) == tolerated(obj), where
+        elif got_allowed and tolerated(stored) != tolerated(_patched(obj, r)):
+            seen.mismatches.append(f"{where}: tolerations\n  API server {tolerated(stored)}\n  check      "
+                                   f"{tolerated(_patched(obj, r))}")
+        seen.injected += bool(stored and tolerated(stored) != tolerated(obj))
+        seen.tracked += bool(stored and tracking(stored)["object"])
+        if got_allowed != allowed:
+            seen.mismatches.append(f"{where}: API server allowed={got_allowed} ({message}), "
+                                   f"check allowed={allowed} {denials}")
+        elif got_warnings != warnings:
+            seen.mismatches.append(f"{where}: warnings\n  API server {got_warnings}\n  check      {warnings}")
+        elif not allowed and not any(VAP_DENIAL.search(message) and message.endswith(d) for d in denials):
+            seen.mismatches.append(f"{where}: denial {message!r} is none of {denials}")
+        seen.found += not got_allowed or bool(got_warnings)
+    return seen
+
+
+RANDOM_SEED = int(os.environ.get("DRA_E2E_RANDOM_SEED", "2"))
+RANDOM_PODS = 160
+RANDOM_IN = ("plain-legacy", "team-a", "labelled-ns")
+"""Every random Pod goes to a namespace of each stage on DATES[0] (legacy, pilot, migrated) and to one more of the
+others (their cohorts, the exception, a held namespace), chosen with the Pod."""
+DEVICE_NAMES = ("example.com/gpu", "vendor.example.com/gpu", "nvidia.com/gpu",
+                "deviceclass.resource.kubernetes.io/gpu.example.com")  # the served name, its legacy, its class's
+TERMS: dict[str, dict[str, Any]] = {
+    "dra": {"matchExpressions": [{"key": POOL, "operator": "In", "values": ["dra"]}]},
+    "devicePlugin": {"matchExpressions": [{"key": POOL, "operator": "In", "values": ["device-plugin"]}]},
+    "user": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]},
+    "not-dra": {"matchExpressions": [{"key": POOL, "operator": "NotIn", "values": ["dra"]}]},
+    "not-dp": {"matchExpressions": [{"key": POOL, "operator": "NotIn", "values": ["device-plugin"]}]},
+    "not-other": {"matchExpressions": [{"key": POOL, "operator": "NotIn", "values": ["other"]}]},
+    "dra-and-user": {"matchExpressions": [{"key": POOL, "operator": "In", "values": ["dra"]},
+                                          {"key": "zone", "operator": "In", "values": ["a"]}]},
+}
+REQUIRED_TERMS = (["dra"], ["devicePlugin"], ["user"], ["not-dra"], ["not-dp"], ["not-other"], ["dra-and-user"],
+                  ["dra", "user"], ["devicePlugin", "user"], ["dra", "devicePlugin"])
+
+
+def _random_container(rng: Any, name: str) -> dict[str, Any]:
+    """A container asking for nothing, CPU only, or one or two of the policy's device names with a small count."""
+    c: dict[str, Any] = {"name": name, "image": IMAGE}
+    roll = rng.random()
+    if roll < 0.08:
+        return c
+    limits = {"cpu": "500m"} if roll < 0.2 else {rng.choice(DEVICE_NAMES): rng.choice(("0", "1", "1", "2", "4", "5"))}
+    if roll >= 0.2 and rng.random() < 0.2:
+        limits[rng.choice(DEVICE_NAMES)] = rng.choice(("1", "2", "4"))
+    if roll >= 0.2 and rng.random() < 0.15:
+        limits["cpu"] = "1"
+    c["resources"] = {"limits": limits}
+    if rng.random() < 0.15:
+        c["resources"]["requests"] = dict(limits)  # an extended resource's request, when set, equals its limit
+    return c
+
+
+def _random_spec(rng: Any) -> dict[str, Any]:
+    """A pod spec: its containers, scheduler, node, nodeSelector and required node affinity drawn together."""
+    spec = _spec([_random_container(rng, f"c{i}") for i in range(rng.choice((1, 1, 1, 2)))])
+    init = []
+    if rng.random() < 0.2:
+        init.append(_random_container(rng, "init"))
+    if rng.random() < 0.15:
+        init.append({**_random_container(rng, "sidecar"), "restartPolicy": "Always"})
+    if init:
+        spec["initContainers"] = rng.sample(init, len(init))
+    spec.update(rng.choice(({}, {}, {}, {"schedulerName": "default-scheduler"}, {"schedulerName": "kai-scheduler"})))
+    if rng.random() < 0.12:
+        spec["nodeName"] = "gpu-node-1"
+    if rng.random() < 0.35:
+        spec["nodeSelector"] = rng.choice(({POOL: "dra"}, {POOL: "device-plugin"}, {POOL: "other"}, {"zone": "a"},
+                                           {POOL: "dra", "zone": "a"}))
+    roll = rng.random()
+    if roll < 0.45:
+        terms = [TERMS[t] for t in rng.choice(REQUIRED_TERMS)]
+        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": json.loads(json.dumps(terms))}}}
+    elif roll < 0.5:  # only a preference: constrains nothing
+        spec["affinity"] = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 1, "preference": TERMS[rng.choice(("devicePlugin", "not-dra"))]}]}}
+    if rng.random() < 0.1:
+        spec["activeDeadlineSeconds"] = 20000
+    return spec
+
+
+def random_pods(seed: int = RANDOM_SEED, n: int = RANDOM_PODS) -> list[dict[str, Any]]:
+    """``n`` Pods drawn with ``random.Random(seed)``, each in every RANDOM_IN namespace and one other."""
+    rng = random.Random(seed)
+    others = [ns for ns in NAMESPACES if ns not in RANDOM_IN]
+    out = []
+    for i in range(n):
+        spec = _random_spec(rng)
+        meta: dict[str, Any] = {}
+        marker = rng.choice((None, None, None, "dra", "devicePlugin"))
+        if marker:
+            meta["annotations"] = {MARKER: marker}
+        roll = rng.random()
+        if roll < 0.15:
+            meta["labels"] = {"workload.example.com/kind": "training"}
+        elif roll < 0.2:
+            meta["labels"] = {"workload.example.com/kind": "serving"}
+        for ns in (*RANDOM_IN, rng.choice(others)):
+            pod = _workload("Pod", f"random-{i:03d}", ns, json.loads(json.dumps(spec)))
+            pod["metadata"].update(json.loads(json.dumps(meta)))
+            out.append(pod)
+    return out
+
+
+RANDOM_FINDINGS = (
+    "legacy-resource-name: ", "max-devices-per-pod: ", "training-job-extended-resource: ",
+    "steer-node-pool: Pod selects .* rules out the dra node pool",
+    "steer-node-pool: Pod selects .* rules out the devicePlugin node pool",
+    "steer-node-pool: Pod is bound .* needs the dra pool",
+    "steer-node-pool: Pod is bound .* needs the devicePlugin pool",
+    "steer-node-pool: schedulerName .* not steered",
+    "steer-node-pool: schedulerName .* kept on the devicePlugin pool",
+)
+"""What ``check`` must find somewhere in the random table (``rule: message`` patterns): every compiled check's
+finding, a conflict and a bound Pod for each pool."""
+
+
+@pytest.mark.parametrize("at", DATES[:1])  # every stage already (RANDOM_IN); the date the tests above left applied
+def test_random_pods_are_decided_as_the_webhook_does(plane, tmp_path, at):
+    """A seeded random table of Pods (``random_pods``) through the API server and ``check``, compared as the fixed
+    table below is (``_compare``). It probes the validating policies' ``may-find`` matchCondition (each check's
+    cheap necessary condition, ``Check.could``: one that is not necessary makes the API server miss a finding) and
+    the steering's and tracking's conditions on combinations the fixed table does not list.
+    ``DRA_E2E_RANDOM_SEED=<n>`` draws another table."""
+    cp, kube = plane
+    _apply_compiled(cp, kube, at)
+    _wait_for_date(kube, at)
+    objs = random_pods()
+    seen = _compare(kube, objs, _checked(tmp_path, at, objs))
+    assert not seen.mismatches, f"seed {RANDOM_SEED}:\n" + "\n".join(seen.mismatches)
+    # not vacuous: many objects with a compiled finding, many steered, and a finding of every compiled check
+    assert seen.found > len(objs) / 4, seen.found
+    assert seen.steered > len(objs) / 6, seen.steered
+    missed = [p for p in RANDOM_FINDINGS if not any(re.match(p, f) for f in seen.findings)]
+    assert not missed, missed
+
+
 @pytest.mark.parametrize("at", DATES)
 def test_compiled_policies_decide_as_the_webhook(plane, tmp_path, at):
     cp, kube = plane
@@ -584,52 +768,16 @@ def test_compiled_policies_decide_as_the_webhook(plane, tmp_path, at):
     eventually(lambda: not _server(kube, probe)[0], "the API server enforcing the compiled policies", 30)
     _wait_for_date(kube, at)
     objs = cases()
-    checked = _checked(tmp_path, at, objs)
-    mismatches, fired, tracked, steered, injected = [], set(), 0, 0, 0
-    for obj in objs:
-        meta = obj["metadata"]
-        r = checked[(obj["kind"], f"{meta['namespace']}/{meta['name']}")]
-        where = f"{obj['kind']} {meta['namespace']}/{meta['name']}"
-        allowed, warnings, denials = _expected(r) if not _left_to_the_webhook(obj) else (True, [], [])
-        if not _left_to_the_webhook(obj):
-            fired.update((f["rule"], f["action"]) for f in r["findings"] if f["rule"] in COMPILED)
-        elif meta["namespace"] in CLAIMS_IN and meta["name"] in CLAIM_REQUESTS:
-            assert r["findings"], where  # check judges it (offline, every named class is the migration's)
-        got_allowed, got_warnings, message, stored = _server(kube, obj)
-        if obj["kind"].startswith("ResourceClaim"):
-            pass  # track-rollout on claims stays with the webhook
-        elif got_allowed and "resourceClaims" in json.dumps(obj):
-            assert tracking(stored)["object"] == {}, where  # left to the webhook (matchCondition no-resource-claims)
-        elif got_allowed and tracking(stored) != tracking(_patched(obj, r)):
-            mismatches.append(f"{where}: annotations\n  API server {tracking(stored)}\n  check      "
-                              f"{tracking(_patched(obj, r))}")
-        if got_allowed and placement(stored) != placement(_patched(obj, r)):
-            mismatches.append(f"{where}: placement\n  API server {placement(stored)}\n  check      "
-                              f"{placement(_patched(obj, r))}")
-        steered += bool(stored and placement(stored) != placement(obj))
-        if got_allowed and _left_to_the_webhook(obj):  # a class only the cluster view can place
-            assert tolerated(stored) == tolerated(obj), where
-        elif got_allowed and tolerated(stored) != tolerated(_patched(obj, r)):
-            mismatches.append(f"{where}: tolerations\n  API server {tolerated(stored)}\n  check      "
-                              f"{tolerated(_patched(obj, r))}")
-        injected += bool(stored and tolerated(stored) != tolerated(obj))
-        tracked += bool(stored and tracking(stored)["object"])
-        if got_allowed != allowed:
-            mismatches.append(f"{where}: API server allowed={got_allowed} ({message}), check allowed={allowed} "
-                              f"{denials}")
-        elif got_warnings != warnings:
-            mismatches.append(f"{where}: warnings\n  API server {got_warnings}\n  check      {warnings}")
-        elif not allowed and not any(VAP_DENIAL.search(message) and message.endswith(d) for d in denials):
-            mismatches.append(f"{where}: denial {message!r} is none of {denials}")
-    assert not mismatches, "\n".join(mismatches)
+    seen = _compare(kube, objs, _checked(tmp_path, at, objs))
+    assert not seen.mismatches, "\n".join(seen.mismatches)
     pods_and_templates = len([o for o in objs if not o["kind"].startswith("ResourceClaim")])
-    assert tracked > pods_and_templates / 3, tracked
-    assert steered > pods_and_templates / 3, steered
-    assert injected == 2 * len(STEERED_IN), injected  # the training template and claim, in every namespace
+    assert seen.tracked > pods_and_templates / 3, seen.tracked
+    assert seen.steered > pods_and_templates / 3, seen.steered
+    assert seen.injected == 2 * len(STEERED_IN), seen.injected  # the training template and claim, in every ns
     # The table exercises every compiled rule in every action this date gives it.
     validating = [rule for rule in COMPILED if rule not in ("track-rollout", "inject-device-tolerations")]  # mutations
-    assert {(rule, a) for rule in validating for a in ("Deny", "Warn", "Audit")} <= fired | {
-        ("legacy-resource-name", "Audit"), ("training-job-extended-resource", "Deny")}, fired
+    assert {(rule, a) for rule in validating for a in ("Deny", "Warn", "Audit")} <= seen.fired | {
+        ("legacy-resource-name", "Audit"), ("training-job-extended-resource", "Deny")}, seen.fired
 
 
 def _probe(policy: dict[str, Any]) -> list[dict[str, Any]]:

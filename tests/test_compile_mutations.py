@@ -164,7 +164,11 @@ def test_one_policy_per_layout_keeps_each_rules_conditions(tmp_path):
     tracking = compile_pod_mutations(load_policy(tmp_path / "bare.yaml"), day, None, SHIPPED_NAMESPACES)
     pods = _spec(tracking, POD.name)
     assert [c["name"] for c in pods["matchConditions"]] == ["uses-devices", "no-resource-claims", "unsettled"]
-    assert not any(v["name"].startswith("stp") for v in pods["variables"])
+    # no steering patch; the stored path still reads the marker an earlier steering left and the plan's pool
+    assert not any(v["name"].startswith(("stpConflict", "stpNew", "stpKept", "stpOurs", "stpAdded"))
+                   for v in pods["variables"])
+    path = next(v["expression"] for v in pods["variables"] if v["name"] == "trkPath")
+    assert "dra-migration.io/node-pool" in path and "!(false)" in path  # never steered here
 
 
 TOLERATION = st.fixed_dictionaries({}, optional={

@@ -237,7 +237,13 @@ def _steered_before(ns: str) -> list[dict[str, Any]]:
     daemon = _workload("Pod", "daemon-pod", ns, CONTENTS["legacy"])
     daemon["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent",
                                               "controller": True, "uid": "0b4e7c2e-5d1a-4c53-9d3e-2f6f0e3c1a77"}]
-    return [pod, dropped, deployment, cron, daemon, back, unmarked]
+    # where a steering conflict denies (migrated), the webhook's validating call never runs: no training warning
+    training = _workload("Pod", "training-conflict-pod", ns, STEERING["pool-conflict"])
+    training["metadata"]["labels"] = {"workload.example.com/kind": "training"}
+    # not steered now (another scheduler's, bound), steered to dra before: tracked on the pool its marker names
+    kept = _workload("Pod", "kept-on-dra-pod", ns, {**GPU, "schedulerName": "kai-scheduler", "nodeName": "n1"})
+    kept["metadata"]["annotations"] = {MARKER: "dra"}
+    return [pod, dropped, deployment, cron, daemon, back, unmarked, training, kept]
 
 
 def _carried_over(ns: str) -> list[dict[str, Any]]:

@@ -108,7 +108,8 @@ def tracking_part(layout: Layout, policy: CompiledPolicy, day: dt.date) -> Part 
     stages = mutating_stages(policy)
     if not stages:
         return None
-    guard = f"variables.stage in {str_list(stages)} && variables.trkPath != ''"
+    # the plan's path is '' exactly where the stored one is (``steering.stored_path`` differs only for a GPU spec)
+    guard = f"variables.stage in {str_list(stages)} && variables.trkPlanPath != ''"
     globs = excepted(ids.TRACK_ROLLOUT, policy, day)
     if globs:
         guard += f" && !variables.ns.matches({lit(glob_regex(globs))})"

@@ -25,7 +25,8 @@ def name_lists(policy: CompiledPolicy) -> tuple[list[str], list[str], list[str]]
 
 
 def plan_variables(policy: CompiledPolicy) -> list[dict[str, str]]:
-    """``placement.usage`` and ``placement.plan`` in CEL, ending in ``trkPath`` ('' where the rule writes nothing)."""
+    """``placement.usage`` and ``placement.plan`` in CEL, ending in ``trkPlanPath`` (the plan's path; '' where
+    track-rollout writes nothing). What track-rollout writes is ``steering.stored_path``, which reads the marker."""
     legacy, served, shared = name_lists(policy)
     asked = f"variables.containers.exists(c, {asks_for('c', '', key='n')})"
     implicit = lit(DEVICECLASS_PREFIX)
@@ -57,7 +58,7 @@ def plan_variables(policy: CompiledPolicy) -> list[dict[str, str]]:
         {"name": "trkDraOnly", "expression": f"variables.trkEr.exists(n, n.startsWith({implicit}))"},
         *pool_vars,
         {"name": "trkStagePath", "expression": stage_path},
-        {"name": "trkPath", "expression": plan},
+        {"name": "trkPlanPath", "expression": plan},
     ]
 
 
@@ -86,4 +87,4 @@ def training_variables(policy: CompiledPolicy, layout: Layout) -> list[dict[str,
     gpu = "(variables.trkLegacy.size() + variables.trkEr.size() > 0)"
     claims = "variables.spec.?resourceClaims.orValue([]).size() > 0"
     return [{"name": "trainJob", "expression": " || ".join(f"({t})" for t in terms) or "false"},
-            {"name": "trainPath", "expression": f"{gpu} && {claims} ? 'mixed' : variables.trkPath"}]
+            {"name": "trainPath", "expression": f"{gpu} && {claims} ? 'mixed' : variables.trkPlanPath"}]

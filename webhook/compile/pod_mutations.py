@@ -40,7 +40,14 @@ from webhook.compile.shared import (
     standalone,
     used_variables,
 )
-from webhook.compile.steering import steering_part, steering_settled
+from webhook.compile.steering import (
+    marker_variable,
+    pool_variables,
+    steered,
+    steering_part,
+    steering_settled,
+    stored_path,
+)
 from webhook.policy.compiled import CompiledPolicy
 from webhook.rules import ids
 
@@ -86,8 +93,11 @@ def settled(layout: Layout, policy: CompiledPolicy, rules: list[Part]) -> str | 
         return None
     def ann(key: str) -> str:
         return f"object.metadata.?annotations[?{lit(policy.key(key))}]"
+    # the plan's path, where the marker leaves it the stored one (``steering.stored_path``): a Pod whose marker names
+    # another pool is not taken for settled, so the test reads no steering decision
     written = " && ".join(f"{ann(k)} == optional.of(variables.{v})" for k, v in
-                          (("path", "trkPath"), ("stage", "stage"), ("cohort", "cohort")))
+                          (("path", "trkPlanPath"), ("stage", "stage"), ("cohort", "cohort")))
+    written += " && (!(variables.stpMarker in ['dra', 'devicePlugin']) || variables.stpMarker == variables.stpPool)"
     out = [f"{ann('policy')} == optional.of({lit(policy.identity)})", f"(!variables.trkOn || ({written}))"]
     if ids.STEER_NODE_POOL in names:
         out.append(steering_settled(policy))
@@ -109,6 +119,15 @@ def _unsettled(layout: Layout, policy: CompiledPolicy, rules: list[Part],
     return [{"name": "unsettled", "expression": f"!({first} && {standalone(rest, variables)})"}]
 
 
+def _path_variables(policy: CompiledPolicy, layout: Layout, declared: set[str],
+                    rules: list[Part]) -> list[dict[str, str]]:
+    """``trkPath`` (``steering.stored_path``), and what it reads that the steering has not declared: a layout
+    without steering still reads the plan's pool and the marker an earlier steering left."""
+    steers = any(p.rule == ids.STEER_NODE_POOL for p in rules)
+    needed = [*pool_variables(policy), marker_variable(policy, layout)]
+    return [*(v for v in needed if v["name"] not in declared), stored_path(steered(policy) if steers else "false")]
+
+
 def _policy(layout: Layout, policy: CompiledPolicy, day: dt.date, meta: dict[str, Any]) -> dict[str, Any]:
     rules = parts(layout, policy, day)
     common = common_conditions(rules)
@@ -116,6 +135,7 @@ def _policy(layout: Layout, policy: CompiledPolicy, day: dt.date, meta: dict[str
     read = [" + ".join(f"({x})" for x in patches), *(p.apply for p in rules if p.apply)]
     variables = [*namespace_variables(policy, day), *container_variables(layout), *plan_variables(policy),
                  *(v for p in rules for v in p.variables), *(_on(p, common) for p in rules)]
+    variables += _path_variables(policy, layout, {v["name"] for v in variables}, rules)
     conditions = [*common, *_unsettled(layout, policy, rules, variables)]
     variables, read = inline_variables(used_variables(variables, read), read)
     mutations = [{"patchType": "JSONPatch", "jsonPatch": {"expression": read[0]}},

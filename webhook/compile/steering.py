@@ -121,20 +121,57 @@ def _conflict(short: str, selector: dict[str, str], previous: dict[str, str]) ->
             {"name": f"stpConflict{short}", "expression": f"({none}) ? '' : ({out})"}]
 
 
+def pool_variables(policy: CompiledPolicy) -> list[dict[str, str]]:
+    """``placement.plan``'s pool (``stpPool``; '' for None), after ``plan_variables``: what steering steers to, and
+    what track-rollout's stored path compares the marker with (``stored_path``)."""
+    serves = (f"(variables.spec.?schedulerName.orValue({lit(DEFAULT_SCHEDULER)}) in "
+              f"{str_list(sorted(policy.dra_schedulers))})")
+    return [{"name": "stpClaims", "expression": "variables.spec.?resourceClaims.orValue([]).size() > 0"},
+            *({"name": n, "expression": e} for n, e in POOL_INPUTS),
+            {"name": "stpServes", "expression": serves},
+            {"name": "stpPool", "expression": _pool("variables.stpServes")}]
+
+
+def marker_variable(policy: CompiledPolicy, layout: Layout) -> dict[str, str]:
+    """``stpMarker``: the template's ``<prefix>/node-pool`` marker as the request brings it."""
+    marker = lit(policy.key(NODE_POOL_ANNOTATION))
+    return {"name": "stpMarker", "expression": f"{_meta(layout)}.?annotations[?{marker}].orValue('')"}
+
+
+def stored_path(steered: str) -> dict[str, str]:
+    """``trkPath``: ``tracking._path`` in CEL, the path the template takes as it will be stored. A template the
+    steering does not write this time (bound, in conflict, per-node, another scheduler's, a stage it does not steer
+    in; ``steered``: CEL, true where it writes, ``steered``) keeps the pool an earlier steering recorded: where the
+    marker names a pool other than the plan's and that pool serves the names, the path is that pool's
+    (``placement.pool_path``: ``trkDraPath``/``trkDpPath``; ``mixed`` with claims). A steered template's marker is the
+    plan's pool or gone, so its path is the plan's (``trkPlanPath``). Reads ``pool_variables`` and
+    ``marker_variable``."""
+    other = ("variables.stpMarker in ['dra', 'devicePlugin'] && variables.stpMarker != variables.stpPool && "
+             f"!({steered}) && (variables.stpMarker == 'dra' ? variables.trkDraOk : variables.trkDpOk)")
+    gpu = "(variables.trkLegacy.size() + variables.trkEr.size() > 0)"
+    there = ("(variables.stpClaims ? 'mixed' : variables.stpMarker == 'dra' ? variables.trkDraPath : "
+             "variables.trkDpPath)")
+    return {"name": "trkPath", "expression": f"{gpu} && {other} ? {there} : variables.trkPlanPath"}
+
+
+def steered(policy: CompiledPolicy) -> str:
+    """CEL: the steering writes the template in this request (``_per_pool``: on, no ``spec.nodeName``, a configured
+    pool and no conflict with it)."""
+    each = " || ".join(f"(variables.stpPool == {lit(pool)} && variables.stpConflict{short} == '')"
+                       for pool, short in POOLS if pool in _selectors(policy))
+    return f"variables.stpOn && variables.stpNodeName == '' && ({each or 'false'})"
+
+
 def steering_variables(policy: CompiledPolicy, layout: Layout) -> list[dict[str, str]]:
     """What the rule reads, after ``plan_variables``: the template's node selector, required terms and marker, the
     pool (``stpPool``, ``stpPoolDefault`` with the default scheduler), per configured pool whether the marker names
     the other pool (``stpPrev<P>``) and the conflict (``stpConflict<P>``)."""
     selectors = _selectors(policy)
-    serves = (f"(variables.spec.?schedulerName.orValue({lit(DEFAULT_SCHEDULER)}) in "
-              f"{str_list(sorted(policy.dra_schedulers))})")
-    marker = lit(policy.key(NODE_POOL_ANNOTATION))
     nodeaff = f"variables.spec.?affinity.?nodeAffinity.?{REQUIRED}.?nodeSelectorTerms.orValue([])"
     out = [
-        {"name": "stpClaims", "expression": "variables.spec.?resourceClaims.orValue([]).size() > 0"},
         {"name": "stpNodeSel", "expression": "variables.spec.?nodeSelector.orValue({})"},
         {"name": "stpTerms", "expression": nodeaff},
-        {"name": "stpMarker", "expression": f"{_meta(layout)}.?annotations[?{marker}].orValue('')"},
+        marker_variable(policy, layout),
         # placement.per_node: a DaemonSet, or a Pod whose controller (the first controller reference) is one
         {"name": "stpControllers",
          "expression": "object.metadata.?ownerReferences.orValue([]).filter(r, r.?controller.orValue(false))"},
@@ -143,9 +180,7 @@ def steering_variables(policy: CompiledPolicy, layout: Layout) -> list[dict[str,
                                              "variables.stpControllers[0].kind == 'DaemonSet' && "
                                              "variables.stpControllers[0].apiVersion.startsWith('apps/'))"},
         {"name": "stpNodeName", "expression": "variables.spec.?nodeName.orValue('')"},
-        *({"name": n, "expression": e} for n, e in POOL_INPUTS),
-        {"name": "stpServes", "expression": serves},
-        {"name": "stpPool", "expression": _pool("variables.stpServes")},
+        *pool_variables(policy),
     ]
     if DEFAULT_SCHEDULER in policy.dra_schedulers and "dra" in selectors:  # the other-scheduler check reads it
         out.append({"name": "stpPoolDefault", "expression": _pool("true")})

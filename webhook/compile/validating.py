@@ -9,6 +9,7 @@ Deny fails the request, Warn returns the message as an HTTP warning, Audit recor
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import replace
 from typing import Any
 
 from webhook.compile.cel import glob_regex, lit, str_list
@@ -57,7 +58,9 @@ def compile_validating(policy: CompiledPolicy, day: dt.date, until: dt.date | No
     # first denying validation's (kubernetes v1.36 staging/src/k8s.io/apiserver/pkg/admission/plugin/policy/
     # validating/dispatcher.go ``Dispatch``: ``deniedDecisions[0]``). So a Pod both rules deny is denied for the
     # same reason by both engines.
-    checks = [*steering_checks(policy), *all_checks(policy)]
+    steering = steering_checks(policy)
+    denial = _mutate_denial(steering, policy, day)
+    checks = [*steering, *(_after_mutate(c, denial) for c in all_checks(policy))]
     for layout in LAYOUTS:
         conditions = [{"name": "uses-devices", "expression": uses_devices(layout)}]
         if layout is not POD:  # a Pod is always examined: no condition to evaluate
@@ -88,6 +91,26 @@ def compile_validating(policy: CompiledPolicy, day: dt.date, until: dt.date | No
                                     variables),
                             _binding(meta, action, skip_settled(namespaces, settled, stages))]
     return objects
+
+
+def _mutate_denial(steering: list[Check], policy: CompiledPolicy, day: dt.date) -> str | None:
+    """CEL: a check of the mutating rule (steer-node-pool) denies the object in its stage, or None where none can.
+    The webhook then answers its mutating call with the denial and the API server never sends the validating call
+    (``admission.admit``), so no validating rule's finding, warning or audit entry, comes with it; the API server
+    runs every ValidatingAdmissionPolicy and returns the Warn policies' warnings beside the Deny policy's denial
+    (kubernetes v1.36 staging/src/k8s.io/apiserver/pkg/admission/plugin/policy/validating/dispatcher.go
+    ``Dispatch``)."""
+    terms = [f"({c.could or 'true'}) && {_guard(c, Action.Deny, policy, day)} && ({c.finding})"
+             for c in steering if _stages(c, Action.Deny, policy, day)]
+    return " || ".join(f"({t})" for t in terms) or None
+
+
+def _after_mutate(check: Check, denial: str | None) -> Check:
+    """A validating rule's ``check``, failing only where the mutating rule let the object through (``denial``): read
+    last, so only an object with the finding computes the steering's."""
+    if denial is None:
+        return check
+    return replace(check, finding=f"({check.finding}) && !({denial})", plan=True, steer=True)
 
 
 def _in_use(policy: CompiledPolicy, day: dt.date, stages: frozenset[str]) -> list[dict[str, str]]:

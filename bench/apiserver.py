@@ -25,8 +25,9 @@ the machine's load hits all of them alike):
   GPUs), with the same device matchCondition;
 - ``compiled``: what ``dra-webhook compile --kubeconfig`` prints for the same policy and this cluster (issue 28
   item 5: its bindings leave out the namespaces their policy does nothing in), applied as is, no webhook;
-  ``compiled+webhooks``: those objects beside the shipped webhook configurations (not yet narrowed to what the
-  compiled objects cannot decide, so the webhook still sees every device Pod).
+  ``compiled+webhooks``: those objects beside the shipped webhook configurations. Narrowed (``compile
+  --narrow-webhooks``, deploy/compiled) they send a Pod the same: unmapped-extended-resource, which needs the
+  cluster's DeviceClasses, acts on any extended-resource name, so every device Pod still goes to the webhook.
 
 Per set-up: sequential creates (one connection) and 8-way concurrent creates (8 connections), plain and
 GPU Pods alternating; latency is request sent to response read on a keep-alive HTTPS connection.
@@ -501,8 +502,8 @@ def report(bench: Bench, meta: dict[str, str]) -> str:
         f"the Pods' schedulerName `{SCHEDULER}`.",
         f"- `compiled`: the {len(bench.compiled)} objects `dra-webhook compile --kubeconfig` prints for that policy "
         "and this cluster (stages of the run's date; bindings leave out the namespaces their policy does nothing "
-        "in), applied as is; `compiled+webhooks`: those beside the shipped webhook configurations, "
-        "not yet narrowed to what the compiled objects cannot decide.",
+        "in), applied as is; `compiled+webhooks`: those beside the shipped webhook configurations (narrowed, "
+        "they send a device Pod the same: unmapped-extended-resource needs the cluster's DeviceClasses).",
         f"- Control plane: {meta['k8s']} (tests/e2e harness: etcd without fsync, all alpha/beta gates); "
         "no scheduler or controller-manager (nothing else writes while creates are timed); "
         "`dra-webhook serve` 1 worker x 8 threads as tests/e2e/install.py runs it; the floor 2 workers x 8 threads.",

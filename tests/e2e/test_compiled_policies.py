@@ -351,7 +351,11 @@ def plane(tmp_path_factory: pytest.TempPathFactory):
             kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels}})
             eventually(lambda ns=ns: kube.get_or_none("v1", "ServiceAccount", "default", ns), f"SA default in {ns}", 60)
         for ns in UPDATED_IN:  # before any compiled policy: admitted in an earlier stage, so to speak
-            kube.create(_workload("Deployment", "existing", ns, CONTENTS["two-names"]))
+            existing = _workload("Deployment", "existing", ns, CONTENTS["two-names"])
+            # a path this stage's plan would not write: an UPDATE that leaves the template alone keeps it, and the
+            # Deployment's own path follows its template's as stored (tracking._stored_path)
+            existing["spec"]["template"]["metadata"]["annotations"] = {"dra-migration.io/path": "dra-extended-resource"}
+            kube.create(existing)
         yield cp, kube
     finally:
         cp.stop()
@@ -416,13 +420,14 @@ def _patched(obj: dict[str, Any], r: dict[str, Any]) -> dict[str, Any]:
     return jsonpatch.apply_patch(obj, r["patch"]) if r["patch"] else obj
 
 
-def _checked(tmp: Path, at: str, objs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+def _checked(tmp: Path, at: str, objs: list[dict[str, Any]],
+             policy: Path = POLICY) -> dict[tuple[str, str], dict[str, Any]]:
     """``check -o json`` over every case (and the Namespaces, its view of namespace labels), by (kind, ns/name)."""
     namespaces = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n, "labels": labels}}
                   for n, labels in NAMESPACES.items()]
     path = tmp / f"cases-{at}.yaml"
     path.write_text(yaml.safe_dump_all([*namespaces, *objs]))
-    done = _cli("check", "--policy", str(POLICY), "--at", at, "-o", "json", str(path))
+    done = _cli("check", "--policy", str(policy), "--at", at, "-o", "json", str(path))
     assert done.returncode in (0, 1), done.stderr
     out = {}
     for r in json.loads(done.stdout)["results"]:
@@ -946,6 +951,48 @@ def test_the_bundled_policy_compiles_to_objects_the_api_server_accepts(plane):
         checked = [n for n in names if n.endswith(("-deny.dra-migration.io", "-warn.dra-migration.io",
                                                     "-audit.dra-migration.io"))]
         assert done.stderr.count("type check passed") == len(checked) >= 3
+    finally:
+        for plural in ("validatingadmissionpolicybindings", "validatingadmissionpolicies",
+                       "mutatingadmissionpolicybindings", "mutatingadmissionpolicies"):
+            kube.call("DELETE", f"/apis/admissionregistration.k8s.io/v1/{plural}",
+                      query=[("labelSelector", "app.kubernetes.io/managed-by=dra-webhook-compile")])
+
+
+def test_a_marker_naming_a_pool_no_longer_configured_keeps_its_path(plane, tmp_path):
+    """The policy with its devicePlugin pool removed (the end of a migration) and a resource only that pool served:
+    a Pod carrying the old marker (devicePlugin) and a constraint for the dra pool is steered with nothing added, so
+    the steering leaves the marker (``node_affinity._mark``: it drops only the configured other pool's), and
+    track-rollout writes the path of the pool the marker names (``tracking._path``), as ``check`` does
+    (``steering.marker_written``)."""
+    cp, kube = plane
+    at = DATES[0]
+    doc = yaml.safe_load(POLICY.read_text(encoding="utf-8"))
+    del doc["spec"]["nodePools"]["devicePlugin"]
+    doc["spec"]["resources"].append({"name": "example.com/fpga", "deviceClassName": "fpga.example.com"})
+    one = tmp_path / "one-pool.yaml"
+    one.write_text(yaml.safe_dump(doc))
+    identity = load_policy(one).identity
+    fpga = _spec([_c("main", example_com__fpga="1")])
+    objs = []
+    for name, spec, marker in (("stale-marker-pod", {**fpga, "nodeSelector": {POOL: "dra"}}, "devicePlugin"),
+                               ("dra-marker-pod", {**fpga, "nodeSelector": {POOL: "dra"}}, "dra"),
+                               ("unmarked-pod", {**fpga, "nodeSelector": {POOL: "dra"}}, None),
+                               ("stale-marker-gpu-pod", GPU, "devicePlugin")):
+        pod = _workload("Pod", name, "team-a", spec)
+        if marker:
+            pod["metadata"]["annotations"] = {MARKER: marker}
+        objs.append(pod)
+    try:
+        done = _cli("compile", "--policy", str(one), "--at", at, "-o", "json", "--validate",
+                    "--kubeconfig", str(cp.admin_kubeconfig))
+        assert done.returncode == 0, done.stderr
+        eventually(lambda: _server(kube, _workload("Pod", "probe", "team-a", GPU))[3]["metadata"]
+                   .get("annotations", {}).get("dra-migration.io/policy") == identity, "the one-pool policy in use", 30)
+        checked = _checked(tmp_path, at, objs, one)
+        seen = _compare(kube, objs, checked)
+        assert not seen.mismatches, "\n".join(seen.mismatches)
+        stale = checked[("Pod", "team-a/stale-marker-pod")]
+        assert tracking(_patched(objs[0], stale))["object"]["dra-migration.io/path"] == "device-plugin"  # the case
     finally:
         for plural in ("validatingadmissionpolicybindings", "validatingadmissionpolicies",
                        "mutatingadmissionpolicybindings", "mutatingadmissionpolicies"):

@@ -35,9 +35,8 @@ def mutating_stages(policy: CompiledPolicy) -> list[str]:
     return [s for s in STAGES if policy.action_for(ids.TRACK_ROLLOUT, s) is not Action.Off]
 
 
-def _annotations(policy: CompiledPolicy) -> str:
-    keys = {"path": "variables.trkPath", "stage": "variables.stage", "cohort": "variables.cohort",
-            "policy": lit(policy.identity)}
+def _annotations(policy: CompiledPolicy, path: str = "variables.trkPath") -> str:
+    keys = {"path": path, "stage": "variables.stage", "cohort": "variables.cohort", "policy": lit(policy.identity)}
     return "{" + ", ".join(f"{lit(policy.key(k))}: {keys[k]}" for k in TRACK_NAMES) + "}"
 
 
@@ -52,16 +51,15 @@ def _apply(layout: Layout | None, annotations: str) -> str:
     return f"Object{{{inner}}}"
 
 
-def _patch_own(guard: str, policy: CompiledPolicy) -> str:
+def _patch_own(guard: str, policy: CompiledPolicy, path: str = "variables.trkPath") -> str:
     """JSONPatch CEL setting the four annotations on the object itself: an ``add`` per key (the keys are known
     when compiling), or the whole map when the object has none. The same merge as an ``ApplyConfiguration`` of
     the granular annotations map, without the structured merge a ``ApplyConfiguration`` costs the API server on
-    every GPU Pod (bench/results.md, issue 28 item 5)."""
-    keys = {"path": "variables.trkPath", "stage": "variables.stage", "cohort": "variables.cohort",
-            "policy": lit(policy.identity)}
+    every GPU Pod (bench/results.md, issue 28 item 5). ``path``: CEL of the ``path`` value (``_own_path``)."""
+    keys = {"path": path, "stage": "variables.stage", "cohort": "variables.cohort", "policy": lit(policy.identity)}
     each = ", ".join(f"JSONPatch{{op: 'add', path: {lit('/metadata/annotations/' + _escape(policy.key(k)))}, "
                      f"value: {keys[k]}}}" for k in TRACK_NAMES)
-    whole = f"[JSONPatch{{op: 'add', path: '/metadata/annotations', value: {_annotations(policy)}}}]"
+    whole = f"[JSONPatch{{op: 'add', path: '/metadata/annotations', value: {_annotations(policy, path)}}}]"
     return f"!({guard}) ? [] : has(object.metadata.annotations) ? [{each}] : {whole}"
 
 
@@ -79,15 +77,32 @@ def _template_writable(layout: Layout, prefix: str) -> str:
     return f"!({owned()}) && (request.operation == 'CREATE' || ({update}))"
 
 
+def _keeps_old(layout: Layout, prefix: str) -> str:
+    """CEL: an UPDATE that leaves the template alone but for our keys, whose template may change (``_keep_old``)."""
+    changed = template_changed(layout, [f"{prefix}/{k}" for k in TRACK_NAMES])
+    keep = f"request.operation == 'UPDATE' && oldObject != null && !({owned()}) && !{changed}"
+    if layout is JOB:
+        keep += " && oldObject.spec.?suspend.orValue(false) && !has(oldObject.status.startTime)"
+    return keep
+
+
+def _own_path(layout: Layout, prefix: str) -> str:
+    """CEL: the ``path`` on a workload's own annotations, its template's as it will be stored (``track_rollout``:
+    ``_summary`` of ``_stored_path``): the plan's where the template's annotations are written, else the one the
+    template keeps (the old template's, put back by ``_keep_old``; an unwritable template's own), the plan's where
+    it keeps none."""
+    key = lit(f"{prefix}/path")
+    kept = (f"({_keeps_old(layout, prefix)}) ? oldObject{layout.template}.?metadata.?annotations[?{key}] : "
+            f"object{layout.template}.?metadata.?annotations[?{key}]")
+    return f"({_template_writable(layout, prefix)}) ? variables.trkPath : ({kept}).orValue(variables.trkPath)"
+
+
 def _keep_old(layout: Layout, prefix: str, guard: str) -> str:
     """JSONPatch CEL: on an UPDATE that leaves the template alone but for our keys, put back the old template's values
     of our keys (``track_rollout``: ``desired = old``), so a ``kubectl replace`` of a manifest without them does not
     change the template and roll out every Pod. A template without ``metadata`` is not patched."""
     keys = str_list(f"{prefix}/{k}" for k in TRACK_NAMES)
-    changed = template_changed(layout, [f"{prefix}/{k}" for k in TRACK_NAMES])
-    keep = f"request.operation == 'UPDATE' && oldObject != null && !({owned()}) && !{changed}"
-    if layout is JOB:
-        keep += " && oldObject.spec.?suspend.orValue(false) && !has(oldObject.status.startTime)"
+    keep = _keeps_old(layout, prefix)
     new, old = f"object{layout.template}", f"oldObject{layout.template}"
     na, oa = f"{new}.metadata.?annotations.orValue({{}})", f"{old}.?metadata.?annotations.orValue({{}})"
     where = lit(layout.template.replace(".", "/") + "/metadata/annotations")
@@ -121,6 +136,6 @@ def tracking_part(layout: Layout, policy: CompiledPolicy, day: dt.date) -> Part 
                     {"name": "no-resource-claims", "expression": no_claims}],
         variables=[{"name": "cohort", "expression": cohort_expression(policy)}],
         before=(_patch_own(on, policy),) if layout is POD else
-        (_patch_own(on, policy), _keep_old(layout, policy.prefix, on)),
+        (_patch_own(on, policy, _own_path(layout, policy.prefix)), _keep_old(layout, policy.prefix, on)),
         apply=None if layout is POD else
         f"{on} && {_template_writable(layout, policy.prefix)} ? {_apply(layout, _annotations(policy))} : Object{{}}")

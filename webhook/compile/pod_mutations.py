@@ -42,8 +42,8 @@ from webhook.compile.shared import (
 )
 from webhook.compile.steering import (
     marker_variable,
+    marker_written,
     pool_variables,
-    steered,
     steering_part,
     steering_settled,
     stored_path,
@@ -125,7 +125,8 @@ def _path_variables(policy: CompiledPolicy, layout: Layout, declared: set[str],
     without steering still reads the plan's pool and the marker an earlier steering left."""
     steers = any(p.rule == ids.STEER_NODE_POOL for p in rules)
     needed = [*pool_variables(policy), marker_variable(policy, layout)]
-    return [*(v for v in needed if v["name"] not in declared), stored_path(steered(policy) if steers else "false")]
+    path = stored_path(marker_written(policy) if steers else "false")
+    return [*(v for v in needed if v["name"] not in declared), path]
 
 
 def _policy(layout: Layout, policy: CompiledPolicy, day: dt.date, meta: dict[str, Any]) -> dict[str, Any]:

@@ -138,26 +138,29 @@ def marker_variable(policy: CompiledPolicy, layout: Layout) -> dict[str, str]:
     return {"name": "stpMarker", "expression": f"{_meta(layout)}.?annotations[?{marker}].orValue('')"}
 
 
-def stored_path(steered: str) -> dict[str, str]:
-    """``trkPath``: ``tracking._path`` in CEL, the path the template takes as it will be stored. A template the
-    steering does not write this time (bound, in conflict, per-node, another scheduler's, a stage it does not steer
-    in; ``steered``: CEL, true where it writes, ``steered``) keeps the pool an earlier steering recorded: where the
-    marker names a pool other than the plan's and that pool serves the names, the path is that pool's
-    (``placement.pool_path``: ``trkDraPath``/``trkDpPath``; ``mixed`` with claims). A steered template's marker is the
-    plan's pool or gone, so its path is the plan's (``trkPlanPath``). Reads ``pool_variables`` and
+def stored_path(written: str) -> dict[str, str]:
+    """``trkPath``: ``tracking._path`` in CEL, the path the template takes as it will be stored. A template whose
+    marker the steering does not write now (not steered: bound, in conflict, per-node, another scheduler's, a stage
+    it does not steer in; or steered with nothing added while the marker names a pool the policy does not
+    configure; ``written``: CEL, true where it writes, ``marker_written``) keeps the pool an earlier steering
+    recorded: where the marker names a pool other than the plan's and that pool serves the names, the path is that
+    pool's (``placement.pool_path``: ``trkDraPath``/``trkDpPath``; ``mixed`` with claims). A marker the steering
+    writes is the plan's pool or gone, so the path is the plan's (``trkPlanPath``). Reads ``pool_variables`` and
     ``marker_variable``."""
     other = ("variables.stpMarker in ['dra', 'devicePlugin'] && variables.stpMarker != variables.stpPool && "
-             f"!({steered}) && (variables.stpMarker == 'dra' ? variables.trkDraOk : variables.trkDpOk)")
+             f"!({written}) && (variables.stpMarker == 'dra' ? variables.trkDraOk : variables.trkDpOk)")
     gpu = "(variables.trkLegacy.size() + variables.trkEr.size() > 0)"
     there = ("(variables.stpClaims ? 'mixed' : variables.stpMarker == 'dra' ? variables.trkDraPath : "
              "variables.trkDpPath)")
     return {"name": "trkPath", "expression": f"{gpu} && {other} ? {there} : variables.trkPlanPath"}
 
 
-def steered(policy: CompiledPolicy) -> str:
-    """CEL: the steering writes the template in this request (``_per_pool``: on, no ``spec.nodeName``, a configured
-    pool and no conflict with it)."""
-    each = " || ".join(f"(variables.stpPool == {lit(pool)} && variables.stpConflict{short} == '')"
+def marker_written(policy: CompiledPolicy) -> str:
+    """CEL: the steering writes the template's marker in this request (``_per_pool`` steers it and
+    ``_marker_patch`` sets the pool, or drops a marker naming the other configured pool); otherwise the marker stays
+    as it came, one naming a pool the policy no longer configures included (``node_affinity._mark``)."""
+    each = " || ".join(f"(variables.stpPool == {lit(pool)} && variables.stpConflict{short} == '' && "
+                       f"(variables.stpAdded{short} || variables.stpPrev{short}))"
                        for pool, short in POOLS if pool in _selectors(policy))
     return f"variables.stpOn && variables.stpNodeName == '' && ({each or 'false'})"
 

@@ -938,6 +938,14 @@ def test_validating_policies_see_the_object_after_the_fields_the_strategy_drops(
             kube.call("DELETE", f"{base}/{plural}/{obj['metadata']['name']}")
 
 
+def _delete_compiled(kube: Kube) -> None:
+    """Every object ``compile --validate`` applied (its managed-by label), whatever the policy."""
+    for plural in ("validatingadmissionpolicybindings", "validatingadmissionpolicies",
+                   "mutatingadmissionpolicybindings", "mutatingadmissionpolicies"):
+        kube.call("DELETE", f"/apis/admissionregistration.k8s.io/v1/{plural}",
+                  query=[("labelSelector", "app.kubernetes.io/managed-by=dra-webhook-compile")])
+
+
 def test_the_bundled_policy_compiles_to_objects_the_api_server_accepts(plane):
     """policies/default.yaml, on a date when every stage is in use: applied as is and type-checked clean (the CEL
     cost limits and the compile step are the API server's), then removed."""
@@ -952,10 +960,7 @@ def test_the_bundled_policy_compiles_to_objects_the_api_server_accepts(plane):
                                                     "-audit.dra-migration.io"))]
         assert done.stderr.count("type check passed") == len(checked) >= 3
     finally:
-        for plural in ("validatingadmissionpolicybindings", "validatingadmissionpolicies",
-                       "mutatingadmissionpolicybindings", "mutatingadmissionpolicies"):
-            kube.call("DELETE", f"/apis/admissionregistration.k8s.io/v1/{plural}",
-                      query=[("labelSelector", "app.kubernetes.io/managed-by=dra-webhook-compile")])
+        _delete_compiled(kube)
 
 
 def test_a_marker_naming_a_pool_no_longer_configured_keeps_its_path(plane, tmp_path):
@@ -994,7 +999,4 @@ def test_a_marker_naming_a_pool_no_longer_configured_keeps_its_path(plane, tmp_p
         stale = checked[("Pod", "team-a/stale-marker-pod")]
         assert tracking(_patched(objs[0], stale))["object"]["dra-migration.io/path"] == "device-plugin"  # the case
     finally:
-        for plural in ("validatingadmissionpolicybindings", "validatingadmissionpolicies",
-                       "mutatingadmissionpolicybindings", "mutatingadmissionpolicies"):
-            kube.call("DELETE", f"/apis/admissionregistration.k8s.io/v1/{plural}",
-                      query=[("labelSelector", "app.kubernetes.io/managed-by=dra-webhook-compile")])
+        _delete_compiled(kube)

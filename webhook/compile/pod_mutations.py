@@ -41,6 +41,7 @@ from webhook.compile.shared import (
     used_variables,
 )
 from webhook.compile.steering import (
+    marker_elsewhere,
     marker_variable,
     marker_written,
     pool_variables,
@@ -97,7 +98,7 @@ def settled(layout: Layout, policy: CompiledPolicy, rules: list[Part]) -> str | 
     # another pool is not taken for settled, so the test reads no steering decision
     written = " && ".join(f"{ann(k)} == optional.of(variables.{v})" for k, v in
                           (("path", "trkPlanPath"), ("stage", "stage"), ("cohort", "cohort")))
-    written += " && (!(variables.stpMarker in ['dra', 'devicePlugin']) || variables.stpMarker == variables.stpPool)"
+    written += f" && !{marker_elsewhere()}"
     out = [f"{ann('policy')} == optional.of({lit(policy.identity)})", f"(!variables.trkOn || ({written}))"]
     if ids.STEER_NODE_POOL in names:
         out.append(steering_settled(policy))

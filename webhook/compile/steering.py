@@ -147,12 +147,19 @@ def stored_path(written: str) -> dict[str, str]:
     pool's (``placement.pool_path``: ``trkDraPath``/``trkDpPath``; ``mixed`` with claims). A marker the steering
     writes is the plan's pool or gone, so the path is the plan's (``trkPlanPath``). Reads ``pool_variables`` and
     ``marker_variable``."""
-    other = ("variables.stpMarker in ['dra', 'devicePlugin'] && variables.stpMarker != variables.stpPool && "
-             f"!({written}) && (variables.stpMarker == 'dra' ? variables.trkDraOk : variables.trkDpOk)")
+    other = (f"{marker_elsewhere()} && !({written}) && "
+             "(variables.stpMarker == 'dra' ? variables.trkDraOk : variables.trkDpOk)")
     gpu = "(variables.trkLegacy.size() + variables.trkEr.size() > 0)"
     there = ("(variables.stpClaims ? 'mixed' : variables.stpMarker == 'dra' ? variables.trkDraPath : "
              "variables.trkDpPath)")
     return {"name": "trkPath", "expression": f"{gpu} && {other} ? {there} : variables.trkPlanPath"}
+
+
+def marker_elsewhere() -> str:
+    """CEL: the marker names a pool other than the plan's (``stored_path`` then reads it; ``pod_mutations.settled``
+    takes no such Pod for settled)."""
+    pools = str_list(p for p, _ in POOLS)
+    return f"(variables.stpMarker in {pools} && variables.stpMarker != variables.stpPool)"
 
 
 def marker_written(policy: CompiledPolicy) -> str:

@@ -100,9 +100,8 @@ def _mutate_denial(steering: list[Check], policy: CompiledPolicy, day: dt.date) 
     runs every ValidatingAdmissionPolicy and returns the Warn policies' warnings beside the Deny policy's denial
     (kubernetes v1.36 staging/src/k8s.io/apiserver/pkg/admission/plugin/policy/validating/dispatcher.go
     ``Dispatch``)."""
-    terms = [f"({c.could or 'true'}) && {_guard(c, Action.Deny, policy, day)} && ({c.finding})"
-             for c in steering if _stages(c, Action.Deny, policy, day)]
-    return " || ".join(f"({t})" for t in terms) or None
+    return " || ".join(f"!({_passes(c, _guard(c, Action.Deny, policy, day))})"
+                       for c in steering if _stages(c, Action.Deny, policy, day)) or None
 
 
 def _after_mutate(check: Check, denial: str | None) -> Check:

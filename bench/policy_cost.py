@@ -7,10 +7,11 @@ This reads what kube-apiserver itself records for each admission policy it evalu
 on v1.36.2 only the mutating one had samples for these requests, where no validation fails, so the figures are the
 MutatingAdmissionPolicies' time),
 for the same set-ups as bench/apiserver.py: ``policies`` (the hand-written VAP+MAP pair) and ``compiled`` (what
-``dra-webhook compile`` prints for ``policies/default.yaml``), and optionally ``compiled@DIR`` (the same command
-run in another checkout, e.g. the code before a change). Each round applies one set-up alone (seeded order), makes
-sure it acts, sends ``--pods`` dry-run GPU Pods in namespace ``ml-bench`` (pilot stage), and adds up the
-policies' duration sums over those requests.
+``dra-webhook compile`` prints for ``policies/default.yaml``: the objects alone, bench/apiserver.py's
+``compiled-objects``; no webhook runs here, and the narrowed webhooks are not called for this GPU Pod), and
+optionally ``compiled@DIR`` (the same command run in another checkout, e.g. the code before a change). Each round
+applies one set-up alone (seeded order), makes sure it acts, sends ``--pods`` dry-run GPU Pods in namespace
+``ml-bench`` (pilot stage), and adds up the policies' duration sums over those requests.
 
 Besides each policy's own histogram, it reports each admission plugin's whole time per Pod
 (``apiserver_admission_controller_admission_duration_seconds``): for a ValidatingAdmissionPolicy that includes its
@@ -54,10 +55,11 @@ PLUGINS = "apiserver_admission_controller_admission_duration_seconds"
 variables, validations and messageExpressions, recorded whether or not a validation failed."""
 
 
-PLUGIN_KEYS = ("plugin MutatingAdmissionPolicy", "plugin ValidatingAdmissionPolicy")
+PLUGIN_KEYS = ("plugin MutatingAdmissionPolicy", "plugin ValidatingAdmissionPolicy", "plugin MutatingAdmissionWebhook",
+               "plugin ValidatingAdmissionWebhook")
 _SERIES = [(f"{metric}{part}", at, label, key)
            for metric, label, key in ((METRICS[0], r'policy="([^"]+)"', ""), (METRICS[1], r'policy="([^"]+)"', ""),
-                                      (PLUGINS, r'name="(\w*AdmissionPolicy)"', "plugin "))
+                                      (PLUGINS, r'name="(\w*Admission(?:Policy|Webhook))"', "plugin "))
            for part, at in (("_sum{", 0), ("_count{", 1))]
 """(line prefix, 0 for the seconds or 1 for the evaluations, label regex, key prefix) of each series read."""
 
@@ -134,6 +136,28 @@ def _profile(bench: ab.Bench, objs: list[dict[str, Any]], out: Path, seconds: in
     _apply(bench, objs, False)
 
 
+def narrowed_webhooks(ca: Path) -> list[dict[str, Any]]:
+    """deploy/base's webhook configurations narrowed for the bench's policy (the compiled mode's), their service
+    replaced by a URL where nothing listens: a Pod the narrowing sends would cost a refused connection (failurePolicy
+    Ignore), so the GPU Pod, which it must not send, is timed with only what the API server does to decide that."""
+    import base64
+
+    import yaml
+
+    from webhook.commands import load_policy
+    from webhook.compile import narrow
+
+    shipped = [d for d in yaml.safe_load_all((ab.ROOT / "deploy" / "base" / "webhooks.yaml").read_text()) if d]
+    bundle = base64.b64encode(Path(ca).read_bytes()).decode()
+    out = narrow.narrow_configs(shipped, load_policy(ab.POLICY))
+    for cfg in out:
+        cfg["metadata"] = {"name": f"{cfg['metadata']['name']}-narrowed"}
+        for hook in cfg["webhooks"]:
+            hook["clientConfig"] = {"url": f"https://127.0.0.1:9/{hook['name']}", "caBundle": bundle}
+            hook["failurePolicy"] = "Ignore"
+    return out
+
+
 def cpu_seconds(pid: int) -> float:
     """The process's user + system CPU time (/proc/PID/stat fields 14 and 15): everything kube-apiserver spends,
     garbage collection included, which the admission plugins' own clocks leave out."""
@@ -158,6 +182,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--settle", type=float, default=2.0,
                     help="seconds to wait after a set-up is in effect before its Pods are sent, so the API server's "
                          "own work on the applied objects is not counted as the Pods' CPU (default %(default)s)")
+    ap.add_argument("--narrowed", action="store_true",
+                    help="also time compiled+narrowed: the compiled objects beside the webhook configurations narrowed "
+                         "for the policy (the compiled mode), which must not send the GPU Pod; the plugin rows then "
+                         "show what the two webhook plugins spend deciding that")
     ap.add_argument("--seed", type=int, default=17)
     ap.add_argument("--scheduler", default=ab.SCHEDULER,
                     help="the GPU Pod's schedulerName (default %(default)s, which the policy steers to the dra pool; "
@@ -183,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
         pid = cp.processes["kube-apiserver"].popen.pid
         sets = {"none": [], "policies": ab.policy_pair(ab._served_map_version(api)),
                 "compiled": ab.compile_objects(cp.admin_kubeconfig)}
+        if args.narrowed:
+            sets["compiled+narrowed"] = sets["compiled"] + narrowed_webhooks(cp.pki.ca)
         if args.baseline:
             sets[f"compiled@{args.baseline.name}"] = ab.compile_objects(cp.admin_kubeconfig, args.baseline)
         for spec in args.set:

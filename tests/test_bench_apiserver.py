@@ -50,10 +50,14 @@ PARTS_OFF = {p: False for p in bench.PARTS} | {f"{p}-any": False for p in bench.
 
 
 @pytest.mark.parametrize(("config", "probe", "effective"), [
-    ("compiled+webhooks", {"compiled": True, "compiled-any": True, "webhooks": True, "webhooks-any": True}, True),
-    ("compiled+webhooks", {"webhooks": True, "webhooks-any": True}, False),
-    ("compiled", {"compiled": True, "compiled-any": True, "webhooks-any": True}, False),
-    ("compiled", {"compiled": True, "compiled-any": True}, True),
+    ("compiled", {"compiled": True, "compiled-any": True, "narrowed": True, "narrowed-any": True}, True),
+    ("compiled", {"compiled": True, "compiled-any": True, "narrowed-any": True}, False),  # sent the GPU Pod too
+    ("compiled", {"compiled": True, "compiled-any": True}, False),
+    ("compiled", {"compiled": True, "compiled-any": True, "narrowed": True, "narrowed-any": True,
+                  "webhooks-any": True}, False),
+    ("compiled-objects", {"compiled": True, "compiled-any": True, "webhooks-any": True}, False),
+    ("compiled-objects", {"compiled": True, "compiled-any": True, "narrowed-any": True}, False),
+    ("compiled-objects", {"compiled": True, "compiled-any": True}, True),
     ("webhooks", {"webhooks": True, "webhooks-any": True, "compiled-any": True}, False),
     ("none", {}, True),
 ])
@@ -77,7 +81,7 @@ def test_gpu_pods_may_add_up_to_1_2x_what_the_policy_pair_adds(compiled_gpu, ver
     b = _bench()
     for kind in bench.KINDS:
         _rounds(b, "none", kind, [10.0, 10.0, 10.0])
-        _rounds(b, "compiled+webhooks", kind, [30.0, 30.0, 30.0])
+        _rounds(b, "compiled-objects", kind, [30.0, 30.0, 30.0])
     _rounds(b, "policies", "gpu", [20.0, 20.0, 20.0])  # the pair adds 10 ms; compiled 11.5 or 13
     _rounds(b, "compiled", "gpu", [compiled_gpu] * 3)
     _rounds(b, "compiled", "plain", [9.0, 10.0, 11.0])
@@ -93,7 +97,7 @@ def test_plain_pods_that_add_time_in_every_round_miss_the_target():
     for kind in bench.KINDS:
         _rounds(b, "none", kind, [10.0, 10.0, 10.0])
         _rounds(b, "policies", kind, [20.0, 20.0, 20.0])
-        _rounds(b, "compiled+webhooks", kind, [30.0, 30.0, 30.0])
+        _rounds(b, "compiled-objects", kind, [30.0, 30.0, 30.0])
         _rounds(b, "compiled", kind, [12.0, 13.0, 12.5])
     plain = [line for line in bench.compiled_targets(b) if line.startswith("| plain Pods")]
     assert plain and all(line.endswith("| **not met** |") for line in plain)
@@ -101,4 +105,5 @@ def test_plain_pods_that_add_time_in_every_round_miss_the_target():
 
 def test_every_set_up_is_made_of_known_parts():
     assert set().union(*bench.SETUPS.values()) == set(bench.PARTS)
-    assert bench.SETUPS["compiled+webhooks"] == {"compiled", "webhooks"}
+    assert bench.SETUPS["compiled"] == {"compiled", "narrowed"}  # issue 28 item 5: objects + narrowed webhooks
+    assert bench.SETUPS["compiled-objects"] == {"compiled"}

@@ -15,9 +15,11 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
+import yaml
 
 from tests.test_chart import assert_same, helm, helm_home, template, values_file  # noqa: F401  (fixtures)
 from tests.test_deploy import DEPLOY, K8S_VERSION, kustomize, pytestmark  # noqa: F401  (skip without kustomize v5)
+from webhook.commands import load_policy
 from webhook.compile import narrow
 
 POLICY_KINDS = {"validatingadmissionpolicies", "validatingadmissionpolicybindings", "mutatingadmissionpolicies",
@@ -38,10 +40,50 @@ def by_key(objs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
     return {(o["kind"], o["metadata"]["name"]): o for o in objs}
 
 
-def test_the_patch_file_is_what_narrow_generates():
-    assert (DEPLOY / "compiled" / "narrowing.yaml").read_text() == narrow.patch_yaml(), (
-        "regenerate: .venv/bin/python -c \"from webhook.compile.narrow import patch_yaml; "
-        "print(patch_yaml(), end='')\" > deploy/compiled/narrowing.yaml")
+SHIPPED_POLICY = DEPLOY / "base" / "policy" / "default.yaml"
+USES = next(c["expression"] for d in yaml.safe_load_all((DEPLOY / "base" / "webhooks.yaml").read_text()) if d
+            for c in d["webhooks"][0]["matchConditions"] if c["name"] == "uses-devices")
+"""The workloads webhooks' uses-devices (the same on both), which not-compiled keeps for the other kinds."""
+SOURCE_HOOKS = {d["kind"]: d["webhooks"][0] for d in yaml.safe_load_all((DEPLOY / "base" / "webhooks.yaml").read_text())
+                if d}
+"""deploy/base/webhooks.yaml's workloads webhook per configuration kind, as the file has it."""
+"""The policy deploy/base installs (its configMapGenerator): deploy/compiled narrows for its names."""
+INLINE = """\
+apiVersion: dra-migration.io/v1alpha1
+kind: MigrationPolicy
+metadata: {name: chart-inline}
+spec:
+  kubernetesVersion: "1.37"
+  resources:
+  - {name: amd.com/gpu, deviceClassName: gpu.amd.com, legacyNames: [amd.com/gpu-legacy, amd.com/mi300x]}
+  - {name: aws.amazon.com/neuroncore, deviceClassName: neuron.aws.com}
+  defaultStage: pilot
+"""
+
+
+def _narrowing(objs: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """The not-compiled conditions of ``objs``' webhooks."""
+    return [c for o in objs for h in o.get("webhooks", []) for c in h["matchConditions"]
+            if c["name"] == narrow.CONDITION_NAME]
+
+
+REGENERATE = """\
+import yaml
+from webhook.commands import load_policy
+from webhook.compile.narrow import patch_yaml
+policy = load_policy("deploy/base/policy/default.yaml")
+for doc in yaml.safe_load_all(open("deploy/base/webhooks.yaml")):
+    kind = "mutating" if doc["kind"].startswith("Mutating") else "validating"
+    open(f"deploy/compiled/narrowing-{kind}.yaml", "w").write(patch_yaml(doc, policy))
+"""
+
+
+def test_the_patch_files_are_what_narrow_generates():
+    shipped = {d["kind"]: d for d in yaml.safe_load_all((DEPLOY / "base" / "webhooks.yaml").read_text()) if d}
+    for kind, name in (("MutatingWebhookConfiguration", "mutating"), ("ValidatingWebhookConfiguration", "validating")):
+        assert (DEPLOY / "compiled" / f"narrowing-{name}.yaml").read_text() == \
+            narrow.patch_yaml(shipped[kind], load_policy(SHIPPED_POLICY)), \
+            f"regenerate: .venv/bin/python - <<'EOF'\n{REGENERATE}EOF"
 
 
 def test_compiled_objects_validate_strictly(compiled):
@@ -62,12 +104,15 @@ def test_the_compiled_overlay_is_the_default_plus_three_changes(default, compile
             assert args[-1] == "--compiled-policies" and "--compiled-policies" not in \
                 obj["spec"]["template"]["spec"]["containers"][0]["args"]
             args.pop()
-        for hook in mine.get("webhooks", []):
-            conds = hook["matchConditions"]
-            if hook["name"] in narrow.NARROWED_HOOKS:
-                assert conds[-1] == narrow.condition(), hook["name"]
-                conds.pop()
-            assert narrow.CONDITION_NAME not in [c["name"] for c in conds], hook["name"]
+        for ours_hook, their_hook in zip(mine.get("webhooks", []), obj.get("webhooks", []), strict=True):
+            conds = ours_hook["matchConditions"]
+            if ours_hook["name"] in narrow.NARROWED_HOOKS:  # uses-devices replaced by not-compiled, in place
+                at = [c["name"] for c in their_hook["matchConditions"]].index(narrow.USES_DEVICES)
+                # what narrow_hook makes of the source file's hook (kustomize re-folds the `>-` scalars it renders)
+                expected = narrow.narrow_hook(SOURCE_HOOKS[key[0]], load_policy(SHIPPED_POLICY))
+                assert conds[at] == expected["matchConditions"][at], ours_hook["name"]
+                conds[at] = their_hook["matchConditions"][at]
+            assert narrow.CONDITION_NAME not in [c["name"] for c in conds], ours_hook["name"]
         assert mine == obj, key
     rules = ours[role]["rules"]
     assert len(rules) == 2 and set(rules[0]["resources"]) == POLICY_KINDS
@@ -90,6 +135,19 @@ def test_the_default_install_cannot_write_admission_policies(default):
 def test_chart_mode_compiled_renders_the_compiled_overlay(helm, helm_home, tmp_path, compiled):  # noqa: F811
     overlay = [o for o in compiled if o["kind"] != "Namespace"]
     assert_same(template(helm, helm_home, "-f", values_file(tmp_path, {"mode": "compiled"})), overlay)
+
+
+def test_chart_narrows_for_its_inline_policy_and_not_for_an_existing_configmap(helm, helm_home, tmp_path):  # noqa: F811
+    """The chart's own copy of ``narrow.owned`` (helper dra.ownedNames) gives what ``compile --narrow-webhooks``
+    gives for the same policy; a ConfigMap the chart cannot read owns no names (every extended resource is sent)."""
+    inline = template(helm, helm_home, "-f", values_file(tmp_path, {"mode": "compiled", "policy": {"inline": INLINE}}))
+    policy = tmp_path / "inline.yaml"
+    policy.write_text(INLINE)
+    assert _narrowing(inline) == [narrow.condition(load_policy(policy), USES)] * 2
+    assert "'amd.com/mi300x'" in _narrowing(inline)[0]["expression"]
+    existing = template(helm, helm_home, "-f", values_file(
+        tmp_path, {"mode": "compiled", "policy": {"existingConfigMap": "my-policy"}}))
+    assert _narrowing(existing) == [narrow.condition(None, USES)] * 2
 
 
 def test_chart_default_mode_is_webhook(helm, helm_home):  # noqa: F811

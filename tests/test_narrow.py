@@ -28,12 +28,16 @@ from tests.test_match_conditions import (
 )
 from webhook import engine
 from webhook.cli import main
+from webhook.commands import load_policy
 from webhook.compile import coverage, narrow
+from webhook.defaults import default_policy
 from webhook.rules import ids
 from webhook.rules.ruleset import RuleSet, standard_rules
 from webhook.view import OfflineView
 
 ROOT = Path(__file__).resolve().parent.parent
+SHIPPED_HOOKS = {h["name"]: h for d in yaml.safe_load_all((ROOT / "deploy" / "base" / "webhooks.yaml").read_text())
+                 if d for h in d["webhooks"]}
 GPU = {"limits": {"nvidia.com/gpu": "1"}}
 CLAIMED = {"claims": [{"name": "gpu"}]}
 CLAIM_RULES = {ids.DEVICE_COUNT_EXCEEDS, ids.ALLOCATION_MODE_ALL, ids.ADMIN_ACCESS_NAMESPACE,
@@ -47,10 +51,12 @@ COVERAGES: dict[str, tuple[set[str], set[str]]] = {
 _PROGRAMS: dict[str, Any] = {}
 
 
-def narrowed(name: str, req: dict[str, Any], obj: Any) -> bool:
-    if name not in _PROGRAMS:
-        _PROGRAMS[name] = cel.compile(narrow.expression(*COVERAGES[name]))
-    value = _PROGRAMS[name].execute({"request": req, "object": obj, "oldObject": None})
+def narrowed(name: str, req: dict[str, Any], obj: Any, own: frozenset[str] = frozenset()) -> bool:
+    """The condition for coverage ``name`` and a policy owning ``own``, on ``obj``."""
+    key = f"{name} {sorted(own)}"
+    if key not in _PROGRAMS:
+        _PROGRAMS[key] = cel.compile(narrow.expression(*COVERAGES[name], own=own))
+    value = _PROGRAMS[key].execute({"request": req, "object": obj, "oldObject": None})
     assert isinstance(value, bool)
     return value
 
@@ -68,11 +74,29 @@ def test_kinds_only_the_webhook_decides_are_always_sent(name):
         assert narrowed(name, request(kind, group=group, version=version), {"kind": kind, "spec": {}})
 
 
-def test_a_legacy_name_pod_goes_to_the_webhook_until_steering_is_compiled():
-    pod = wrap("Pod", {"containers": [container(**GPU)]})
-    assert narrowed("shipped", request("Pod"), pod)  # steer-node-pool and unmapped-extended-resource are left
-    assert not narrowed("gates-and-claims-left", request("Pod"), pod)
-    assert not narrowed("all-compiled", request("Pod"), pod)
+OWN = frozenset({"example.com/gpu", "nvidia.com/gpu", "deviceclass.resource.kubernetes.io/gpu.example.com"})
+NARROWED_KINDS = [k for kinds in narrow.LAYOUT_KINDS.values() for k in kinds]
+
+
+def test_a_gpu_pod_asking_only_the_policys_own_names_stays_off_the_webhook():
+    """unmapped-extended-resource (left to the webhook) acts on no name the policy owns: a Pod asking a served or
+    a legacy name is the compiled policies' alone; without the policy's names, any extended resource is sent."""
+    for asked in ({"nvidia.com/gpu": "1"}, {"example.com/gpu": "2"}, {"example.com/gpu": "1", "cpu": "2"}):
+        pod = wrap("Pod", {"containers": [container(limits=asked)]})
+        assert not narrowed("shipped", request("Pod"), pod, OWN), asked
+        assert narrowed("shipped", request("Pod"), pod), asked
+    for kind in NARROWED_KINDS:
+        assert not narrowed("shipped", request(kind), wrap(kind, {"containers": [container(**GPU)]}), OWN), kind
+
+
+def test_a_name_the_policy_does_not_own_goes_to_the_webhook():
+    """A retired name outside the policy's resources, in limits or requests, of a container or an init
+    container, beside owned ones: the webhook may find it unmapped."""
+    other = {"limits": {"example.com/gpu": "1", "vendor.example.com/fpga": "1"}}
+    init = {"initContainers": [container(requests={"amd.com/gpu": "1"})], "containers": [container(**GPU)]}
+    for kind in NARROWED_KINDS:
+        assert narrowed("shipped", request(kind), wrap(kind, {"containers": [container(**other)]}), OWN), kind
+        assert narrowed("shipped", request(kind), wrap(kind, init), OWN), kind
 
 
 @pytest.mark.parametrize("kind", list(TEMPLATE_AT))
@@ -99,7 +123,7 @@ def _rules(left: set[str]) -> RuleSet:
 @pytest.mark.parametrize("name", list(COVERAGES))
 def test_every_corpus_object_a_rule_left_to_the_webhook_acts_on_is_sent(name):
     """The corpus of tests/test_match_conditions.py, every policy variant, only the rules not compiled: what
-    they would report or patch is sent."""
+    they would report or patch is sent by the condition narrowed for that policy (its owned names)."""
     left, _ = COVERAGES[name]
     rules = _rules(left)
     checked = 0
@@ -113,7 +137,8 @@ def test_every_corpus_object_a_rule_left_to_the_webhook_acts_on_is_sent(name):
             for label, policy in POLICY_VARIANTS:
                 d = engine.evaluate(areq, policy, OfflineView(), phase, NOW, rules=rules)
                 if d.verdicts or d.patch or not d.allowed:
-                    assert narrowed(name, req, obj), f"{origin}: {name} drops a {obj['kind']} ({label}, {phase})"
+                    assert narrowed(name, req, obj, narrow.owned(policy)), \
+                        f"{origin}: {name} drops a {obj['kind']} ({label}, {phase})"
                     checked += 1
                     break
     assert checked > 0 or not left
@@ -130,20 +155,96 @@ def test_narrow_webhooks_adds_the_condition_to_the_workloads_webhooks_only(tmp_p
             names = [c["name"] for c in hook["matchConditions"]]
             assert (narrow.CONDITION_NAME in names) == (hook["name"] in narrow.NARROWED_HOOKS), hook["name"]
             if hook["name"] in narrow.NARROWED_HOOKS:
-                assert hook["matchConditions"][-1] == narrow.condition()
+                assert hook == narrow.narrow_hook(SHIPPED_HOOKS[hook["name"]], load_policy(default_policy()))
+                assert narrow.USES_DEVICES not in names
     assert any(d["kind"] == "ValidatingAdmissionPolicy" for d in docs)
 
 
-def test_narrow_webhooks_needs_the_configurations(capsys):
-    assert main(["compile", "--narrow-webhooks"]) == 2
-    assert "--narrow-webhooks needs --webhook-config" in capsys.readouterr().err
+def _evaluate(hook: dict[str, Any], req: dict[str, Any], obj: Any) -> bool:
+    """Every matchCondition of ``hook`` is true (as the API server: all evaluated, any false skips)."""
+    return all(cel.compile(c["expression"]).execute({"request": req, "object": obj, "oldObject": None})
+               for c in hook["matchConditions"])
 
 
-def test_a_pod_asking_an_implicit_class_name_goes_to_the_webhook_when_only_claims_are_compiled():
-    """device-class-not-allowed is compiled for claims and templates only: a Pod's implicit DeviceClass name is its
-    ``RESIDUAL``, sent even when every other rule were compiled; a legacy name is not."""
-    asked = {"limits": {"deviceclass.resource.kubernetes.io/gpu.example.com": "1"}}
-    implicit = wrap("Pod", {"containers": [container(**asked)]})
-    legacy = wrap("Pod", {"containers": [container(**GPU)]})
-    assert narrowed("all-compiled", request("Pod"), implicit)
-    assert not narrowed("all-compiled", request("Pod"), legacy)
+def test_not_compiled_takes_the_place_of_uses_devices_and_keeps_it_for_other_kinds():
+    """One condition walks a Pod's containers, not two; a workload CRD is still sent only when uses-devices would
+    send it (a JobSet without devices is not), and narrowing again (another policy) replaces the condition, keeping
+    the uses-devices it replaced."""
+    policy = load_policy(default_policy())
+    for name in narrow.NARROWED_HOOKS:
+        shipped = SHIPPED_HOOKS[name]
+        hook = narrow.narrow_hook(shipped, policy)
+        names = [c["name"] for c in hook["matchConditions"]]
+        assert names == [narrow.CONDITION_NAME if n == narrow.USES_DEVICES else n
+                         for n in (c["name"] for c in shipped["matchConditions"])], name
+        again = narrow.narrow_hook(hook, None)
+        assert [c["name"] for c in again["matchConditions"]] == names
+        assert narrow.narrowed_names([{"webhooks": [again]}]) == frozenset()
+        for h in (hook, again):
+            jobset = request("JobSet", group="jobset.x-k8s.io", version="v1alpha2")
+            plain = wrap("JobSet", {"containers": [container()]})
+            gpu = wrap("JobSet", {"containers": [container(**GPU)]})
+            assert not _evaluate(h, jobset, plain) and _evaluate(h, jobset, gpu), name
+            pod = wrap("Pod", {"containers": [container(limits={"example.com/gpu": "1"})]})
+            foreign = wrap("Pod", {"containers": [container(limits={"amd.com/gpu": "1"})]})
+            assert _evaluate(h, request("Pod"), foreign) and _evaluate(h, request("Pod"), pod) == (h is again), name
+            assert not _evaluate(h, request("Pod"), wrap("Pod", {"containers": [container()]})), name
+
+
+def test_narrow_webhooks_narrows_for_the_policy_given(tmp_path, capsys):
+    policy = tmp_path / "policy.yaml"
+    policy.write_text((ROOT / "policies" / "default.yaml").read_text().replace(
+        "legacyNames: [vendor.example.com/gpu]", "legacyNames: [vendor.example.com/gpu, nvidia.com/gpu]"))
+    assert main(["compile", "--policy", str(policy), "--webhook-config", str(ROOT / "deploy" / "base" /
+                 "webhooks.yaml"), "--narrow-webhooks"]) == 0
+    configs = [d for d in yaml.safe_load_all(capsys.readouterr().out) if d and d["kind"].endswith("Configuration")]
+    assert narrow.narrowed_names(configs) == {"example.com/gpu", "vendor.example.com/gpu", "nvidia.com/gpu",
+                                              "deviceclass.resource.kubernetes.io/gpu.example.com"}
+
+
+def test_the_installed_names_are_read_back_and_stale_ones_named(tmp_path):
+    """The reconciler's guard: the names an installed condition keeps from the webhook, and those a changed policy
+    no longer owns (its Pods would miss unmapped-extended-resource)."""
+    shipped = [d for d in yaml.safe_load_all((ROOT / "deploy" / "base" / "webhooks.yaml").read_text()) if d]
+    before = load_policy(ROOT / "policies" / "default.yaml")
+    configs = narrow.narrow_configs(shipped, before)
+    assert narrow.narrowed_names(configs) == narrow.owned(before)
+    assert narrow.stale_names(narrow.narrowed_names(configs), before) == []
+    assert narrow.narrowed_names(narrow.narrow_configs(shipped, None)) == frozenset()  # narrowed, owning nothing
+    assert narrow.narrowed_names(shipped) is None  # not narrowed at all
+    edited = tmp_path / "policy.yaml"
+    edited.write_text((ROOT / "policies" / "default.yaml").read_text().replace(
+        "legacyNames: [vendor.example.com/gpu]", "legacyNames: []"))
+    assert narrow.stale_names(narrow.narrowed_names(configs), load_policy(edited)) == ["vendor.example.com/gpu"]
+
+
+UNMAPPED_POLICY = """\
+apiVersion: dra-migration.io/v1alpha1
+kind: MigrationPolicy
+metadata: {name: narrow-owned}
+spec:
+  kubernetesVersion: "1.37"
+  resources:
+  - {name: example.com/gpu, deviceClassName: gpu.example.com, legacyNames: [vendor.example.com/gpu]}
+  - {name: example.com/fpga, deviceClassName: fpga.example.com}
+  retiredResourceNames: ["*.com/*"]
+  defaultStage: migrated
+"""
+
+
+def test_owned_names_are_exactly_those_unmapped_extended_resource_never_acts_on(tmp_path):
+    """``narrow.owned`` against the rule itself (no cluster data: only the policy counts): in a migrated cohort a
+    retired name, a legacy one or an implicit class name is flagged exactly when the policy does not own it."""
+    path = tmp_path / "policy.yaml"
+    path.write_text(UNMAPPED_POLICY)
+    policy = load_policy(path)
+    own = narrow.owned(policy)
+    foreign = {"nvidia.com/gpu", "amd.com/gpu", "example.com/gpu-shared",
+               "deviceclass.resource.kubernetes.io/other.example.com"}
+    rules = _rules({ids.UNMAPPED_EXTENDED_RESOURCE})
+    for name in sorted(own | foreign):
+        pod = wrap("Pod", {"containers": [container(limits={name: "1"})]})
+        d = engine.evaluate(admission_request(pod), policy, OfflineView(), "validate", NOW, rules=rules)
+        assert bool(d.verdicts) == (name not in own), name
+        assert narrowed("shipped", request("Pod"), pod, own) == (name not in own or name.startswith(
+            "deviceclass.resource.kubernetes.io/")), name  # implicit names: device-class-not-allowed's residual

@@ -256,3 +256,25 @@ def test_bindings_leave_out_the_namespaces_whose_name_settles_another_stage(fake
     assert rec.tick(always)
     assert "cannot list namespaces" in caplog.text
     assert _excluded(fake, "gpu-fleet-pods-audit.dra-migration.io") == []
+
+
+def test_a_pass_names_the_narrowed_names_the_policy_no_longer_owns(fake, client, caplog, tmp_path):
+    """The installed narrowing (the shipped policy's names) read every pass: silent while the policy owns them; once
+    the policy drops a legacy name, the pass warns naming it and records it (``Pass.stale``, the metric)."""
+    from webhook.compile import narrow
+
+    shipped = load_policy(default_policy())
+    docs = [d for d in yaml.safe_load_all((Path(__file__).parent.parent / "deploy/base/webhooks.yaml").read_text())]
+    fake.put(*narrow.narrow_configs([d for d in docs if d], shipped))
+    edited = tmp_path / "policy.yaml"
+    edited.write_text(Path(default_policy()).read_text().replace("legacyNames: [vendor.example.com/gpu]",
+                                                                 "legacyNames: []"))
+    current = [shipped]
+    writer = KubeWriter(client)
+    clock = Clock("2026-12-05T10:00:00+00:00")
+    rec = Reconciler(lambda: current[0], writer, namespaces=writer.namespaces, narrowed=writer.narrowed, now=clock)
+    assert rec.tick(always) and rec.last is not None and rec.last.stale == []
+    assert "not-compiled condition" not in caplog.text
+    current[0] = load_policy(edited)
+    assert rec.tick(always) and rec.last.stale == ["vendor.example.com/gpu"]
+    assert "keeps Pods asking for vendor.example.com/gpu from the webhook" in caplog.text

@@ -69,6 +69,13 @@ COMPILED_OBJECTS = Gauge(
     "Admission policies and bindings the last successful reconcile applied.",
     multiprocess_mode="mostrecent",
 )
+COMPILED_NARROWING_STALE = Gauge(
+    "dra_webhook_compiled_narrowing_stale_names",
+    "Extended-resource names the installed not-compiled matchCondition keeps from the webhook that the policy no "
+    "longer owns (unmapped-extended-resource is not checked for them): narrow the webhook configurations again "
+    "(compile --narrow-webhooks). Set by the replica holding the reconciler's Lease.",
+    multiprocess_mode="mostrecent",
+)
 BAD_REQUESTS = Counter(
     "dra_webhook_bad_requests_total",
     "Bodies rejected before evaluation, by HTTP status.",

@@ -6,6 +6,9 @@ gauge writer (``webhook.supervisor``), competes for its own Lease (``dra-webhook
 the last good policy at now, server-side-applies every object under the field manager
 ``dra-webhook-reconciler``, and deletes this policy's objects that are no longer compiled (``kube_apply.prune``).
 
+Each pass also reads the installed narrowing (``narrow.narrowed_names``) and warns when it keeps from the webhook a
+name the policy no longer owns (``narrow.stale_names``): the reconciler never writes webhook configurations.
+
 A pass runs again when the policy reloads (another last good policy object), just after midnight UTC of the
 objects' ``valid_until`` (the next day a stage or an exception changes), and every ``period`` seconds anyway
 (drift repair: someone edited or deleted an object). A failed pass is logged and retried with backoff (2 s,
@@ -20,7 +23,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from webhook.compile import compile_admission
@@ -57,6 +60,7 @@ class Pass:
     pruned: list[str]
     valid_until: dt.date | None
     next_at: dt.datetime
+    stale: list[str] = field(default_factory=list)  # narrow.stale_names of the installed configurations
 
 
 def wake_time(valid_until: dt.date | None, now: dt.datetime, period: float) -> dt.datetime:
@@ -74,9 +78,11 @@ class Reconciler:
     def __init__(self, policy: Callable[[], CompiledPolicy | None], writer: Writer, *,
                  now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
                  namespaces: Callable[[], Namespaces | None] = lambda: None, period: float = PERIOD,
-                 on_pass: Callable[[Pass], None] | None = None) -> None:
+                 on_pass: Callable[[Pass], None] | None = None,
+                 narrowed: Callable[[], frozenset[str] | None] = lambda: None) -> None:
         self._policy, self._writer, self._now = policy, writer, now
         self._namespaces, self.period, self._on_pass = namespaces, period, on_pass
+        self._narrowed = narrowed
         self._reconciled: CompiledPolicy | None = None  # the policy of the last pass (failed or not)
         self._next: dt.datetime | None = None  # None: due now
         self.failures = 0
@@ -132,7 +138,25 @@ class Reconciler:
         log.info("compiled policies: policy %s at %s: applied %d objects (%s); pruned %s; valid until %s; next "
                  "pass %s", policy.name, now.isoformat(timespec="seconds"), len(applied), listed,
                  ", ".join(pruned) or "nothing", until, next_at.isoformat(timespec="seconds"))
-        return Pass(now, applied, pruned, compiled.valid_until, next_at)
+        return Pass(now, applied, pruned, compiled.valid_until, next_at, self._stale(policy))
+
+    def _stale(self, policy: CompiledPolicy) -> list[str]:
+        """``narrow.stale_names`` of the installed narrowing, warned about on every pass while it lasts."""
+        from webhook.compile.narrow import stale_names
+
+        try:
+            narrowed = self._narrowed()
+        except Exception as exc:  # only a check: the objects are applied; the next pass reads again
+            log.warning("compiled policies: cannot read the webhook configurations' narrowing (%s)", str(exc)[:300])
+            return []
+        stale = stale_names(narrowed, policy)
+        if stale:
+            log.warning("compiled policies: the webhook configurations' not-compiled condition keeps Pods asking for "
+                        "%s from the webhook, which policy %s no longer owns: unmapped-extended-resource is not "
+                        "checked for them until the configurations are narrowed for this policy (dra-webhook compile "
+                        "--policy P --webhook-config FILE --narrow-webhooks; README \"Narrowed webhooks\")",
+                        ", ".join(stale), policy.name)
+        return stale
 
 
 WEBHOOK_CONFIGS = "dra-migration-webhook"
@@ -147,20 +171,32 @@ class KubeWriter:
     def __init__(self, api: Any, manager: str = FIELD_MANAGER) -> None:
         self._api, self._manager = api, manager
 
+    def _configs(self) -> list[dict[str, Any]]:
+        """The installed Validating/MutatingWebhookConfigurations ``WEBHOOK_CONFIGS`` (those there are)."""
+        from webhook import kube_apply
+
+        base = "/apis/admissionregistration.k8s.io/v1"
+        configs = [kube_apply.get(self._api, f"{base}/{plural}/{WEBHOOK_CONFIGS}")
+                   for plural in ("validatingwebhookconfigurations", "mutatingwebhookconfigurations")]
+        return [c for c in configs if c]
+
+    def narrowed(self) -> frozenset[str] | None:
+        """The names the installed narrowing keeps from the webhook (``narrow.narrowed_names``)."""
+        from webhook.compile.narrow import narrowed_names
+
+        return narrowed_names(self._configs())
+
     def namespaces(self) -> Namespaces:
         """The namespaceSelectors of the installed workloads webhooks (an overlay's or a chart release's own), so
         the bindings judge the namespaces the webhook is sent (the shipped ones, logged, when the configurations
         are not installed); and the cluster's namespace names, so a binding leaves out those its policy does
         nothing in (``shared.skip_settled``). Read before every pass: an edited selector or a new namespace
         follows within ``PERIOD``."""
-        from webhook import kube_api, kube_apply
+        from webhook import kube_api
         from webhook.compile.narrow import hook_namespaces
 
-        base = "/apis/admissionregistration.k8s.io/v1"
-        configs = [kube_apply.get(self._api, f"{base}/{plural}/{WEBHOOK_CONFIGS}")
-                   for plural in ("validatingwebhookconfigurations", "mutatingwebhookconfigurations")]
         try:
-            hooks = hook_namespaces([c for c in configs if c])
+            hooks = hook_namespaces(self._configs())
         except ValueError as exc:
             log.warning("compiled policies: webhook configurations %s: %s; the bindings take the shipped "
                         "namespaceSelector", WEBHOOK_CONFIGS, exc)
@@ -212,6 +248,7 @@ def _record(done: Pass) -> None:
 
     metrics.COMPILED_RECONCILED.set(done.at.timestamp())
     metrics.COMPILED_OBJECTS.set(len(done.applied))
+    metrics.COMPILED_NARROWING_STALE.set(len(done.stale))
 
 
 def run(opts: ReconcilerOptions, stop: threading.Event) -> None:
@@ -227,7 +264,7 @@ def run(opts: ReconcilerOptions, stop: threading.Event) -> None:
     thread = campaign(elector, stop)
     writer = KubeWriter(api)
     reconciler = Reconciler(checked_policy(opts.policy), writer, namespaces=writer.namespaces, period=opts.period,
-                            on_pass=_record)
+                            on_pass=_record, narrowed=writer.narrowed)
     while not stop.is_set():
         reconciler.tick(lambda: elector.leading)
         stop.wait(1.0)

@@ -28,6 +28,7 @@ from tests.e2e.binaries import ROOT
 from tests.e2e.controlplane import ControlPlane
 from tests.e2e.install import NOT_APPLIED, WEBHOOK_KINDS, Webhook, apply, kubectl, service_account_kubeconfig, to_url
 from tests.e2e.kube import Denied, Kube
+from tests.e2e.test_latency_matchconditions import _apiserver_counts
 from tests.e2e.waits import eventually
 from webhook import kube_api
 from webhook.commands import load_policy
@@ -160,6 +161,32 @@ def _compiled_metrics(webhook: Webhook) -> dict[str, float] | None:
     found = {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples
              if s.name.startswith("dra_webhook_compiled_policies_")}
     return found if len(found) == 2 and all(found.values()) else None
+def _sent(kube: Kube, pod: dict[str, Any]) -> set[str]:
+    """The narrowed workloads webhooks the API server called for a dry-run create of ``pod`` (its own counters)."""
+    before = _apiserver_counts(kube, "apiserver_admission_webhook_request_total")
+    kube.create(pod, dry_run=True)
+    after = _apiserver_counts(kube, "apiserver_admission_webhook_request_total")
+    return {h for h in narrow.NARROWED_HOOKS if after.get(h, 0) > before.get(h, 0)}
+
+
+def test_the_narrowing_keeps_owned_names_from_the_webhook_and_the_reconciler_names_stale_ones(plane):
+    """The install narrows for the shipped policy's names (deploy/compiled/narrowing-*.yaml): a Pod asking only
+    example.com/gpu, a name that policy owns, is not sent to either workloads webhook; one asking a name it does
+    not own (amd.com/gpu) is. The server runs another policy, which does not own vendor.example.com/gpu: the
+    reconciler reads the installed condition and warns that Pods asking for it miss unmapped-extended-resource."""
+    def asking(name: str, resource: str) -> dict[str, Any]:
+        pod = _gpu_pod(name)
+        pod["spec"]["containers"][0]["resources"]["limits"] = {resource: "1"}
+        return pod
+
+    _, kube, webhook, _, _ = plane
+    eventually(lambda: "keeps Pods asking for vendor.example.com/gpu from the webhook" in webhook.output(),
+               "the reconciler's warning about the stale narrowing", 60, alive=webhook.dead)
+    assert "which policy reconcile-e2e no longer owns" in webhook.output()
+    assert _sent(kube, asking("owned", "example.com/gpu")) == set()
+    assert _sent(kube, asking("foreign", "amd.com/gpu")) == set(narrow.NARROWED_HOOKS)
+
+
 def test_a_policy_change_is_reconciled_and_a_candidate_without_the_lease_writes_nothing(plane):
     cp, kube, webhook, _, sa_config = plane
     eventually(lambda: "reconcile-e2e-pods-deny.dra-migration.io" in _policies(kube), "the first pass", 60,
@@ -167,13 +194,13 @@ def test_a_policy_change_is_reconciled_and_a_candidate_without_the_lease_writes_
     webhook.use_policy(POLICY.replace("STAGE", "pilot"))
 
     def switched() -> set[str] | None:
+        # Every Deny policy gone: the pass deletes them one by one, so waiting for one only races the others.
         found = set(_policies(kube))
         done = "reconcile-e2e-pods-warn.dra-migration.io" in found and \
-            "reconcile-e2e-pods-deny.dra-migration.io" not in found
+            not [n for n in found if n.endswith("-deny.dra-migration.io")]
         return found if done else None
 
-    names = eventually(switched, "the Warn policy applied and the Deny one pruned", 60, alive=webhook.dead)
-    assert not [n for n in names if n.endswith("-deny.dra-migration.io")]
+    eventually(switched, "the Warn policy applied and the Deny ones pruned", 60, alive=webhook.dead)
 
     def warnings() -> tuple[list[str], list[str]] | None:
         found = kube.create(_gpu_pod("warned"), dry_run=True).warnings
@@ -181,8 +208,9 @@ def test_a_policy_change_is_reconciled_and_a_candidate_without_the_lease_writes_
         compiled = [w for w in found if "reconcile-e2e-pods-warn.dra-migration.io" in w]
         return (own, compiled) if own and compiled else None
 
-    # The narrowed webhooks still get a GPU Pod (steer-node-pool is not compiled): the API server evaluated the
-    # not-compiled condition to true (an error would skip the webhook under Ignore, and its warning with it).
+    # The narrowed webhooks still get this GPU Pod (nvidia.com/gpu is not a name of the policy the install narrowed
+    # for): the API server evaluated the not-compiled condition to true (an error would skip the webhook under
+    # Ignore, and its warning with it).
     eventually(warnings, "the webhook's and the compiled policy's warnings", 30, alive=webhook.dead)
 
     writes: list[str] = []

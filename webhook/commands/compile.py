@@ -55,9 +55,11 @@ def add_parser(sub: Subparsers) -> None:
                    f"{VALIDATING_HOOK} and {MUTATING_HOOK} webhooks (default: those deploy/base installs)")
     p.add_argument("--narrow-webhooks", action="store_true",
                    help="also print the --webhook-config configurations with the matchCondition "
-                   f"'{narrow.CONDITION_NAME}' on {' and '.join(narrow.NARROWED_HOOKS)}: they are then sent only "
-                   "what the compiled policies leave to the webhook (README \"Compiled admission policies\"); "
-                   "apply them with the compiled objects")
+                   f"'{narrow.CONDITION_NAME}' in place of '{narrow.USES_DEVICES}' on "
+                   f"{' and '.join(narrow.NARROWED_HOOKS)}: they are then sent only "
+                   "what the compiled policies leave to the webhook, for this --policy (a Pod asking only names the "
+                   "policy owns, with no claims, is not sent; README \"Narrowed webhooks\"); apply them with the "
+                   "compiled objects, and again after removing a resource or a legacy name from the policy")
     p.add_argument("--validate", action="store_true",
                    help="apply the objects to the cluster (server-side apply), delete the ones an earlier compile of "
                    "this policy made that are no longer compiled, and report status.typeChecking")
@@ -77,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     if args.validate or args.kubeconfig:
         namespaces = replace(namespaces or Namespaces(), existing=_existing(args.kubeconfig))
     compiled = compile_admission(policy, at, namespaces)
-    extra = narrow.narrow_configs(_configs(args.webhook_config)) if args.narrow_webhooks else []
+    extra = narrow.narrow_configs(_configs(args.webhook_config), policy) if args.narrow_webhooks else []
     _print(compiled, args.output, extra)
     for row in not_compiled():
         print(f"not compiled: {row['rule']}: {row['why']}", file=sys.stderr)

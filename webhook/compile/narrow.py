@@ -10,13 +10,25 @@ to the webhook (track-rollout: Pods and templates with claims). When a branch mo
 the narrowing follows; a rule compiled for only part of its objects adds its remainder to ``RESIDUAL``.
 
 Never narrowed: kinds other than the four built-in layouts (workload CRDs, the policy's ``workloadKinds``,
-PodGroups), and the claim, DeviceClass and ResourceSlice webhooks (``*.resources``/``resourceslices``): the
-condition is added to ``workloads.validate`` and ``workloads.mutate`` only, beside their ``uses-devices``.
+PodGroups: the webhook's own ``uses-devices`` decides them), and the claim, DeviceClass and ResourceSlice webhooks
+(``*.resources``/``resourceslices``): the condition takes the place of ``uses-devices`` in ``workloads.validate``
+and ``workloads.mutate`` only (one walk over a Pod's containers, not two).
 
-Where it goes: the install's compiled mode (deploy/compiled, chart ``mode: compiled``) carries it, and
-``compile --webhook-config FILE --narrow-webhooks`` adds it to a cluster's own configurations. It depends on
-the code's coverage, not on the policy or the date, so it is static; the reconciler never writes webhook
-configurations (the webhook may not change its own configurations: admission good practices).
+The policy's own names: ``unmapped-extended-resource`` (needs the cluster's DeviceClasses) acts only on a
+name the policy does not own (``placement.hardware``: a resource's name, a legacy name, its class's implicit
+name), so its atom, ``unowned``, leaves out the names ``owned`` lists; that takes the usual GPU Pod (a served or
+legacy name, no claims) off the webhook. The names are written in the condition; any other
+extended-resource name is sent. So a policy edit that adds resources or retired names needs no new narrowing
+(a new resource's names are sent until it is narrowed again: a call, not a lost finding); one that removes a
+resource or a legacy name does, and until then the webhook misses ``unmapped-extended-resource`` for it: the
+reconciler reads the installed condition's names (``narrowed_names``) every pass and warns about the names the
+policy no longer owns (``stale_names``), with the metric ``dra_webhook_compiled_narrowing_stale_names``.
+
+Where it goes: the install's compiled mode (deploy/compiled, chart ``mode: compiled``) carries it for the policy
+the install ships (the chart: for its inline policy too; for an existing ConfigMap it owns no names), and
+``compile --webhook-config FILE --narrow-webhooks`` adds it for ``--policy`` to a cluster's own configurations.
+It does not depend on the date; the reconciler never writes webhook configurations (the webhook may not change
+its own configurations: admission good practices, and a GitOps tool applying them would fight it).
 
 CEL: webhook matchConditions (kubernetes v1.36 staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/
 matchconditions/matcher.go, ``matcher.Match``) see ``object`` untyped; an evaluation error under failurePolicy
@@ -27,16 +39,20 @@ tests/test_narrow.py evaluates with the same CEL library as tests/test_match_con
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from webhook.compile import coverage
 from webhook.compile.layouts import CRONJOB, JOB, LAYOUTS, POD, TEMPLATE, Layout
 from webhook.compile.shared import Namespaces
 from webhook.objects import DEVICECLASS_PREFIX
+from webhook.policy.compiled import CompiledPolicy
 from webhook.rules import ids
 
 CONDITION_NAME = "not-compiled"
+USES_DEVICES = "uses-devices"
 NARROWED_HOOKS = ("workloads.validate.dra-migration.io", "workloads.mutate.dra-migration.io")
 LAYOUT_KINDS: dict[str, tuple[str, ...]] = {
     POD.name: ("Pod",), TEMPLATE.name: ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet"),
@@ -63,28 +79,21 @@ def _containers(spec: str) -> str:
             f"(has({spec}.initContainers) ? {spec}.initContainers : []))")
 
 
-def named(spec: str) -> str:
-    """A container or init container asks for a resource named with '/' (extended resources, implicit
-    DeviceClass names)."""
-    return (f"{_containers(spec)}.exists(c, has(c.resources) && ("
-            "(has(c.resources.limits) && c.resources.limits.exists(n, n.contains('/'))) || "
-            "(has(c.resources.requests) && c.resources.requests.exists(n, n.contains('/')))))")
+OWNED_LIST = re.compile(r"!\(n in \[([^\]]*)\]\)")
+"""How ``unowned`` writes the owned names, and how ``narrowed_names`` finds them again."""
 
 
-def implicit(spec: str) -> str:
-    """A container or init container asks for a DeviceClass by its implicit extended-resource name."""
-    return named(spec).replace("n.contains('/')", f"n.startsWith('{DEVICECLASS_PREFIX}')")
+def unowned(own: frozenset[str]) -> str:
+    """CEL on a requested resource name ``n``: it has a '/' and is not one of ``own`` (the policy's ``owned``)."""
+    if not own:
+        return "n.contains('/')"
+    listed = ", ".join(f"'{n}'" for n in sorted(own))  # extended-resource and class names: no quotes in them
+    return f"n.contains('/') && !(n in [{listed}])"
 
 
-def claims(spec: str) -> str:
-    """The pod spec names ResourceClaims (``spec.resourceClaims`` or a container's ``resources.claims``)."""
-    return (f"(has({spec}.resourceClaims) && size({spec}.resourceClaims) > 0) || {_containers(spec)}.exists(c, "
-            "has(c.resources) && has(c.resources.claims) && size(c.resources.claims) > 0)")
-
-
-def group(spec: str) -> str:
-    """``schedulingGroup`` (gate GenericWorkload)."""
-    return f"has({spec}.schedulingGroup)"
+def owned(policy: CompiledPolicy) -> frozenset[str]:
+    """The names ``unmapped-extended-resource`` never acts on: those ``placement.hardware`` finds a resource for."""
+    return frozenset({*policy.resources, *policy.legacy, *(DEVICECLASS_PREFIX + c for c in policy.by_class)})
 
 
 def job_scheduling(layout: Layout) -> str:
@@ -98,21 +107,37 @@ def job_scheduling(layout: Layout) -> str:
     return " && ".join(guards)
 
 
-ATOMS: dict[str, Callable[[Layout, str], str]] = {
-    "named": lambda layout, spec: named(spec),
-    "implicit": lambda layout, spec: implicit(spec),
-    "claims": lambda layout, spec: claims(spec),
-    "group": lambda layout, spec: group(spec),
-    "job-scheduling": lambda layout, spec: job_scheduling(layout),
+@dataclass(frozen=True, slots=True)
+class Atom:
+    """A predicate a rule acts on, as CEL at one of three levels, so ``predicate`` walks the containers once: on the
+    pod spec (``spec``: the layout and the spec's guarded CEL), on a container ``c`` (``container``), on a resource
+    name ``n`` a container limits or requests (``name``: the policy's ``owned`` names)."""
+
+    spec: Callable[[Layout, str], str] | None = None
+    container: str | None = None
+    name: Callable[[frozenset[str]], str] | None = None
+
+
+NAME_ATOMS = frozenset({"named", "unowned", "implicit"})
+ATOMS: dict[str, Atom] = {
+    "named": Atom(name=lambda own: "n.contains('/')"),  # extended resources, implicit DeviceClass names
+    "unowned": Atom(name=unowned),
+    "implicit": Atom(name=lambda own: f"n.startsWith('{DEVICECLASS_PREFIX}')"),
+    "claims": Atom(spec=lambda layout, spec: f"has({spec}.resourceClaims) && size({spec}.resourceClaims) > 0",
+                   container="has(c.resources.claims) && size(c.resources.claims) > 0"),
+    "group": Atom(spec=lambda layout, spec: f"has({spec}.schedulingGroup)"),  # gate GenericWorkload
+    "job-scheduling": Atom(spec=lambda layout, spec: job_scheduling(layout)),  # gate WorkloadWithJob
 }
-"""What a rule's predicate is made of: CEL on one layout's object, its pod spec at ``spec`` (guarded)."""
+"""What a rule's predicate is made of: ``named`` (any name with '/'), ``unowned`` (one the policy does not own),
+``implicit`` (a DeviceClass's implicit name), ``claims`` (``spec.resourceClaims`` or a container's
+``resources.claims``), ``group`` (``schedulingGroup``), ``job-scheduling`` (a Job's ``spec.scheduling``)."""
 
 DEVICES = frozenset({"named", "claims"})
 CLAIMS = frozenset({"claims"})
 NAMED = frozenset({"named"})
 FIRES: dict[str, frozenset[str]] = {
     ids.LEGACY_RESOURCE_NAME: NAMED,
-    ids.UNMAPPED_EXTENDED_RESOURCE: NAMED,
+    ids.UNMAPPED_EXTENDED_RESOURCE: frozenset({"unowned"}),  # pods.unmapped_extended_resource skips hardware()
     ids.MAX_DEVICES_PER_POD: DEVICES,
     ids.MIXED_ALLOCATION: CLAIMS,
     ids.DEVICE_CLASS_NOT_ALLOWED: DEVICES,  # implicit class names (deviceclass.resource.kubernetes.io/...)
@@ -160,38 +185,105 @@ def atoms(layout: Layout, not_compiled: Any = None, compiled: Any = None) -> lis
     return [a for a in ATOMS if a in found]
 
 
-def predicate(layout: Layout, not_compiled: Any = None, compiled: Any = None) -> str:
-    """CEL: this layout's object goes to the webhook."""
+def predicate(layout: Layout, not_compiled: Any = None, compiled: Any = None, own: Iterable[str] = ()) -> str:
+    """CEL: this layout's object goes to the webhook (``own``: the policy's ``owned`` names). One pass over the
+    containers: the API server evaluates every matchCondition of a webhook for every object its rules match."""
     guard, spec = _guarded(layout)
-    cel = [ATOMS[a](layout, spec) for a in atoms(layout, not_compiled, compiled)]
-    terms = [f"({c})" for c in cel if c != "false"]
+    found = atoms(layout, not_compiled, compiled)
+    if "named" in found:  # any name with '/': the narrower name atoms add nothing
+        found = [a for a in found if a not in NAME_ATOMS or a == "named"]
+    chosen = [ATOMS[a] for a in found]
+    names = [x.name(frozenset(own)) for x in chosen if x.name]
+    name_test = " || ".join(f"({n})" for n in names) if len(names) > 1 else "".join(names)
+    per_container = [x.container for x in chosen if x.container]
+    if name_test:
+        per_container += [f"(has(c.resources.{f}) && c.resources.{f}.exists(n, {name_test}))"
+                          for f in ("limits", "requests")]
+    terms = [f"({t})" for t in (x.spec(layout, spec) for x in chosen if x.spec) if t != "false"]
+    if per_container:
+        terms.append(f"({_containers(spec)}.exists(c, has(c.resources) && ({' || '.join(per_container)})))")
     return f"{guard} && ({' || '.join(terms)})" if terms else "false"
 
 
-def expression(not_compiled: Any = None, compiled: Any = None) -> str:
-    """The matchCondition's CEL: kinds outside the layouts always go; a layout's kind when ``predicate``."""
-    expr = "true"
+def expression(not_compiled: Any = None, compiled: Any = None, own: Iterable[str] = (), rest: str = "true") -> str:
+    """The matchCondition's CEL: a layout's kind when ``predicate``; other kinds when ``rest`` (the hook's own
+    ``uses-devices``, which the condition replaces: ``predicate`` already implies it for the layouts' kinds, and
+    every matchCondition is evaluated, so keeping both would walk a Pod's containers twice)."""
+    expr = rest
     for layout in reversed(LAYOUTS):
         kinds = LAYOUT_KINDS[layout.name]
         kind = f"request.kind.kind == '{kinds[0]}'" if len(kinds) == 1 else \
             "request.kind.kind in [" + ", ".join(f"'{k}'" for k in kinds) + "]"
         test = f"request.kind.group == '{LAYOUT_GROUPS[layout.name]}' && {kind}"
-        expr = f"({test}) ? ({predicate(layout, not_compiled, compiled)}) :\n{expr}"
+        expr = f"({test}) ? ({predicate(layout, not_compiled, compiled, own)}) :\n{expr}"
     return f"object == null ||\n{expr}"
 
 
-def condition() -> dict[str, str]:
-    """The matchCondition (name, expression) deploy/compiled and ``compile --narrow-webhooks`` add."""
-    return {"name": CONDITION_NAME, "expression": expression()}
+def condition(policy: CompiledPolicy | None = None, rest: str = "true") -> dict[str, str]:
+    """The matchCondition (name, expression) ``narrow_hook`` puts in place of ``uses-devices`` (``rest``: its
+    expression): for ``policy``'s owned names (None: none, any extended-resource name is sent)."""
+    return {"name": CONDITION_NAME, "expression": expression(own=owned(policy) if policy else (), rest=rest)}
 
 
-def patch_yaml() -> str:
-    """deploy/compiled/narrowing.yaml: the JSON patch adding ``condition()`` to ``webhooks[0]`` (the workloads
-    webhook of each configuration in deploy/base/webhooks.yaml); tests/test_deploy_compiled.py keeps it equal."""
-    body = "\n".join(f"      {line}" for line in expression().splitlines())
+def narrow_hook(hook: dict[str, Any], policy: CompiledPolicy | None = None) -> dict[str, Any]:
+    """A copy of the workloads webhook ``hook`` with ``condition`` where its ``uses-devices`` was (its expression
+    kept for the kinds outside the layouts), or appended when it has none; an earlier ``not-compiled`` is replaced."""
+    hook = copy.deepcopy(hook)
+    conds = list(hook.get("matchConditions") or [])
+    named = {str(c.get("name")): c for c in conds}
+    if USES_DEVICES in named:
+        replaced, rest = named[USES_DEVICES], str(named[USES_DEVICES].get("expression"))
+    elif CONDITION_NAME in named:  # narrowed before: its last branch is the uses-devices it replaced
+        replaced, rest = named[CONDITION_NAME], _rest(str(named[CONDITION_NAME].get("expression")))
+    else:
+        replaced, rest = None, "true"
+    narrowed = condition(policy, rest)
+    kept = [narrowed if c is replaced else c for c in conds if c is replaced or c.get("name") != CONDITION_NAME]
+    hook["matchConditions"] = kept if replaced is not None else [*kept, narrowed]
+    return hook
+
+
+def _rest(expr: str) -> str:
+    """The last branch (kinds outside the layouts) of a ``not-compiled`` expression ``expression`` wrote; ``true``
+    (send them all) if it is not one."""
+    lines = expr.split("\n", 1 + len(LAYOUTS))
+    ours = len(lines) == 2 + len(LAYOUTS) and lines[0] == "object == null ||" and \
+        all(line.startswith("(request.kind.group ==") and line.endswith(" :") for line in lines[1:-1])
+    return lines[-1] if ours else "true"
+
+
+def patch_yaml(config: dict[str, Any], policy: CompiledPolicy | None = None) -> str:
+    """deploy/compiled/narrowing-{mutating,validating}.yaml: the JSON patch putting ``narrow_hook``'s condition in
+    place of ``uses-devices`` in ``webhooks[0]`` (the workloads webhook) of ``config`` (the configuration of that
+    kind in deploy/base/webhooks.yaml), after testing that it is there; tests/test_deploy_compiled.py keeps them
+    equal for the policy deploy/base installs."""
+    hook = config["webhooks"][0]
+    at = [c["name"] for c in hook["matchConditions"]].index(USES_DEVICES)
+    narrowed = narrow_hook(hook, policy)["matchConditions"][at]
+    body = "\n".join(f"      {line}" for line in narrowed["expression"].splitlines())
+    where = f"/webhooks/0/matchConditions/{at}"
     return ("# Generated by webhook/compile/narrow.py patch_yaml(): do not edit (tests/test_deploy_compiled.py).\n"
-            f"- op: add\n  path: /webhooks/0/matchConditions/-\n  value:\n    name: {CONDITION_NAME}\n"
+            f"- op: test\n  path: {where}/name\n  value: {USES_DEVICES}\n"
+            f"- op: replace\n  path: {where}\n  value:\n    name: {CONDITION_NAME}\n"
             f"    expression: |-\n{body}\n")
+
+
+def narrowed_names(configs: list[dict[str, Any]]) -> frozenset[str] | None:
+    """The names the installed ``not-compiled`` conditions of ``configs`` keep from the webhook (the union over
+    ``NARROWED_HOOKS``); None when no such condition is installed (nothing is narrowed away)."""
+    hooks = [h for doc in configs for h in doc.get("webhooks") or [] if h.get("name") in NARROWED_HOOKS]
+    exprs = [str(c.get("expression", "")) for h in hooks for c in h.get("matchConditions") or []
+             if c.get("name") == CONDITION_NAME]
+    if not exprs:
+        return None
+    return frozenset(n for e in exprs for listed in OWNED_LIST.findall(e) for n in re.findall(r"'([^']*)'", listed))
+
+
+def stale_names(narrowed: frozenset[str] | None, policy: CompiledPolicy) -> list[str]:
+    """Of the names an installed narrowing keeps from the webhook (``narrowed_names``), those ``policy`` does not
+    own: Pods asking for them miss ``unmapped-extended-resource`` until the configurations are narrowed for
+    ``policy`` again."""
+    return sorted((narrowed or frozenset()) - owned(policy))
 
 
 def hook_namespaces(configs: list[dict[str, Any]]) -> Namespaces:
@@ -206,16 +298,14 @@ def hook_namespaces(configs: list[dict[str, Any]]) -> Namespaces:
                       dict(hooks[mutating].get("namespaceSelector") or {}))
 
 
-def narrow_configs(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Copies of the Mutating/ValidatingWebhookConfigurations in ``docs`` with ``condition()`` in each webhook of
-    ``NARROWED_HOOKS`` (replacing one of the same name); other webhooks unchanged."""
+def narrow_configs(docs: list[dict[str, Any]], policy: CompiledPolicy | None = None) -> list[dict[str, Any]]:
+    """Copies of the Mutating/ValidatingWebhookConfigurations in ``docs`` with each webhook of ``NARROWED_HOOKS``
+    narrowed for ``policy`` (``narrow_hook``); other webhooks unchanged."""
     out = []
     for doc in docs:
         doc = copy.deepcopy(doc)
-        for hook in doc.get("webhooks") or []:
-            if hook.get("name") in NARROWED_HOOKS:
-                kept = [c for c in hook.get("matchConditions") or [] if c.get("name") != CONDITION_NAME]
-                hook["matchConditions"] = [*kept, condition()]
+        doc["webhooks"] = [narrow_hook(h, policy) if h.get("name") in NARROWED_HOOKS else h
+                           for h in doc.get("webhooks") or []]
         doc.get("metadata", {}).pop("resourceVersion", None)
         out.append(doc)
     return out

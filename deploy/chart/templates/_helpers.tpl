@@ -51,6 +51,18 @@ release namespace on namespaced kinds. Input: {"ctx": $, "obj": map}.
 {{- .Values.policy.inline | default (.Files.Get "files/base/policy/default.yaml") -}}
 {{- end -}}
 
+{{- /* The policy YAML's own names, quoted, sorted and comma-separated as webhook/compile/narrow.py unowned writes them:
+each resource's name, legacyNames and implicit class name (placement.hardware). */ -}}
+{{- define "dra.ownedNames" -}}
+{{- $names := list }}
+{{- range ((. | fromYaml).spec | default dict).resources | default list }}
+{{- $names = concat $names (list .name (printf "deviceclass.resource.kubernetes.io/%s" .deviceClassName)) (.legacyNames | default list) }}
+{{- end }}
+{{- $quoted := list }}
+{{- range ($names | uniq | sortAlpha) }}{{ $quoted = append $quoted (printf "'%s'" .) }}{{ end }}
+{{- join ", " $quoted }}
+{{- end -}}
+
 {{- define "dra.tlsSecret" -}}
 {{- .Values.certs.existingSecret | default "dra-webhook-tls" -}}
 {{- end -}}

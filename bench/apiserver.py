@@ -26,8 +26,10 @@ the machine's load hits all of them alike):
 - ``compiled``: the compiled mode as issue 28 item 5 defines it: what ``dra-webhook compile --kubeconfig`` prints
   for the same policy and this cluster (its bindings leave out the namespaces their policy does nothing in),
   applied as is, beside the webhook configurations narrowed for that policy (``compile --narrow-webhooks``, renamed
-  ``*.narrowed.dra-migration.io``): the GPU Pod asks only a name the policy owns, so the webhooks are not called
-  for it, but their matchConditions are evaluated. ``compiled-objects``: the compiled objects alone, no webhook
+  ``*.narrowed.dra-migration.io``): they are called for the GPU Pod while the policy has ``unsatisfiable-claim`` on
+  (the default: it judges a Pod's extended resources against the ResourceSlices); with ``--switch-off
+  unsatisfiable-claim`` (a variant of the policy for everything) they are not, as it asks only a name the policy
+  owns, but their matchConditions are still evaluated. ``compiled-objects``: the compiled objects alone, no webhook
   (until 2026-12-07 this set-up was called ``compiled``, and ``compiled+webhooks`` put the objects beside the
   shipped, unnarrowed configurations).
 
@@ -261,7 +263,8 @@ def compile_objects(kubeconfig: Path | None = None, root: Path = ROOT) -> list[d
     """What ``dra-webhook compile -o json`` prints for the bench's policy (its ``items``), run in the checkout
     ``root`` as a user runs it; with ``kubeconfig``, for that cluster (its namespace names: a binding leaves out the
     namespaces its policy does nothing in, as the reconciler's bindings do)."""
-    cmd = [sys.executable, "-m", "webhook", "compile", "--policy", str(root / POLICY.relative_to(ROOT)), "-o", "json",
+    policy = root / POLICY.relative_to(ROOT) if POLICY.is_relative_to(ROOT) else POLICY  # --switch-off: a variant
+    cmd = [sys.executable, "-m", "webhook", "compile", "--policy", str(policy), "-o", "json",
            *(["--kubeconfig", str(kubeconfig)] if kubeconfig else [])]
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=root, timeout=300)
     if done.returncode != 0:
@@ -360,6 +363,7 @@ class Bench:
     plain_calls: list[float] = field(default_factory=list)
     last_probe: str = ""
     gpu_calls: list[float] = field(default_factory=list)
+    compiled_gpu_calls: list[float] = field(default_factory=list)  # dra-webhook's calls in the compiled mode
     configs: tuple[str, ...] = CONFIGS  # the set-ups this run times (``--setups``)
 
     # -- admission objects ---------------------------------------------------------------------------------
@@ -415,8 +419,9 @@ class Bench:
                            f"{sorted(called_foreign)}")
         return {**self._parts_seen(called, ann, status_legacy, str(refused)),
                 **compiled_seen(self.compiled, called, ann, str(refused) + " ".join(warnings)),
-                # narrowed: sent the Pod asking a name the policy does not own, never the GPU or legacy-name Pod
-                "narrowed": set(NARROWED) <= called_foreign and not set(NARROWED) & called,
+                # narrowed: sent the Pod asking a name the policy does not own (the GPU Pod too while the policy has
+                # unsatisfiable-claim on: report() says which)
+                "narrowed": set(NARROWED) <= called_foreign,
                 "narrowed-any": bool(set(NARROWED) & (called | called_foreign))}
 
     def _parts_seen(self, called: set[str], ann: dict[str, str], status_legacy: int, refused: str
@@ -472,11 +477,12 @@ class Bench:
             seq_times["plain"].append(self._create(conn, bodies["plain"]))
         if config == "webhooks":
             self.plain_calls.append(sum(self.webhook_metrics().values()) - sum(calls_before.values()))
-            calls_before = self.webhook_metrics()
+        calls_before = self.webhook_metrics() if config in ("webhooks", "compiled") else {}
         for _ in range(seq):
             seq_times["gpu"].append(self._create(conn, bodies["gpu"]))
-        if config == "webhooks":
-            self.gpu_calls.append(sum(self.webhook_metrics().values()) - sum(calls_before.values()))
+        if config in ("webhooks", "compiled"):
+            calls = sum(self.webhook_metrics().values()) - sum(calls_before.values())
+            (self.gpu_calls if config == "webhooks" else self.compiled_gpu_calls).append(calls)
         conn.close()
         for k in KINDS:
             self._record(config, "sequential", k, seq_times[k])
@@ -528,13 +534,14 @@ def report(bench: Bench, meta: dict[str, str]) -> str:
     lines = [
         f"Run of {meta['when']} on {meta['cores']} cores, {meta['platform']}; load average {meta['load']}.",
         "",
-        f"- Code: {meta['code']}; webhook policy `policies/default.yaml`, namespace `{NAMESPACE}` (pilot stage); "
+        f"- Code: {meta['code']}; webhook policy `policies/default.yaml`{meta.get('variant', '')}, namespace "
+        f"`{NAMESPACE}` (pilot stage); "
         f"the Pods' schedulerName `{SCHEDULER}`.",
         f"- `compiled`: the {len(bench.compiled)} objects `dra-webhook compile --kubeconfig` prints for that policy "
         "and this cluster (stages of the run's date; bindings leave out the namespaces their policy does nothing "
         "in), applied as is, beside the webhook configurations narrowed for that policy (the compiled mode; the GPU "
-        f"Pod asks only {GPU}, a name the policy owns, so they are not called for it); `compiled-objects`: the "
-        "objects alone.",
+        f"Pod asks only {GPU}, a name the policy owns: they are called for it only while the policy has "
+        "unsatisfiable-claim on); `compiled-objects`: the objects alone.",
         f"- Control plane: {meta['k8s']} (tests/e2e harness: etcd without fsync, all alpha/beta gates); "
         "no scheduler or controller-manager (nothing else writes while creates are timed); "
         "`dra-webhook serve` 1 worker x 8 threads as tests/e2e/install.py runs it; the floor 2 workers x 8 threads.",
@@ -622,6 +629,10 @@ def compiled_targets(bench: Bench) -> list[str]:
                    f"pair {pol:+.2f} ms (ratio {comp / pol if pol > 0 else float('inf'):.2f}x)"
                    + (f"; compiled objects alone {added(bench, 'compiled-objects', mode, 'gpu'):+.2f} ms"
                       if "compiled-objects" in bench.configs else "") + f" | {'met' if ok else '**not met**'} |")
+        if mode == "sequential" and bench.compiled_gpu_calls:
+            out.append(f"| (reference) the compiled mode's webhook calls | dra-webhook's request counter rose by "
+                       f"{', '.join(f'{c:.0f}' for c in bench.compiled_gpu_calls)} over each round's sequential GPU "
+                       "Pods (0: the narrowed webhooks were not called for them) | |")
         plain = added(bench, "compiled", mode, "plain")
         low, high = added_ci(bench, "compiled", mode, "plain")
         out.append(f"| plain Pods ({mode}), compiled, add nothing | added {plain:+.2f} ms, 95% bootstrap interval "
@@ -699,7 +710,7 @@ def _start_floor(workdir: Path, cert_dir: Path) -> tuple[Any, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    global SCHEDULER  # what ``pod`` writes
+    global SCHEDULER, POLICY  # what ``pod`` writes; the policy everything uses
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="Writes bench/results.md (its own section) unless --output - is given.")
@@ -713,6 +724,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scheduler", default=SCHEDULER,
                     help="the Pods' schedulerName (default %(default)s, which the policy steers; a name outside its "
                          "draSchedulers, e.g. bench-not-scheduled, times a GPU Pod it warns about instead)")
+    ap.add_argument("--switch-off", action="append", default=[], metavar="RULE",
+                    help="time a variant of policies/default.yaml with RULE Off in every stage (enforcement.rules), "
+                         "for the webhook, the compiled objects and the narrowing alike; e.g. unsatisfiable-claim, "
+                         "which otherwise sends every Pod asking an extended resource to the webhook")
     ap.add_argument("--setups", default=",".join(CONFIGS),
                     help="comma-separated set-ups to time (default all; none, policies and compiled are always in: "
                     "the baseline and the compiled target's pair)")
@@ -729,6 +744,8 @@ def main(argv: list[str] | None = None) -> int:
 
     workdir = Path(tempfile.mkdtemp(prefix="dra-apiserver-bench-"))
     log(f"work dir {workdir}")
+    if args.switch_off:
+        POLICY = _switched_off(POLICY, args.switch_off, workdir / "policy.yaml")
     try:
         # Only etcd and the API server: no scheduler binding or controller writing while creates are timed.
         bins = dataclasses.replace(binaries.find(), scheduler=None, controller_manager=None)
@@ -762,6 +779,7 @@ def main(argv: list[str] | None = None) -> int:
             "platform": f"{platform.system()} {platform.release()}",
             "load": f"{load_before:.2f} before / {os.getloadavg()[0]:.2f} after",
             "code": _code(), "k8s": _k8s_version(api), "rounds": str(args.rounds), "seq": str(args.seq),
+            "variant": f" with {', '.join(args.switch_off)} Off (`--switch-off`)" if args.switch_off else "",
             "conc": str(args.conc),
         }
         text = report(bench, meta)
@@ -774,6 +792,17 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     finally:
         procs.stop_all()
+
+
+def _switched_off(policy: Path, rules: list[str], out: Path) -> Path:
+    """A copy of ``policy`` with ``rules`` Off in every stage, written to ``out``."""
+    import yaml
+
+    doc = yaml.safe_load(policy.read_text())
+    doc["spec"].setdefault("enforcement", {}).setdefault("rules", {}).update({r: "Off" for r in rules})
+    out.write_text(yaml.safe_dump(doc, sort_keys=False))
+    log(f"policy {policy.name} with {', '.join(rules)} Off: {out}")
+    return out
 
 
 def _code() -> str:

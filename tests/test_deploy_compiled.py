@@ -145,6 +145,8 @@ def test_chart_narrows_for_its_inline_policy_and_not_for_an_existing_configmap(h
     policy.write_text(INLINE)
     assert _narrowing(inline) == [narrow.condition(load_policy(policy), USES)] * 2
     assert "'amd.com/mi300x'" in _narrowing(inline)[0]["expression"]
+    # The chart keeps the shipped policy's rule actions: it switches none off, so an inline policy is never sent less
+    assert narrow.switched_off(load_policy(SHIPPED_POLICY)) == frozenset()
     existing = template(helm, helm_home, "-f", values_file(
         tmp_path, {"mode": "compiled", "policy": {"existingConfigMap": "my-policy"}}))
     assert _narrowing(existing) == [narrow.condition(None, USES)] * 2

@@ -43,7 +43,7 @@ PROMETHEUS_OWN = {"up"}  # written by Prometheus for every target, not by us
 # Exported by the reconciler process of the compiled mode only (serve --compiled-policies); its /metrics are
 # checked in tests/e2e/test_compiled_reconcile.py.
 COMPILED_MODE = {"dra_webhook_compiled_policies_reconciled_timestamp_seconds",
-                 "dra_webhook_compiled_narrowing_stale_names"}
+                 "dra_webhook_compiled_narrowing_stale"}
 
 
 def rule_spec() -> dict:

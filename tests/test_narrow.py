@@ -47,6 +47,8 @@ COVERAGES: dict[str, tuple[set[str], set[str]]] = {
     "shipped": (set(coverage.NOT_COMPILED), set(coverage.COMPILED)),
     "gates-and-claims-left": ({ids.GATED_FEATURE, *CLAIM_RULES}, set(ids.RULE_IDS) - {ids.GATED_FEATURE, *CLAIM_RULES}),
     "all-compiled": (set(), set(ids.RULE_IDS)),
+    # the shipped coverage for a policy switching unsatisfiable-claim off (enforcement.rules: Off)
+    "unsatisfiable-off": (set(coverage.NOT_COMPILED) - {ids.UNSATISFIABLE_CLAIM}, set(coverage.COMPILED)),
 }
 _PROGRAMS: dict[str, Any] = {}
 
@@ -74,19 +76,37 @@ def test_kinds_only_the_webhook_decides_are_always_sent(name):
         assert narrowed(name, request(kind, group=group, version=version), {"kind": kind, "spec": {}})
 
 
-OWN = frozenset({"example.com/gpu", "nvidia.com/gpu", "deviceclass.resource.kubernetes.io/gpu.example.com"})
+OWN = frozenset({"example.com/gpu", "nvidia.com/gpu"})
 NARROWED_KINDS = [k for kinds in narrow.LAYOUT_KINDS.values() for k in kinds]
 
 
-def test_a_gpu_pod_asking_only_the_policys_own_names_stays_off_the_webhook():
-    """unmapped-extended-resource (left to the webhook) acts on no name the policy owns: a Pod asking a served or
-    a legacy name is the compiled policies' alone; without the policy's names, any extended resource is sent."""
+def test_a_template_asking_only_the_policys_own_names_stays_off_the_webhook():
+    """unmapped-extended-resource (left to the webhook) acts on no name the policy owns: a template asking a served
+    or a legacy name is the compiled policies' alone; without the policy's names, any extended resource is sent."""
     for asked in ({"nvidia.com/gpu": "1"}, {"example.com/gpu": "2"}, {"example.com/gpu": "1", "cpu": "2"}):
-        pod = wrap("Pod", {"containers": [container(limits=asked)]})
-        assert not narrowed("shipped", request("Pod"), pod, OWN), asked
-        assert narrowed("shipped", request("Pod"), pod), asked
-    for kind in NARROWED_KINDS:
-        assert not narrowed("shipped", request(kind), wrap(kind, {"containers": [container(**GPU)]}), OWN), kind
+        for kind in NARROWED_KINDS:
+            obj = wrap(kind, {"containers": [container(limits=asked)]})
+            assert narrowed("shipped", request(kind), obj), (kind, asked)
+            assert narrowed("shipped", request(kind), obj, OWN) == (kind == "Pod"), (kind, asked)
+
+
+def test_a_pod_asking_an_owned_name_goes_to_the_webhook_while_unsatisfiable_claim_is_on():
+    """unsatisfiable-claim (left to the webhook: it needs the ResourceSlices) judges a Pod's extended resources that a
+    DeviceClass maps, the policy's own names first: a Pod asking more example.com/gpu than any node has is warned
+    about, so it is sent; only a policy that switches the rule off keeps it from the webhook."""
+    from tests.test_satisfiable import EXAMPLE_DRIVER, device_class, example_slice
+    from webhook.view import StaticView
+
+    policy = load_policy(default_policy())
+    view = StaticView(device_classes=[device_class("gpu.example.com", f"device.driver == '{EXAMPLE_DRIVER}'",
+                                                   "example.com/gpu")],
+                      resource_slices=[example_slice("node-1", 2)])
+    pod = wrap("Pod", {"containers": [container(limits={"example.com/gpu": "8"})]})
+    d = engine.evaluate(admission_request(pod), policy, view, "validate", NOW,
+                        rules=_rules(set(coverage.NOT_COMPILED)))
+    assert [v.finding.rule for v in d.verdicts] == [ids.UNSATISFIABLE_CLAIM]
+    assert narrowed("shipped", request("Pod"), pod, narrow.owned(policy))
+    assert not narrowed("unsatisfiable-off", request("Pod"), pod, narrow.owned(policy))
 
 
 def test_a_name_the_policy_does_not_own_goes_to_the_webhook():
@@ -185,9 +205,11 @@ def test_not_compiled_takes_the_place_of_uses_devices_and_keeps_it_for_other_kin
             plain = wrap("JobSet", {"containers": [container()]})
             gpu = wrap("JobSet", {"containers": [container(**GPU)]})
             assert not _evaluate(h, jobset, plain) and _evaluate(h, jobset, gpu), name
-            pod = wrap("Pod", {"containers": [container(limits={"example.com/gpu": "1"})]})
-            foreign = wrap("Pod", {"containers": [container(limits={"amd.com/gpu": "1"})]})
-            assert _evaluate(h, request("Pod"), foreign) and _evaluate(h, request("Pod"), pod) == (h is again), name
+            owned = wrap("Deployment", {"containers": [container(limits={"example.com/gpu": "1"})]})
+            foreign = wrap("Deployment", {"containers": [container(limits={"amd.com/gpu": "1"})]})
+            deployment = request("Deployment")
+            assert _evaluate(h, deployment, foreign) and _evaluate(h, deployment, owned) == (h is again), name
+            assert not _evaluate(h, deployment, wrap("Deployment", {"containers": [container()]})), name
             assert not _evaluate(h, request("Pod"), wrap("Pod", {"containers": [container()]})), name
 
 
@@ -198,24 +220,36 @@ def test_narrow_webhooks_narrows_for_the_policy_given(tmp_path, capsys):
     assert main(["compile", "--policy", str(policy), "--webhook-config", str(ROOT / "deploy" / "base" /
                  "webhooks.yaml"), "--narrow-webhooks"]) == 0
     configs = [d for d in yaml.safe_load_all(capsys.readouterr().out) if d and d["kind"].endswith("Configuration")]
-    assert narrow.narrowed_names(configs) == {"example.com/gpu", "vendor.example.com/gpu", "nvidia.com/gpu",
-                                              "deviceclass.resource.kubernetes.io/gpu.example.com"}
+    assert narrow.narrowed_names(configs) == {"example.com/gpu", "vendor.example.com/gpu", "nvidia.com/gpu"}
 
 
-def test_the_installed_names_are_read_back_and_stale_ones_named(tmp_path):
-    """The reconciler's guard: the names an installed condition keeps from the webhook, and those a changed policy
-    no longer owns (its Pods would miss unmapped-extended-resource)."""
+def test_the_installed_narrowing_is_read_back_and_drift_named(tmp_path):
+    """The reconciler's guard: the names an installed condition keeps from the webhook; a changed policy that no
+    longer owns one, or switches a rule back on, makes it stale; one that switches a rule off does not (sent more)."""
     shipped = [d for d in yaml.safe_load_all((ROOT / "deploy" / "base" / "webhooks.yaml").read_text()) if d]
+    source = (ROOT / "policies" / "default.yaml").read_text()
     before = load_policy(ROOT / "policies" / "default.yaml")
     configs = narrow.narrow_configs(shipped, before)
-    assert narrow.narrowed_names(configs) == narrow.owned(before)
-    assert narrow.stale_names(narrow.narrowed_names(configs), before) == []
+    assert narrow.narrowed_names(configs) == narrow.owned(before) == {"example.com/gpu", "vendor.example.com/gpu"}
+    assert narrow.drift(configs, before) == []
     assert narrow.narrowed_names(narrow.narrow_configs(shipped, None)) == frozenset()  # narrowed, owning nothing
-    assert narrow.narrowed_names(shipped) is None  # not narrowed at all
-    edited = tmp_path / "policy.yaml"
-    edited.write_text((ROOT / "policies" / "default.yaml").read_text().replace(
-        "legacyNames: [vendor.example.com/gpu]", "legacyNames: []"))
-    assert narrow.stale_names(narrow.narrowed_names(configs), load_policy(edited)) == ["vendor.example.com/gpu"]
+    assert narrow.narrowed_names(shipped) is None and narrow.drift(shipped, before) == []  # not narrowed at all
+
+    def edited(old: str, new: str) -> Any:
+        path = tmp_path / "policy.yaml"
+        path.write_text(source.replace(old, new))
+        return load_policy(path)
+
+    dropped = edited("legacyNames: [vendor.example.com/gpu]", "legacyNames: []")
+    assert [p.split(" keeps Pods asking for ")[1].split(" from")[0] for p in narrow.drift(configs, dropped)] == \
+        ["vendor.example.com/gpu"] * 2
+    off = edited("unsatisfiable-claim: Warn", "unsatisfiable-claim: Off")
+    assert narrow.switched_off(off) == {ids.UNSATISFIABLE_CLAIM}
+    assert narrow.drift(configs, off) == []  # narrowed with the rule on: sends more than it needs
+    narrowed_off = narrow.narrow_configs(shipped, off)
+    assert narrow.drift(narrowed_off, off) == []
+    assert [p.endswith("another version's narrowing)") for p in narrow.drift(narrowed_off, before)] == [True, True]
+
 
 
 UNMAPPED_POLICY = """\
@@ -233,18 +267,20 @@ spec:
 
 
 def test_owned_names_are_exactly_those_unmapped_extended_resource_never_acts_on(tmp_path):
-    """``narrow.owned`` against the rule itself (no cluster data: only the policy counts): in a migrated cohort a
-    retired name, a legacy one or an implicit class name is flagged exactly when the policy does not own it."""
+    """``narrow.owned`` against the rule itself (no cluster data: only the policy counts): in a migrated cohort
+    what the rule flags is sent (a retired name, a legacy one of no resource, an implicit class name), and a name
+    the policy owns is neither flagged nor sent (unsatisfiable-claim switched off)."""
     path = tmp_path / "policy.yaml"
     path.write_text(UNMAPPED_POLICY)
     policy = load_policy(path)
     own = narrow.owned(policy)
+    assert own == {"example.com/gpu", "vendor.example.com/gpu", "example.com/fpga"}
     foreign = {"nvidia.com/gpu", "amd.com/gpu", "example.com/gpu-shared",
                "deviceclass.resource.kubernetes.io/other.example.com"}
     rules = _rules({ids.UNMAPPED_EXTENDED_RESOURCE})
-    for name in sorted(own | foreign):
+    for name in sorted(own | foreign | {"deviceclass.resource.kubernetes.io/gpu.example.com"}):
         pod = wrap("Pod", {"containers": [container(limits={name: "1"})]})
         d = engine.evaluate(admission_request(pod), policy, OfflineView(), "validate", NOW, rules=rules)
-        assert bool(d.verdicts) == (name not in own), name
-        assert narrowed("shipped", request("Pod"), pod, own) == (name not in own or name.startswith(
-            "deviceclass.resource.kubernetes.io/")), name  # implicit names: device-class-not-allowed's residual
+        sent = narrowed("unsatisfiable-off", request("Pod"), pod, own)
+        assert bool(d.verdicts) == (name in foreign), name
+        assert sent == (name not in own), name  # the own class's implicit name: device-class-not-allowed's residual

@@ -258,9 +258,9 @@ def test_bindings_leave_out_the_namespaces_whose_name_settles_another_stage(fake
     assert _excluded(fake, "gpu-fleet-pods-audit.dra-migration.io") == []
 
 
-def test_a_pass_names_the_narrowed_names_the_policy_no_longer_owns(fake, client, caplog, tmp_path):
-    """The installed narrowing (the shipped policy's names) read every pass: silent while the policy owns them; once
-    the policy drops a legacy name, the pass warns naming it and records it (``Pass.stale``, the metric)."""
+def test_a_pass_names_what_is_stale_in_the_installed_narrowing(fake, client, caplog, tmp_path):
+    """The installed narrowing (for the shipped policy) read every pass: silent while the policy owns its names; once
+    the policy drops a legacy name, each pass warns naming it and records it (``Pass.narrowing``, the metric)."""
     from webhook.compile import narrow
 
     shipped = load_policy(default_policy())
@@ -272,9 +272,27 @@ def test_a_pass_names_the_narrowed_names_the_policy_no_longer_owns(fake, client,
     current = [shipped]
     writer = KubeWriter(client)
     clock = Clock("2026-12-05T10:00:00+00:00")
-    rec = Reconciler(lambda: current[0], writer, namespaces=writer.namespaces, narrowed=writer.narrowed, now=clock)
-    assert rec.tick(always) and rec.last is not None and rec.last.stale == []
-    assert "not-compiled condition" not in caplog.text
+    rec = Reconciler(lambda: current[0], writer, namespaces=writer.namespaces, installed=writer.configs, now=clock)
+    assert rec.tick(always) and rec.last is not None and rec.last.narrowing == []
+    assert "narrowed webhook configurations are stale" not in caplog.text
     current[0] = load_policy(edited)
-    assert rec.tick(always) and rec.last.stale == ["vendor.example.com/gpu"]
+    assert rec.tick(always) and rec.last.narrowing is not None and len(rec.last.narrowing) == 2
     assert "keeps Pods asking for vendor.example.com/gpu from the webhook" in caplog.text
+
+
+def test_a_narrowing_that_cannot_be_read_is_unknown_not_fine(caplog):
+    """A failed read of the configurations leaves the pass done and the narrowing unknown (None: the metric keeps its
+    last value), with a warning."""
+    def broken() -> list[dict[str, Any]]:
+        raise RuntimeError("connection refused")
+
+    class Writer:
+        def apply(self, obj: dict[str, Any]) -> None: ...
+
+        def prune(self, keep: list[dict[str, Any]], labels: dict[str, str]) -> list[str]:
+            return []
+
+    rec = Reconciler(lambda: load_policy(default_policy()), Writer(), installed=broken,
+                     now=Clock("2026-12-05T10:00:00+00:00"))
+    assert rec.tick(always) and rec.last is not None and rec.last.narrowing is None
+    assert "cannot read the webhook configurations' narrowing (connection refused)" in caplog.text

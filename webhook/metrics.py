@@ -70,10 +70,10 @@ COMPILED_OBJECTS = Gauge(
     multiprocess_mode="mostrecent",
 )
 COMPILED_NARROWING_STALE = Gauge(
-    "dra_webhook_compiled_narrowing_stale_names",
-    "Extended-resource names the installed not-compiled matchCondition keeps from the webhook that the policy no "
-    "longer owns (unmapped-extended-resource is not checked for them): narrow the webhook configurations again "
-    "(compile --narrow-webhooks). Set by the replica holding the reconciler's Lease.",
+    "dra_webhook_compiled_narrowing_stale",
+    "1 while the installed webhook configurations' not-compiled matchCondition is not the one the policy needs "
+    "(names it no longer owns, or a rule switched back on): the webhook may miss what the compiled policies leave to "
+    "it; narrow them again (compile --narrow-webhooks). Set by the replica holding the reconciler's Lease.",
     multiprocess_mode="mostrecent",
 )
 BAD_REQUESTS = Counter(

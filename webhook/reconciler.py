@@ -6,8 +6,8 @@ gauge writer (``webhook.supervisor``), competes for its own Lease (``dra-webhook
 the last good policy at now, server-side-applies every object under the field manager
 ``dra-webhook-reconciler``, and deletes this policy's objects that are no longer compiled (``kube_apply.prune``).
 
-Each pass also reads the installed narrowing (``narrow.narrowed_names``) and warns when it keeps from the webhook a
-name the policy no longer owns (``narrow.stale_names``): the reconciler never writes webhook configurations.
+Each pass also reads the installed webhook configurations and warns while their narrowing is not the one this
+policy needs (``narrow.drift``): the reconciler never writes webhook configurations.
 
 A pass runs again when the policy reloads (another last good policy object), just after midnight UTC of the
 objects' ``valid_until`` (the next day a stage or an exception changes), and every ``period`` seconds anyway
@@ -60,7 +60,7 @@ class Pass:
     pruned: list[str]
     valid_until: dt.date | None
     next_at: dt.datetime
-    stale: list[str] = field(default_factory=list)  # narrow.stale_names of the installed configurations
+    narrowing: list[str] | None = field(default_factory=list)  # narrow.drift of the installed ones; None: unread
 
 
 def wake_time(valid_until: dt.date | None, now: dt.datetime, period: float) -> dt.datetime:
@@ -79,10 +79,10 @@ class Reconciler:
                  now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
                  namespaces: Callable[[], Namespaces | None] = lambda: None, period: float = PERIOD,
                  on_pass: Callable[[Pass], None] | None = None,
-                 narrowed: Callable[[], frozenset[str] | None] = lambda: None) -> None:
+                 installed: Callable[[], list[dict[str, Any]]] = list) -> None:
         self._policy, self._writer, self._now = policy, writer, now
         self._namespaces, self.period, self._on_pass = namespaces, period, on_pass
-        self._narrowed = narrowed
+        self._installed = installed
         self._reconciled: CompiledPolicy | None = None  # the policy of the last pass (failed or not)
         self._next: dt.datetime | None = None  # None: due now
         self.failures = 0
@@ -138,25 +138,24 @@ class Reconciler:
         log.info("compiled policies: policy %s at %s: applied %d objects (%s); pruned %s; valid until %s; next "
                  "pass %s", policy.name, now.isoformat(timespec="seconds"), len(applied), listed,
                  ", ".join(pruned) or "nothing", until, next_at.isoformat(timespec="seconds"))
-        return Pass(now, applied, pruned, compiled.valid_until, next_at, self._stale(policy))
+        return Pass(now, applied, pruned, compiled.valid_until, next_at, self._drift(policy))
 
-    def _stale(self, policy: CompiledPolicy) -> list[str]:
-        """``narrow.stale_names`` of the installed narrowing, warned about on every pass while it lasts."""
-        from webhook.compile.narrow import stale_names
+    def _drift(self, policy: CompiledPolicy) -> list[str] | None:
+        """``narrow.drift`` of the installed configurations, warned about on every pass while it lasts; None when
+        they cannot be read (the metric then keeps its last value)."""
+        from webhook.compile.narrow import drift
 
         try:
-            narrowed = self._narrowed()
+            problems = drift(self._installed(), policy)
         except Exception as exc:  # only a check: the objects are applied; the next pass reads again
             log.warning("compiled policies: cannot read the webhook configurations' narrowing (%s)", str(exc)[:300])
-            return []
-        stale = stale_names(narrowed, policy)
-        if stale:
-            log.warning("compiled policies: the webhook configurations' not-compiled condition keeps Pods asking for "
-                        "%s from the webhook, which policy %s no longer owns: unmapped-extended-resource is not "
-                        "checked for them until the configurations are narrowed for this policy (dra-webhook compile "
-                        "--policy P --webhook-config FILE --narrow-webhooks; README \"Narrowed webhooks\")",
-                        ", ".join(stale), policy.name)
-        return stale
+            return None
+        for problem in problems:
+            log.warning("compiled policies: the narrowed webhook configurations are stale: %s; the webhook may miss "
+                        "what the compiled policies leave to it until they are narrowed for this policy (dra-webhook "
+                        "compile --policy P --webhook-config FILE --narrow-webhooks; README \"Narrowed webhooks\")",
+                        problem)
+        return problems
 
 
 WEBHOOK_CONFIGS = "dra-migration-webhook"
@@ -171,7 +170,7 @@ class KubeWriter:
     def __init__(self, api: Any, manager: str = FIELD_MANAGER) -> None:
         self._api, self._manager = api, manager
 
-    def _configs(self) -> list[dict[str, Any]]:
+    def configs(self) -> list[dict[str, Any]]:
         """The installed Validating/MutatingWebhookConfigurations ``WEBHOOK_CONFIGS`` (those there are)."""
         from webhook import kube_apply
 
@@ -179,12 +178,6 @@ class KubeWriter:
         configs = [kube_apply.get(self._api, f"{base}/{plural}/{WEBHOOK_CONFIGS}")
                    for plural in ("validatingwebhookconfigurations", "mutatingwebhookconfigurations")]
         return [c for c in configs if c]
-
-    def narrowed(self) -> frozenset[str] | None:
-        """The names the installed narrowing keeps from the webhook (``narrow.narrowed_names``)."""
-        from webhook.compile.narrow import narrowed_names
-
-        return narrowed_names(self._configs())
 
     def namespaces(self) -> Namespaces:
         """The namespaceSelectors of the installed workloads webhooks (an overlay's or a chart release's own), so
@@ -196,7 +189,7 @@ class KubeWriter:
         from webhook.compile.narrow import hook_namespaces
 
         try:
-            hooks = hook_namespaces(self._configs())
+            hooks = hook_namespaces(self.configs())
         except ValueError as exc:
             log.warning("compiled policies: webhook configurations %s: %s; the bindings take the shipped "
                         "namespaceSelector", WEBHOOK_CONFIGS, exc)
@@ -248,7 +241,14 @@ def _record(done: Pass) -> None:
 
     metrics.COMPILED_RECONCILED.set(done.at.timestamp())
     metrics.COMPILED_OBJECTS.set(len(done.applied))
-    metrics.COMPILED_NARROWING_STALE.set(len(done.stale))
+    if done.narrowing is not None:
+        metrics.COMPILED_NARROWING_STALE.set(1 if done.narrowing else 0)
+
+
+def _not_leading() -> None:
+    from webhook import metrics
+
+    metrics.COMPILED_NARROWING_STALE.set(0)
 
 
 def run(opts: ReconcilerOptions, stop: threading.Event) -> None:
@@ -264,9 +264,13 @@ def run(opts: ReconcilerOptions, stop: threading.Event) -> None:
     thread = campaign(elector, stop)
     writer = KubeWriter(api)
     reconciler = Reconciler(checked_policy(opts.policy), writer, namespaces=writer.namespaces, period=opts.period,
-                            on_pass=_record, narrowed=writer.narrowed)
+                            on_pass=_record, installed=writer.configs)
+    led = False
     while not stop.is_set():
         reconciler.tick(lambda: elector.leading)
+        if led and not elector.leading:  # the new leader's passes say; a stale value here would keep the alert on
+            _not_leading()
+        led = elector.leading
         stop.wait(1.0)
     thread.join(10)
     elector.release()

@@ -161,30 +161,37 @@ def _compiled_metrics(webhook: Webhook) -> dict[str, float] | None:
     found = {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples
              if s.name.startswith("dra_webhook_compiled_policies_")}
     return found if len(found) == 2 and all(found.values()) else None
-def _sent(kube: Kube, pod: dict[str, Any]) -> set[str]:
-    """The narrowed workloads webhooks the API server called for a dry-run create of ``pod`` (its own counters)."""
+def _sent(kube: Kube, obj: dict[str, Any]) -> set[str]:
+    """The narrowed workloads webhooks the API server called for a dry-run create of ``obj`` (its own counters)."""
     before = _apiserver_counts(kube, "apiserver_admission_webhook_request_total")
-    kube.create(pod, dry_run=True)
+    kube.create(obj, dry_run=True)
     after = _apiserver_counts(kube, "apiserver_admission_webhook_request_total")
     return {h for h in narrow.NARROWED_HOOKS if after.get(h, 0) > before.get(h, 0)}
 
 
 def test_the_narrowing_keeps_owned_names_from_the_webhook_and_the_reconciler_names_stale_ones(plane):
-    """The install narrows for the shipped policy's names (deploy/compiled/narrowing-*.yaml): a Pod asking only
-    example.com/gpu, a name that policy owns, is not sent to either workloads webhook; one asking a name it does
-    not own (amd.com/gpu) is. The server runs another policy, which does not own vendor.example.com/gpu: the
-    reconciler reads the installed condition and warns that Pods asking for it miss unmapped-extended-resource."""
-    def asking(name: str, resource: str) -> dict[str, Any]:
-        pod = _gpu_pod(name)
-        pod["spec"]["containers"][0]["resources"]["limits"] = {resource: "1"}
-        return pod
-
+    """The install narrows for the shipped policy's names (deploy/compiled/narrowing-*.yaml): a Deployment whose
+    template asks only example.com/gpu, a name that policy owns, is sent to neither workloads webhook; one asking a
+    name it does not own (amd.com/gpu) is, and so is a Pod asking example.com/gpu (unsatisfiable-claim, on in the
+    shipped policy, judges a Pod's extended resources against the ResourceSlices). The server runs another policy,
+    which does not own vendor.example.com/gpu: the reconciler reads the installed condition and warns."""
     _, kube, webhook, _, _ = plane
     eventually(lambda: "keeps Pods asking for vendor.example.com/gpu from the webhook" in webhook.output(),
                "the reconciler's warning about the stale narrowing", 60, alive=webhook.dead)
-    assert "which policy reconcile-e2e no longer owns" in webhook.output()
-    assert _sent(kube, asking("owned", "example.com/gpu")) == set()
-    assert _sent(kube, asking("foreign", "amd.com/gpu")) == set(narrow.NARROWED_HOOKS)
+    assert "which policy reconcile-e2e does not own" in webhook.output()
+
+    def deployment(name: str, resource: str) -> dict[str, Any]:
+        spec = _gpu_pod(name)["spec"]
+        spec["containers"][0]["resources"]["limits"] = {resource: "1"}
+        return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": NS},
+                "spec": {"replicas": 0, "selector": {"matchLabels": {"app": name}},
+                         "template": {"metadata": {"labels": {"app": name}}, "spec": spec}}}
+
+    assert _sent(kube, deployment("owned", "example.com/gpu")) == set()
+    assert _sent(kube, deployment("foreign", "amd.com/gpu")) == set(narrow.NARROWED_HOOKS)
+    pod = _gpu_pod("owned")
+    pod["spec"]["containers"][0]["resources"]["limits"] = {"example.com/gpu": "1"}
+    assert _sent(kube, pod) == set(narrow.NARROWED_HOOKS)
 
 
 def test_a_policy_change_is_reconciled_and_a_candidate_without_the_lease_writes_nothing(plane):

@@ -14,15 +14,16 @@ PodGroups: the webhook's own ``uses-devices`` decides them), and the claim, Devi
 (``*.resources``/``resourceslices``): the condition takes the place of ``uses-devices`` in ``workloads.validate``
 and ``workloads.mutate`` only (one walk over a Pod's containers, not two).
 
-The policy's own names: ``unmapped-extended-resource`` (needs the cluster's DeviceClasses) acts only on a
-name the policy does not own (``placement.hardware``: a resource's name, a legacy name, its class's implicit
-name), so its atom, ``unowned``, leaves out the names ``owned`` lists; that takes the usual GPU Pod (a served or
-legacy name, no claims) off the webhook. The names are written in the condition; any other
-extended-resource name is sent. So a policy edit that adds resources or retired names needs no new narrowing
-(a new resource's names are sent until it is narrowed again: a call, not a lost finding); one that removes a
-resource or a legacy name does, and until then the webhook misses ``unmapped-extended-resource`` for it: the
-reconciler reads the installed condition's names (``narrowed_names``) every pass and warns about the names the
-policy no longer owns (``stale_names``), with the metric ``dra_webhook_compiled_narrowing_stale_names``.
+The policy: ``unmapped-extended-resource`` (needs the cluster's DeviceClasses) acts only on a name the policy does
+not own (``placement.hardware``: a resource's name, a legacy name), so its atom, ``unowned``, leaves out the names
+``owned`` lists, written in the condition; and a rule the policy switches Off in every stage
+(``enforcement.rules``) needs nothing. ``unsatisfiable-claim`` (needs the ResourceSlices) acts on every extended
+resource a DeviceClass maps, so while it is on, a Pod asking any extended-resource name is sent; templates are not
+(it judges Pods and claims only). A policy edit that adds resources or retired names needs no new narrowing (a new
+resource's names are sent until it is narrowed again: a call, not a lost finding); one that removes a resource or a
+legacy name, or switches a rule back on, does: the reconciler compares the installed condition with the one this
+code writes for the policy every pass (``drift``) and warns, with the metric
+``dra_webhook_compiled_narrowing_stale``.
 
 Where it goes: the install's compiled mode (deploy/compiled, chart ``mode: compiled``) carries it for the policy
 the install ships (the chart: for its inline policy too; for an existing ConfigMap it owns no names), and
@@ -49,6 +50,7 @@ from webhook.compile.layouts import CRONJOB, JOB, LAYOUTS, POD, TEMPLATE, Layout
 from webhook.compile.shared import Namespaces
 from webhook.objects import DEVICECLASS_PREFIX
 from webhook.policy.compiled import CompiledPolicy
+from webhook.policy.model import Action
 from webhook.rules import ids
 
 CONDITION_NAME = "not-compiled"
@@ -92,8 +94,18 @@ def unowned(own: frozenset[str]) -> str:
 
 
 def owned(policy: CompiledPolicy) -> frozenset[str]:
-    """The names ``unmapped-extended-resource`` never acts on: those ``placement.hardware`` finds a resource for."""
-    return frozenset({*policy.resources, *policy.legacy, *(DEVICECLASS_PREFIX + c for c in policy.by_class)})
+    """The names ``unmapped-extended-resource`` never acts on: those ``placement.hardware`` finds a resource for
+    (its classes' implicit names left out: the ``implicit`` atom sends them anyway)."""
+    return frozenset({*policy.resources, *policy.legacy})
+
+
+STAGES = ("legacy", "pilot", "migrated")
+
+
+def switched_off(policy: CompiledPolicy) -> frozenset[str]:
+    """Rules the policy switches Off in every stage (``enforcement.rules``): the webhook skips them, so the narrowing
+    needs nothing for them."""
+    return frozenset(r for r in ids.RULE_IDS if all(policy.action_for(r, s) is Action.Off for s in STAGES))
 
 
 def job_scheduling(layout: Layout) -> str:
@@ -155,7 +167,8 @@ FIRES: dict[str, frozenset[str]] = {
     ids.TRACK_ROLLOUT: DEVICES,
     ids.DEVICE_CLASS_TAKEOVER: DEVICES,
     ids.SHARED_CLAIM_LIMIT: CLAIMS,
-    ids.UNSATISFIABLE_CLAIM: CLAIMS,
+    # Pods too: a Pod's extended resources that a DeviceClass maps (satisfiable._pod_requests), any name.
+    ids.UNSATISFIABLE_CLAIM: DEVICES,
 }
 """Rule id -> the ``ATOMS`` of the pod specs the rule can act on, when it runs on the layout's kinds."""
 
@@ -219,10 +232,15 @@ def expression(not_compiled: Any = None, compiled: Any = None, own: Iterable[str
     return f"object == null ||\n{expr}"
 
 
-def condition(policy: CompiledPolicy | None = None, rest: str = "true") -> dict[str, str]:
+def condition(policy: CompiledPolicy | None = None, rest: str = "true", own: Iterable[str] | None = None
+              ) -> dict[str, str]:
     """The matchCondition (name, expression) ``narrow_hook`` puts in place of ``uses-devices`` (``rest``: its
-    expression): for ``policy``'s owned names (None: none, any extended-resource name is sent)."""
-    return {"name": CONDITION_NAME, "expression": expression(own=owned(policy) if policy else (), rest=rest)}
+    expression) for ``policy``: the rules it switches off left out, its ``owned`` names (or ``own``) kept from the
+    webhook (None: the code's coverage alone, any extended-resource name sent)."""
+    off = switched_off(policy) if policy else frozenset()
+    names = own if own is not None else owned(policy) if policy else ()
+    return {"name": CONDITION_NAME, "expression": expression(
+        set(coverage.NOT_COMPILED) - off, set(coverage.COMPILED) - off, own=names, rest=rest)}
 
 
 def narrow_hook(hook: dict[str, Any], policy: CompiledPolicy | None = None) -> dict[str, Any]:
@@ -279,11 +297,28 @@ def narrowed_names(configs: list[dict[str, Any]]) -> frozenset[str] | None:
     return frozenset(n for e in exprs for listed in OWNED_LIST.findall(e) for n in re.findall(r"'([^']*)'", listed))
 
 
-def stale_names(narrowed: frozenset[str] | None, policy: CompiledPolicy) -> list[str]:
-    """Of the names an installed narrowing keeps from the webhook (``narrowed_names``), those ``policy`` does not
-    own: Pods asking for them miss ``unmapped-extended-resource`` until the configurations are narrowed for
-    ``policy`` again."""
-    return sorted((narrowed or frozenset()) - owned(policy))
+def drift(configs: list[dict[str, Any]], policy: CompiledPolicy) -> list[str]:
+    """What is wrong with the installed narrowing of ``configs`` for ``policy`` (empty: nothing): names it keeps from
+    the webhook that ``policy`` does not own, or a condition other than the one this code writes for ``policy`` with
+    those names (a rule switched back on, or another version's coverage): Pods the webhook should see may be kept
+    from it until the configurations are narrowed again."""
+    problems = []
+    hooks = [h for doc in configs for h in doc.get("webhooks") or [] if h.get("name") in NARROWED_HOOKS]
+    for hook in hooks:
+        cond = next((c for c in hook.get("matchConditions") or [] if c.get("name") == CONDITION_NAME), None)
+        if cond is None:
+            continue
+        expr = str(cond.get("expression", ""))
+        names = narrowed_names([{"webhooks": [hook]}]) or frozenset()
+        foreign = sorted(names - owned(policy))
+        if foreign:
+            problems.append(f"{hook['name']} keeps Pods asking for {', '.join(foreign)} from the webhook, which "
+                            f"policy {policy.name} does not own")
+        elif expr not in (condition(policy, _rest(expr), own=names)["expression"],
+                          condition(None, _rest(expr), own=names)["expression"]):  # every rule on: sends more
+            problems.append(f"{hook['name']}'s {CONDITION_NAME} condition is not the one this version writes for "
+                            f"policy {policy.name} (a rule switched back on, or another version's narrowing)")
+    return problems
 
 
 def hook_namespaces(configs: list[dict[str, Any]]) -> Namespaces:

@@ -52,11 +52,11 @@ release namespace on namespaced kinds. Input: {"ctx": $, "obj": map}.
 {{- end -}}
 
 {{- /* The policy YAML's own names, quoted, sorted and comma-separated as webhook/compile/narrow.py unowned writes them:
-each resource's name, legacyNames and implicit class name (placement.hardware). */ -}}
+each resource's name and legacyNames (narrow.owned). */ -}}
 {{- define "dra.ownedNames" -}}
 {{- $names := list }}
 {{- range ((. | fromYaml).spec | default dict).resources | default list }}
-{{- $names = concat $names (list .name (printf "deviceclass.resource.kubernetes.io/%s" .deviceClassName)) (.legacyNames | default list) }}
+{{- $names = concat $names (list .name) (.legacyNames | default list) }}
 {{- end }}
 {{- $quoted := list }}
 {{- range ($names | uniq | sortAlpha) }}{{ $quoted = append $quoted (printf "'%s'" .) }}{{ end }}

@@ -284,3 +284,29 @@ def test_owned_names_are_exactly_those_unmapped_extended_resource_never_acts_on(
         sent = narrowed("unsatisfiable-off", request("Pod"), pod, own)
         assert bool(d.verdicts) == (name in foreign), name
         assert sent == (name not in own), name  # the own class's implicit name: device-class-not-allowed's residual
+
+
+def test_drift_accepts_a_condition_that_switches_fewer_rules_off(tmp_path):
+    """A narrowing for a policy with fewer rules off sends more than needed: no drift; one for a policy with more
+    rules off than the current one sends less: drift. A list naming an implicit class name (d02d716 listed them) is
+    no drift: the implicit atom sends such names whatever the list says."""
+    shipped = [d for d in yaml.safe_load_all((ROOT / "deploy" / "base" / "webhooks.yaml").read_text()) if d]
+    source = (ROOT / "policies" / "default.yaml").read_text()
+
+    def off(*rules: str) -> Any:
+        path = tmp_path / "policy.yaml"
+        lines = "".join(f"      {r}: Off\n" for r in rules)
+        path.write_text(source.replace("      unsatisfiable-claim: Warn\n", lines))
+        return load_policy(path)
+
+    one = off(ids.UNSATISFIABLE_CLAIM)
+    two = off(ids.UNSATISFIABLE_CLAIM, ids.UNMAPPED_EXTENDED_RESOURCE)
+    assert narrow.switched_off(two) == {ids.UNSATISFIABLE_CLAIM, ids.UNMAPPED_EXTENDED_RESOURCE}
+    assert narrow.drift(narrow.narrow_configs(shipped, one), two) == []
+    assert len(narrow.drift(narrow.narrow_configs(shipped, two), one)) == 2
+    implicit = narrow.narrow_configs(shipped, one)
+    for doc in implicit:
+        for cond in (c for h in doc["webhooks"] for c in h.get("matchConditions", []) if c["name"] == "not-compiled"):
+            cond["expression"] = cond["expression"].replace(
+                "['example.com/gpu',", "['deviceclass.resource.kubernetes.io/gpu.example.com', 'example.com/gpu',")
+    assert narrow.drift(implicit, one) == []  # the implicit atom sends those names whatever the list says

@@ -268,9 +268,10 @@ def run(opts: ReconcilerOptions, stop: threading.Event) -> None:
     led = False
     while not stop.is_set():
         reconciler.tick(lambda: elector.leading)
-        if led and not elector.leading:  # the new leader's passes say; a stale value here would keep the alert on
+        leading = elector.leading  # read once: it turns False by the clock alone
+        if led and not leading:  # the new leader's passes say; a stale value here would keep the alert on
             _not_leading()
-        led = elector.leading
+        led = leading
         stop.wait(1.0)
     thread.join(10)
     elector.release()

@@ -139,7 +139,8 @@ def _profile(bench: ab.Bench, objs: list[dict[str, Any]], out: Path, seconds: in
 def narrowed_webhooks(ca: Path) -> list[dict[str, Any]]:
     """deploy/base's webhook configurations narrowed for the bench's policy (the compiled mode's), their service
     replaced by a URL where nothing listens: a Pod the narrowing sends would cost a refused connection (failurePolicy
-    Ignore), so the GPU Pod, which it must not send, is timed with only what the API server does to decide that."""
+    Ignore), so a GPU Pod it does not send (``--switch-off unsatisfiable-claim``) is timed with only what the API
+    server does to decide that."""
     import base64
 
     import yaml
@@ -184,14 +185,19 @@ def main(argv: list[str] | None = None) -> int:
                          "own work on the applied objects is not counted as the Pods' CPU (default %(default)s)")
     ap.add_argument("--narrowed", action="store_true",
                     help="also time compiled+narrowed: the compiled objects beside the webhook configurations narrowed "
-                         "for the policy (the compiled mode), which must not send the GPU Pod; the plugin rows then "
-                         "show what the two webhook plugins spend deciding that")
+                         "for the policy (the compiled mode); with --switch-off unsatisfiable-claim they do not send "
+                         "the GPU Pod, and the plugin rows show what the two webhook plugins spend deciding that")
+    ap.add_argument("--switch-off", action="append", default=[], metavar="RULE",
+                    help="a variant of policies/default.yaml with RULE Off in every stage, for every set-up (as "
+                         "bench/apiserver.py --switch-off)")
     ap.add_argument("--seed", type=int, default=17)
     ap.add_argument("--scheduler", default=ab.SCHEDULER,
                     help="the GPU Pod's schedulerName (default %(default)s, which the policy steers to the dra pool; "
                          "a name outside its draSchedulers, e.g. bench-not-scheduled, times a Pod it warns about)")
     args = ap.parse_args(argv)
     ab.SCHEDULER = args.scheduler  # what ab.pod writes; no scheduler runs here either way
+    if args.switch_off:
+        ab.POLICY = ab._switched_off(ab.POLICY, args.switch_off, Path(tempfile.mkdtemp()) / "policy.yaml")
 
     from tests.e2e import binaries, procs
     from tests.e2e.controlplane import ControlPlane

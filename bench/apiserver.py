@@ -200,14 +200,20 @@ def before_configs(shipped: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
     Renamed (configurations ``...-before``, webhooks ``*.before.dra-migration.io``) so the probes can tell
     them from the shipped ones."""
-    out = []
-    for cfg in copy.deepcopy(shipped):
-        cfg["metadata"] = {"name": cfg["metadata"]["name"] + "-before"}
-        for hook in cfg["webhooks"]:
-            hook["name"] = hook["name"].replace(".dra-migration.io", ".before.dra-migration.io")
-            hook["matchConditions"] = [c for c in hook.get("matchConditions", []) if c["name"] != "uses-devices"]
-        out.append(cfg)
+    out = _renamed(copy.deepcopy(shipped), "before")
+    for hook in (h for cfg in out for h in cfg["webhooks"]):
+        hook["matchConditions"] = [c for c in hook.get("matchConditions", []) if c["name"] != "uses-devices"]
     return out
+
+
+def _renamed(configs: list[dict[str, Any]], tag: str) -> list[dict[str, Any]]:
+    """``configs`` (changed in place) named ``<name>-<tag>``, their webhooks ``*.<tag>.dra-migration.io``: the probes
+    tell a variant of the shipped configurations apart by the names the API server's counters carry."""
+    for cfg in configs:
+        cfg["metadata"] = {"name": f"{cfg['metadata']['name']}-{tag}"}
+        for hook in cfg["webhooks"]:
+            hook["name"] = hook["name"].replace(".dra-migration.io", f".{tag}.dra-migration.io")
+    return configs
 
 
 def narrowed_configs(shipped: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -216,13 +222,7 @@ def narrowed_configs(shipped: list[dict[str, Any]]) -> list[dict[str, Any]]:
     from webhook.commands import load_policy
     from webhook.compile import narrow
 
-    out = []
-    for cfg in narrow.narrow_configs(shipped, load_policy(POLICY)):
-        cfg["metadata"] = {"name": cfg["metadata"]["name"] + "-narrowed"}
-        for hook in cfg["webhooks"]:
-            hook["name"] = hook["name"].replace(".dra-migration.io", ".narrowed.dra-migration.io")
-        out.append(cfg)
-    return out
+    return _renamed(narrow.narrow_configs(shipped, load_policy(POLICY)), "narrowed")
 
 
 def floor_configs(shipped: list[dict[str, Any]], port: int) -> list[dict[str, Any]]:

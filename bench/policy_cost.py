@@ -145,14 +145,10 @@ def narrowed_webhooks(ca: Path) -> list[dict[str, Any]]:
 
     import yaml
 
-    from webhook.commands import load_policy
-    from webhook.compile import narrow
-
     shipped = [d for d in yaml.safe_load_all((ab.ROOT / "deploy" / "base" / "webhooks.yaml").read_text()) if d]
     bundle = base64.b64encode(Path(ca).read_bytes()).decode()
-    out = narrow.narrow_configs(shipped, load_policy(ab.POLICY))
+    out = ab.narrowed_configs(shipped)
     for cfg in out:
-        cfg["metadata"] = {"name": f"{cfg['metadata']['name']}-narrowed"}
         for hook in cfg["webhooks"]:
             hook["clientConfig"] = {"url": f"https://127.0.0.1:9/{hook['name']}", "caBundle": bundle}
             hook["failurePolicy"] = "Ignore"

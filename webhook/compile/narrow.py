@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.compile import coverage
+from webhook.compile.checks import STAGES
 from webhook.compile.layouts import CRONJOB, JOB, LAYOUTS, POD, TEMPLATE, Layout
 from webhook.compile.shared import Namespaces
 from webhook.objects import DEVICECLASS_PREFIX
@@ -97,9 +98,6 @@ def owned(policy: CompiledPolicy) -> frozenset[str]:
     """The names ``unmapped-extended-resource`` never acts on: those ``placement.hardware`` finds a resource for
     (its classes' implicit names left out: the ``implicit`` atom sends them anyway)."""
     return frozenset({*policy.resources, *policy.legacy})
-
-
-STAGES = ("legacy", "pilot", "migrated")
 
 
 def switched_off(policy: CompiledPolicy) -> frozenset[str]:
@@ -232,14 +230,13 @@ def expression(not_compiled: Any = None, compiled: Any = None, own: Iterable[str
     return f"object == null ||\n{expr}"
 
 
-def condition(policy: CompiledPolicy | None = None, rest: str = "true", own: Iterable[str] | None = None
-              ) -> dict[str, str]:
+def condition(policy: CompiledPolicy | None = None, rest: str = "true") -> dict[str, str]:
     """The matchCondition (name, expression) ``narrow_hook`` puts in place of ``uses-devices`` (``rest``: its
-    expression) for ``policy``: the rules it switches off left out, its ``owned`` names (or ``own``) kept from the
-    webhook (None: the code's coverage alone, any extended-resource name sent)."""
-    off = switched_off(policy) if policy else frozenset()
-    names = own if own is not None else owned(policy) if policy else ()
-    return {"name": CONDITION_NAME, "expression": _written(off, names, rest)}
+    expression) for ``policy``: the rules it switches off left out, its ``owned`` names kept from the webhook (None:
+    the code's coverage alone, any extended-resource name sent)."""
+    if policy is None:
+        return {"name": CONDITION_NAME, "expression": _written((), (), rest)}
+    return {"name": CONDITION_NAME, "expression": _written(switched_off(policy), owned(policy), rest)}
 
 
 def _written(off: Iterable[str], own: Iterable[str], rest: str) -> str:
@@ -290,15 +287,23 @@ def patch_yaml(config: dict[str, Any], policy: CompiledPolicy | None = None) -> 
             f"    expression: |-\n{body}\n")
 
 
+def _installed(configs: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(webhook name, expression) of each ``not-compiled`` condition of ``NARROWED_HOOKS`` in ``configs``."""
+    hooks = [h for doc in configs for h in doc.get("webhooks") or [] if h.get("name") in NARROWED_HOOKS]
+    return [(str(h["name"]), str(c.get("expression", ""))) for h in hooks for c in h.get("matchConditions") or []
+            if c.get("name") == CONDITION_NAME]
+
+
+def _listed(expr: str) -> frozenset[str]:
+    """The owned names a ``not-compiled`` expression lists (``unowned``)."""
+    return frozenset(n for listed in OWNED_LIST.findall(expr) for n in re.findall(r"'([^']*)'", listed))
+
+
 def narrowed_names(configs: list[dict[str, Any]]) -> frozenset[str] | None:
     """The names the installed ``not-compiled`` conditions of ``configs`` keep from the webhook (the union over
     ``NARROWED_HOOKS``); None when no such condition is installed (nothing is narrowed away)."""
-    hooks = [h for doc in configs for h in doc.get("webhooks") or [] if h.get("name") in NARROWED_HOOKS]
-    exprs = [str(c.get("expression", "")) for h in hooks for c in h.get("matchConditions") or []
-             if c.get("name") == CONDITION_NAME]
-    if not exprs:
-        return None
-    return frozenset(n for e in exprs for listed in OWNED_LIST.findall(e) for n in re.findall(r"'([^']*)'", listed))
+    installed = _installed(configs)
+    return frozenset().union(*(_listed(e) for _, e in installed)) if installed else None
 
 
 def drift(configs: list[dict[str, Any]], policy: CompiledPolicy) -> list[str]:
@@ -307,20 +312,15 @@ def drift(configs: list[dict[str, Any]], policy: CompiledPolicy) -> list[str]:
     those names (a rule switched back on, or another version's coverage): Pods the webhook should see may be kept
     from it until the configurations are narrowed again."""
     problems = []
-    hooks = [h for doc in configs for h in doc.get("webhooks") or [] if h.get("name") in NARROWED_HOOKS]
-    for hook in hooks:
-        cond = next((c for c in hook.get("matchConditions") or [] if c.get("name") == CONDITION_NAME), None)
-        if cond is None:
-            continue
-        expr = str(cond.get("expression", ""))
-        names = narrowed_names([{"webhooks": [hook]}]) or frozenset()
+    for hook, expr in _installed(configs):
+        names = _listed(expr)
         # implicit class names are sent whatever the list says (the implicit atom)
         foreign = sorted(n for n in names - owned(policy) if not n.startswith(DEVICECLASS_PREFIX))
         if foreign:
-            problems.append(f"{hook['name']} keeps Pods asking for {', '.join(foreign)} from the webhook, which "
+            problems.append(f"{hook} keeps Pods asking for {', '.join(foreign)} from the webhook, which "
                             f"policy {policy.name} does not own")
         elif not _sends_enough(expr, policy, names):
-            problems.append(f"{hook['name']}'s {CONDITION_NAME} condition is not one this version writes for "
+            problems.append(f"{hook}'s {CONDITION_NAME} condition is not one this version writes for "
                             f"policy {policy.name} (a rule switched back on, or another version's narrowing)")
     return problems
 

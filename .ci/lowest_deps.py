@@ -4,7 +4,7 @@
 A `>=` floor in pyproject.toml is a promise that the code works with that version. Nothing checks the
 promise when every install picks the newest release, so floors drift (issue #26 item 6: the kubernetes
 client's floor needed a far newer pydantic than ours, and the gunicorn floor predated the worker hooks
-webhook/worker.py uses). This script keeps the promise checked:
+webhook/serve/worker.py uses). This script keeps the promise checked:
 
 1. every direct dependency (``[project].dependencies`` and the ``test`` extra) is pinned ``==`` its
    ``>=`` version in a constraints file; transitive dependencies resolve freely against those pins;
@@ -33,22 +33,22 @@ ROOT = Path(__file__).resolve().parent.parent
 #: and jsonpointer (patches in test_server, suites), prometheus-client (metrics), orjson (review
 #: parsing), cel-expr-python (device selectors), the kubernetes client (cluster view against the fake
 #: API server), and the test extra's kubernetes-validate, hypothesis, jsonschema,
-#: common-expression-language, ruff, radon. Not mypy (tests/test_types.py): at the floors strict mypy
+#: common-expression-language, ruff, radon. Not mypy (tests/meta/test_types.py): at the floors strict mypy
 #: reports what older stubs and untyped releases lack (jsonpatch/jsonpointer without py.typed, older
 #: types-PyYAML), which says nothing about whether the code runs.
 SMOKE = [
-    "tests/test_server.py",
-    "tests/test_slow_clients.py",
-    "tests/test_certs.py",
-    "tests/test_policy_loader.py",
-    "tests/test_suites.py",
-    "tests/test_review.py",
-    "tests/test_satisfiable.py",
-    "tests/test_live_cluster.py",
-    "tests/test_schema.py",
-    "tests/test_match_conditions.py",
-    "tests/test_style.py",
-    "tests/test_complexity.py",
+    "tests/processes/test_server.py",
+    "tests/processes/test_slow_clients.py",
+    "tests/serve/test_certs.py",
+    "tests/policy/test_loader.py",
+    "tests/offline/test_suites.py",
+    "tests/admission/test_review.py",
+    "tests/rules/test_satisfiable.py",
+    "tests/processes/test_live_cluster.py",
+    "tests/policy/test_schema.py",
+    "tests/deploy/test_match_conditions.py",
+    "tests/meta/test_style.py",
+    "tests/meta/test_complexity.py",
 ]
 
 _FLOOR = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*>=\s*([^,;\s]+)\s*(?:;.*)?$")

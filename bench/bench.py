@@ -419,7 +419,7 @@ def render(args: argparse.Namespace, names: list[str], sizes: dict[str, int], an
       f"werkzeug {pip_version('werkzeug')}, orjson {pip_version('orjson')}, jsonpatch {pip_version('jsonpatch')}, "
       f"OpenSSL {ssl.OPENSSL_VERSION.split()[1]}; wrk {dpkg_version('wrk')}, hey {dpkg_version('hey')} "
       "(Debian packages).")
-    w(f"- Both servers: `serve`'s worker (webhook.worker.AdmissionWorker: gthread reading whole requests in its "
+    w(f"- Both servers: `serve`'s worker (webhook.serve.worker.AdmissionWorker: gthread reading whole requests in its "
       f"event loop), {args.workers} workers x {args.threads} threads, keep-alive 90 s, "
       f"TLS 1.2+, `POST {args.endpoint}`, loopback. Load generator on the same {os.cpu_count()} cores.")
     w("")

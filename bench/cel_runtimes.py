@@ -1,6 +1,6 @@
 """Which CEL runtime evaluates DRA device selectors: µs per device evaluation, and what each supports.
 
-Compares ``cel-expr-python`` (Google's C++ runtime, what webhook/cel_devices.py uses) with
+Compares ``cel-expr-python`` (Google's C++ runtime, what webhook/devices/selectors.py uses) with
 ``common-expression-language`` (Rust cel-interpreter bindings, a test extra) on the selectors of
 kubernetes-sigs/dra-example-driver demo/examples/cel-selector/cel-selector.yaml, each device with its own
 data (as the index evaluates them). Usage: ``python bench/cel_runtimes.py [--devices N]``.
@@ -17,7 +17,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from webhook import cel_devices as cd  # noqa: E402
+from webhook.devices import selectors as cd  # noqa: E402
 
 DRIVER = "gpu.dra-example-driver.sigs.k8s.io"
 EXPRESSIONS = (

@@ -1,6 +1,6 @@
 """The floor: the webhook's own stack with nothing on the request path but parsing and answering.
 
-It is ``webhook.server.WebhookServer`` itself (same gunicorn settings: gthread, workers, threads,
+It is ``webhook.serve.server.WebhookServer`` itself (same gunicorn settings: gthread, workers, threads,
 keep-alive, timeouts, TLS context hook, worker tmp dir) with ``load()`` returning a flask app whose
 admission routes parse the AdmissionReview with orjson and answer ``allowed: true``. The ratio of the
 webhook's throughput to this one's is the cost of the policy engine and its bookkeeping.
@@ -60,7 +60,7 @@ def main() -> int:
     # Same metrics set-up as `serve` (the child_exit hook uses it), in a private directory.
     os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="dra-floor-metrics-"))
 
-    from webhook.server import ServeOptions, WebhookServer
+    from webhook.serve.server import ServeOptions, WebhookServer
 
     class FloorServer(WebhookServer):
         def load_config(self) -> None:

@@ -25,12 +25,13 @@ sys.path[:0] = [str(ROOT), str(HERE)]
 import reviews  # noqa: E402
 from floor import floor_app  # noqa: E402
 
-from webhook import engine, review  # noqa: E402
-from webhook.app import StaticPolicy, create_app  # noqa: E402
+from webhook.admission import engine, review  # noqa: E402
+from webhook.offline.views import StaticView  # noqa: E402
 from webhook.policy.loader import load  # noqa: E402
 from webhook.rules.base import Context  # noqa: E402
 from webhook.rules.satisfiable import unsatisfiable_claim  # noqa: E402
-from webhook.view import OfflineView, StaticView  # noqa: E402
+from webhook.rules.view import OfflineView  # noqa: E402
+from webhook.serve.app import StaticPolicy, create_app  # noqa: E402
 
 
 def _per_call_us(fn: Any, budget: float = 0.4) -> float:
@@ -158,7 +159,7 @@ def device_memory(devices: int = 20_000) -> dict[str, Any]:
     import gc
     import tracemalloc
 
-    from webhook import cel_devices as cd
+    from webhook.devices import selectors as cd
 
     slices = [nvidia_shaped_slice(f"node-{n}") for n in range(devices // 8)]
     out: dict[str, Any] = {"devices": devices}

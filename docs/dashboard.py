@@ -1,7 +1,7 @@
 """Render docs/dashboard.png: the migration panels of deploy/monitoring/dashboard.json, drawn from a scenario.
 
 Grafana does not run here, so this replays a four-week migration of two cohorts through the real gauge code
-(``webhook.gauges.samples`` over Pods and claims built like the tests build them), evaluates each panel's
+(``webhook.fleet.gauges.samples`` over Pods and claims built like the tests build them), evaluates each panel's
 query the way Prometheus would (max across replicas, then sum by the panel's labels) and plots it.
 
     .venv/bin/pip install matplotlib && .venv/bin/python docs/dashboard.py
@@ -24,7 +24,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from tests.fakeapi import device_class, exact_request, make_policy, namespace, pod, resource_claim  # noqa: E402
-from webhook import gauges  # noqa: E402
+from webhook.fleet import gauges  # noqa: E402
 
 PATH = "dra-migration.io/path"
 EXT = {"extendedResourceClaimStatus": {"resourceClaimName": "x", "requestMappings": [

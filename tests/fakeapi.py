@@ -1,6 +1,6 @@
 """A small local Kubernetes API server for tests: real JSON over real HTTP, no cluster needed.
 
-It speaks what ``webhook.kube_api``, ``webhook.kube_lists`` and ``webhook.leader`` use: POST (409
+It speaks what ``webhook.cluster.api``, ``webhook.cluster.lists`` and ``webhook.cluster.leader`` use: POST (409
 AlreadyExists) and PUT (409 Conflict
 on a stale ``metadata.resourceVersion``), list endpoints (``kind: XList``, ``metadata.resourceVersion``,
 ``limit``/``continue``), GET by name, and ``?watch=true`` streams of ``{"type", "object"}`` JSON lines

@@ -2,7 +2,7 @@
 
 One CA signs the API server's serving certificate and the client certificates of the admin (group
 ``system:masters``), the scheduler and the controller-manager; an RSA key signs ServiceAccount tokens.
-The webhook's own serving certificate comes from ``webhook.certs`` (the code users run), not from here.
+The webhook's own serving certificate comes from ``webhook.serve.certs`` (the code users run), not from here.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from webhook.certs import new_ca
+from webhook.serve.certs import new_ca
 
 _PEM = serialization.Encoding.PEM
 

@@ -5,18 +5,19 @@
 - So is a CronJob's ``spec.jobTemplate.spec.scheduling`` (issue 25 item 3): the 1.36 API server drops it while
   decoding, before any webhook, so only a 1.37 API server can send it; there the mutating webhook sees it before
   the CronJob strategy's ``PrepareForCreate`` drops it (pkg/api/job ``DropDisabledFields``), and the matchCondition
-  and catalogue are checked offline (tests/test_match_conditions_nulls.py, tests/data/gates/WorkloadWithJob.yaml).
+  and catalogue are checked offline (tests/deploy/test_match_conditions_nulls.py,
+  tests/data/gates/WorkloadWithJob.yaml).
 - A request's 16 tolerations are a documented maximum (k8s.io/api resource/v1), not one validation enforces:
   17 are accepted, which is why ``inject-device-tolerations`` describes it as documented.
 - Negative ``tolerationSeconds`` are accepted too (``validateDeviceToleration`` does not check them); the
-  policy refuses them at load (tests/test_policy_api_valid.py).
+  policy refuses them at load (tests/policy/test_api_valid.py).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from tests.e2e.test_corpus_patches import HANDS_OFF
+from tests.e2e.builders import HANDS_OFF
 
 
 def test_job_scheduling_is_an_unknown_field_on_1_36(kube, namespace, policy):

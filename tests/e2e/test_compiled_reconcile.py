@@ -25,16 +25,16 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.e2e import binaries
 from tests.e2e.binaries import ROOT
+from tests.e2e.builders import _apiserver_counts
 from tests.e2e.controlplane import ControlPlane
 from tests.e2e.install import NOT_APPLIED, WEBHOOK_KINDS, Webhook, apply, kubectl, service_account_kubeconfig, to_url
 from tests.e2e.kube import Denied, Kube
-from tests.e2e.test_latency_matchconditions import _apiserver_counts
 from tests.e2e.waits import eventually
-from webhook import kube_api
+from webhook.cluster import api as kube_api
+from webhook.cluster.leader import LeaseElector
 from webhook.commands import load_policy
 from webhook.compile import compile_admission, narrow
-from webhook.leader import LeaseElector
-from webhook.reconciler import FIELD_MANAGER, LEASE_NAME, KubeWriter, Reconciler
+from webhook.serve.reconciler import FIELD_MANAGER, LEASE_NAME, KubeWriter, Reconciler
 
 POLICY = """\
 apiVersion: dra-migration.io/v1alpha1

@@ -151,8 +151,8 @@ def _corpus_rewrites() -> list[tuple[str, dict[str, Any]]]:
     """Every object `convert` writes for the public corpus (both forms, corpus policy, migrated cohort)."""
     import datetime as dt
 
-    from webhook.convert_file import Settings, convert_text
-    from webhook.convert_plan import pinned
+    from webhook.convert.file import Settings, convert_text
+    from webhook.convert.plan import pinned
     from webhook.policy.loader import load
 
     out = []
@@ -175,8 +175,8 @@ def _corpus_rewrites() -> list[tuple[str, dict[str, Any]]]:
 def test_every_corpus_rewrite_is_accepted_by_the_api_server(kube, namespace, policy):
     """Issue 27 "Done when": the objects convert changes in the corpus are accepted by the real API server (dry run;
     kinds not served here as their pod templates and metadata), with a hands-off webhook so the answer is the API
-    server's own (`check` accepting them is tests/test_convert.py)."""
-    from tests.e2e.test_corpus_patches import ADMIN_ACCESS, HANDS_OFF, _dry_run
+    server's own (`check` accepting them is tests/convert/test_convert.py)."""
+    from tests.e2e.builders import ADMIN_ACCESS, HANDS_OFF, _dry_run
 
     policy(HANDS_OFF)
     ns = namespace("convert", ADMIN_ACCESS)

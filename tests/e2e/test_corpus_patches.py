@@ -26,19 +26,10 @@ from typing import Any
 
 import yaml
 
-from tests.e2e.conftest import policy_variant
-from tests.e2e.kube import RESOURCES, Denied
-from webhook.objects import get_path, pod_templates
+from tests.e2e.builders import ADMIN_ACCESS, HANDS_OFF, _dry_run
 from webhook.policy.loader import load
 
 ROOT = Path(__file__).resolve().parents[2]
-ADMIN_ACCESS = {"resource.kubernetes.io/admin-access": "true"}
-HANDS_OFF = policy_variant({
-    "    pilot: Warn\n    migrated: Deny\n    rules: {gated-feature: Deny,":
-    "    pilot: Audit\n    migrated: Audit\n"
-    "    rules: {inject-device-tolerations: Off, steer-node-pool: Off, track-rollout: Off,"})
-_SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields", "ownerReferences",
-                  "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink")
 
 Mutated = tuple[str, dict[str, Any]]
 
@@ -47,11 +38,11 @@ Mutated = tuple[str, dict[str, Any]]
 
 
 def _from_suites() -> Iterator[Mutated]:
-    """policies/tests/*.yaml, as `dra-webhook test` runs them (webhook.suites)."""
-    from webhook.admission import admit
-    from webhook.inputs import parse_time
-    from webhook.suite_view import SuiteView
-    from webhook.suites import _case_items, _Runner, find_suites, parse_suite
+    """policies/tests/*.yaml, as `dra-webhook test` runs them (webhook.offline.suites)."""
+    from webhook.admission.answer import admit
+    from webhook.offline.inputs import parse_time
+    from webhook.offline.suites import _Runner, case_items, find_suites, parse_suite
+    from webhook.offline.views import SuiteView
 
     files, broken = find_suites([ROOT / "policies"])
     assert files and not broken, broken
@@ -67,7 +58,7 @@ def _from_suites() -> Iterator[Mutated]:
             now = parse_time(at) if at else dt.datetime.now(dt.UTC)
             cluster = case.cluster or m.cluster
             view = SuiteView(cluster) if cluster is not None else None
-            for item in _case_items(suite, i, case, case.namespace or m.namespace, case.operation or m.operation):
+            for item in case_items(suite, i, case, case.namespace or m.namespace, case.operation or m.operation):
                 if case.oldObject is not None:
                     item.request.old_object = case.oldObject
                 actual = admit(item.request, policy, view, now)
@@ -77,8 +68,8 @@ def _from_suites() -> Iterator[Mutated]:
 
 def _from_files(data: Path, at: str, cases: list[tuple[str, str | None]]) -> Iterator[Mutated]:
     """Manifests read as `dra-webhook check` reads them, judged under ``data/policy.yaml`` at ``at``."""
-    from webhook.admission import admit
-    from webhook.inputs import parse_time, read_items
+    from webhook.admission.answer import admit
+    from webhook.offline.inputs import parse_time, read_items
 
     policy = load(data / "policy.yaml")
     for name, namespace in cases:
@@ -101,8 +92,8 @@ def _from_claims() -> Iterator[Mutated]:
 
 
 def _from_pod_cases() -> Iterator[Mutated]:
-    """tests/data/pods/cases.yaml, through tests/test_pod_rules.py's own runner."""
-    from tests.test_pod_rules import CASES, build_view, manifest, run
+    """tests/data/pods/cases.yaml, through the runner of tests/rules/test_pods.py (tests/builders/pods.py)."""
+    from tests.builders.pods import CASES, build_view, manifest, run
 
     for case in CASES:
         ns = case["namespace"]
@@ -118,55 +109,6 @@ def mutated_objects() -> list[Mutated]:
 
 
 # ------------------------------------------------------------------------------------------ dry run
-
-
-def _prepared(obj: dict[str, Any], namespace: str) -> dict[str, Any]:
-    """A copy ready to create: in ``namespace`` when namespaced, a generated name, no server-set fields."""
-    out = copy.deepcopy(obj)
-    meta = out.setdefault("metadata", {})
-    for key in _SERVER_FIELDS:
-        meta.pop(key, None)
-    meta.pop("name", None)
-    meta["generateName"] = "corpus-"
-    out.pop("status", None)
-    namespaced = RESOURCES.get(out.get("kind", ""), ("", True))[1]
-    if namespaced:
-        meta["namespace"] = namespace
-    else:
-        meta.pop("namespace", None)
-    return out
-
-
-def _parts(obj: dict[str, Any]) -> list[dict[str, Any]]:
-    """What the webhook writes into a kind the API server does not serve: its metadata and pod templates."""
-    meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k in ("labels", "annotations")}
-    parts: list[dict[str, Any]] = [
-        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {**meta, "generateName": "corpus-meta-"}}
-    ]
-    for ref in pod_templates(obj, str(obj.get("kind") or "")):
-        template = copy.deepcopy(get_path(obj, ref.path))
-        parts.append({"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"generateName": "corpus-template-"},
-                      "template": template})
-    return parts
-
-
-def _dry_run(kube: Any, obj: dict[str, Any], namespace: str) -> str | None:
-    """None when the API server accepts ``obj`` (dry run), else what it said."""
-    attempts = [_prepared(obj, namespace)] if obj.get("kind") in RESOURCES else []
-    for attempt in attempts:
-        try:
-            kube.create(attempt, dry_run=True, namespace=attempt["metadata"].get("namespace"))
-            return None
-        except Denied as exc:
-            if exc.status != 404:  # 404: this version of the kind is not served here
-                return f"HTTP {exc.status}: {exc.message}"
-    for part in _parts(obj):
-        part["metadata"]["namespace"] = namespace
-        try:
-            kube.create(part, dry_run=True, namespace=namespace)
-        except Denied as exc:
-            return f"{part['kind']} of it: HTTP {exc.status}: {exc.message}"
-    return None
 
 
 def test_every_corpus_patch_is_accepted_by_the_api_server(kube, namespace, policy):

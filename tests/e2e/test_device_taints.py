@@ -151,12 +151,12 @@ def test_controller_does_not_evict_extended_resource_pods(kube, maintenance):
 
 
 def test_preflight_predicts_no_eviction_for_extended_resource_pods(maintenance):
-    # webhook.preflight mirrors podEvictionTime: the extended-resource claim never evicts; it says to drain.
+    # webhook.fleet.preflight mirrors podEvictionTime: the extended-resource claim never evicts; it says to drain.
     assert maintenance["predicted"].get(EXTENDED_POD) == ("never", None), maintenance["report"]
     [entry] = [p for p in maintenance["report"]["pods"] if p["pod"] == EXTENDED_POD]
     assert "drain" in entry["reason"], entry
     assert any("141290" in n for n in maintenance["report"]["notes"]), maintenance["report"]["notes"]
     # The outcome follows the version read from the real API server's discovery /version
-    # (webhook/extended_eviction.py): this one, v1.36.2, predates the fix (kubernetes/kubernetes PR #142289).
+    # (webhook/gates/eviction.py): this one, v1.36.2, predates the fix (kubernetes/kubernetes PR #142289).
     assert any("cluster version 1.36.2 predates the fix" in n for n in maintenance["report"]["notes"]), \
         maintenance["report"]["notes"]

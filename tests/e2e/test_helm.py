@@ -70,7 +70,7 @@ class Installed:
     def mount_policy(self, *, running: bool = True) -> str:
         """The kubelet's part: the release's policy ConfigMap, read from the API server, written where serve reads.
 
-        (The Deployment that mounts it is post-rendered away; tests/test_chart.py checks that it names it.)
+        (The Deployment that mounts it is post-rendered away; tests/deploy/test_chart.py checks that it names it.)
         """
         manifest = self.helm_run("get", "manifest", RELEASE, "-n", NAMESPACE).stdout
         (name,) = [o["metadata"]["name"] for o in yaml.safe_load_all(manifest) if o and o["kind"] == "ConfigMap"

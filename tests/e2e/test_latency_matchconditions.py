@@ -4,16 +4,16 @@ Counted on both sides: the webhook's own request counter (``dra_webhook_admissio
 ``/metrics``) and the API server's ``apiserver_admission_match_condition_exclusions_total`` /
 ``apiserver_admission_webhook_request_total`` per webhook. The API server compiled the conditions when the
 harness applied deploy/ (a CEL compile error there fails the install); here it also runs them, with
-cel-go's semantics and cost budget, which tests/test_match_conditions.py can only model.
+cel-go's semantics and cost budget, which tests/deploy/test_match_conditions.py can only model.
 """
 
 from __future__ import annotations
 
 import http.client
-import re
 import ssl
 from typing import Any
 
+from tests.e2e.builders import _apiserver_counts
 from tests.e2e.objects import pod
 
 WORKLOAD_HOOKS = ("workloads.mutate.dra-migration.io", "workloads.validate.dra-migration.io")
@@ -36,20 +36,6 @@ def _webhook_creates(cluster: Any, kind: str = "Pod") -> float:
                 and 'operation="CREATE"' in line:
             total += float(line.rsplit(" ", 1)[1])
     return total
-
-
-def _apiserver_counts(kube: Any, metric: str) -> dict[str, float]:
-    """A per-webhook counter of the API server's /metrics (CREATE only), summed over its other labels."""
-    request = kube.api.param_serialize("GET", "/metrics", auth_settings=["BearerToken"])
-    resp = kube.api.call_api(*request, _request_timeout=60)
-    assert resp.status == 200, resp.status
-    out: dict[str, float] = {}
-    for line in resp.read().decode().splitlines():
-        if line.startswith(metric + "{") and 'operation="CREATE"' in line:
-            name = re.search(r'name="([^"]+)"', line)
-            if name:
-                out[name.group(1)] = out.get(name.group(1), 0.0) + float(line.rsplit(" ", 1)[1])
-    return out
 
 
 def test_plain_pods_are_not_sent_and_gpu_pods_still_are(cluster, kube, namespace):

@@ -26,7 +26,7 @@ from tests.helpers import start_server
 
 pytestmark = pytest.mark.controllers
 TRAINING = {"workload.example.com/kind": "training"}
-# A refused API call as webhook.kube_api.describe_error logs it ("HTTP 403 Forbidden: ..."), not any "403": the
+# A refused API call as webhook.cluster.api.describe_error logs it ("HTTP 403 Forbidden: ..."), not any "403": the
 # log also holds random certificate serials.
 FORBIDDEN = re.compile(r"\bHTTP 403\b|\bForbidden\b")
 COHORT = "monitor-e2e"

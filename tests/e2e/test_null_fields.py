@@ -7,7 +7,7 @@ null to the containers list, the API server's CEL failed (``no such overload: _+
 ``failurePolicy: Ignore`` the API server skipped the webhook (k8s.io/apiserver/pkg/admission/plugin/webhook/
 matchconditions/matcher.go, ``matcher.Match``): the JobSet was stored unjudged, device plugin name and all.
 Each case below asks for the device plugin's name in a migrated namespace, so being sent means being denied.
-The offline counterpart (every optional list and map nulled in turn) is tests/test_match_conditions_nulls.py.
+The offline counterpart (every optional list and map nulled in turn) is tests/deploy/test_match_conditions_nulls.py.
 """
 
 from __future__ import annotations

@@ -128,7 +128,7 @@ def test_a_selector_past_the_cost_limit_never_reaches_the_webhook(kube, namespac
     """validation.go ``validateCELSelector`` rejects an estimated cost over the limit, and strategy
     validation runs before validating admission (registry ``Store.Create``: ``BeforeCreate``, then
     ``createValidation``); the estimate bounds the runtime cost, so no selector the webhook judges can
-    exceed the limit when the scheduler runs it (webhook/cel_library.py docstring)."""
+    exceed the limit when the scheduler runs it (webhook/devices/cel_library.py docstring)."""
     ns = namespace("pilot")
     with pytest.raises(Exception, match="exceeds cost limit"):
         kube.create(claim("costly", ns, CLASS, count=1, selectors=[{"cel": {"expression": TOO_COSTLY}}]),

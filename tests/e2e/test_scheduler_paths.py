@@ -19,7 +19,7 @@ import pytest
 from tests.e2e.conftest import policy_variant
 from tests.e2e.objects import GPU_DRIVER, GPU_NODE, device_class, pod
 from tests.e2e.waits import eventually
-from webhook.report import actual_path
+from webhook.fleet.report import actual_path
 
 pytestmark = pytest.mark.controllers
 DP_NODE = "e2e-dp-1"

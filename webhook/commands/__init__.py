@@ -58,7 +58,7 @@ def load_policy(path: Path, what: str = "policy") -> CompiledPolicy:
 
 def at_or_now(value: str | None) -> dt.datetime:
     """``--at`` as a UTC datetime, now when not given; a malformed date is an input error."""
-    from webhook.inputs import InputError, parse_at
+    from webhook.offline.inputs import InputError, parse_at
 
     try:
         return parse_at(value) or dt.datetime.now(dt.UTC)

@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 
 from webhook.commands import Subparsers
-from webhook.defaults import CA_MIN_DAYS
+from webhook.serve import CA_MIN_DAYS
 
-# cryptography (webhook.certs) is imported by run() and the --san check only: every other command builds this
+# cryptography (webhook.serve.certs) is imported by run() and the --san check only: every other command builds this
 # parser too (webhook.cli), and the import costs each of them about 9 MB of start-up memory (issue 29).
 
 DESCRIPTION = """\
@@ -46,7 +46,7 @@ def _positive_days(text: str) -> int:
 
 
 def _san(text: str) -> str:
-    from webhook import certs
+    from webhook.serve import certs
 
     try:
         certs.parse_san(text)
@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     """Write the files, list them, and print the base64 caBundle; 1 with a one-line error on failure."""
     from cryptography import x509
 
-    from webhook import certs
+    from webhook.serve import certs
 
     out: Path = args.out
     reuse_ca = bool(getattr(args, "reuse_ca", False))

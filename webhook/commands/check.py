@@ -16,40 +16,25 @@ code is 2.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import sys
-from collections.abc import Container, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from webhook import delivery, review
+from webhook.admission import review
 from webhook.commands import EXIT_ASKED, EXIT_INPUT, EXIT_NO, EXIT_OK, CliError, Subparsers, at_or_now, load_policy
-from webhook.defaults import default_policy
-from webhook.inputs import NAMESPACED_DEFAULT, InputError, Item, expand_paths, meta_of, read_items
-from webhook.view import ClusterView, OfflineView, StaticView
+from webhook.offline.check import check_items
+from webhook.offline.inputs import NAMESPACED_DEFAULT, InputError, Item, expand_paths, read_items
+from webhook.offline.views import CLUSTER_KINDS
+from webhook.policy import delivery
+from webhook.policy.defaults import default_policy
 
 if TYPE_CHECKING:
-    from webhook.admission import Admitted
-    from webhook.policy.compiled import CompiledPolicy
+    pass
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 EXIT_UNEXAMINED = EXIT_ASKED
-VIEW_ONLY = {
-    ("", "Namespace"): "used as the cluster view (namespace labels) for the other objects",
-    ("autoscaling", "HorizontalPodAutoscaler"): "used as the cluster view (the replicas its scale target can "
-    "reach) for the other objects",
-}
-"""Kinds in the input that only describe the cluster: listed with what they are used for, not judged."""
-CLUSTER_KINDS = {
-    ("", "Namespace"), ("resource.k8s.io", "DeviceClass"), ("resource.k8s.io", "ResourceSlice"),
-    ("resource.k8s.io", "ResourceClaim"), ("resource.k8s.io", "ResourceClaimTemplate"),
-    ("scheduling.k8s.io", "PodGroup"), ("autoscaling", "HorizontalPodAutoscaler"),
-}
-"""Kinds the rules look up in the cluster: what the view is made of (StaticView, webhook/view.py)."""
-OTHER_GROUPS = frozenset({"resource.k8s.io", "scheduling.k8s.io"})
-"""Groups of the non-workload kinds the webhook judges (claims, DeviceClasses, slices, PodGroups...)."""
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -122,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     items = _read_inputs(files, args.namespace, args.operation, errors)
     if not items:
         return EXIT_INPUT
-    results = _check_items(items, policy, now, sent, cluster)
+    results = check_items(items, policy, now, sent, cluster)
     if args.output == "json":
         sys.stdout.write(orjson.dumps({"policy": policy.identity, "results": results},
                                       option=orjson.OPT_INDENT_2).decode() + "\n")
@@ -177,32 +162,6 @@ def _delivery(config: Path | None) -> delivery.Delivery:
         raise CliError(f"input error: --webhook-config {config}: {exc}") from None
 
 
-def _check_items(items: list[Item], policy: CompiledPolicy, now: dt.datetime,
-                 sent: delivery.Delivery | None = None,
-                 cluster: Sequence[review.AdmissionRequest] = ()) -> list[dict[str, Any]]:
-    """Each object through both phases, with the snapshot's and the input's cluster objects as the view; objects
-    the cluster would never send to the webhook (``sent``: the webhook configuration's namespaceSelectors) are
-    only listed."""
-    from webhook.admission import admit
-
-    view = input_view([*cluster, *(i.request for i in items)])
-    labels = _namespace_labels(items)
-    results = []
-    for item in items:
-        view_use = VIEW_ONLY.get((item.request.group, item.request.kind))
-        unsent = None if sent is None or view_use else sent.why_not_sent(
-            item.request.namespace, labels.get(item.request.namespace))
-        if view_use:
-            results.append(_unexamined(item, view_use))
-        elif unsent:
-            results.append({**_unexamined(item, unsent), "examined": False, "sent": False})
-        elif not examined(item.request.group, item.request.kind, policy.workload_kinds):
-            results.append(_unexamined(item))
-        else:
-            results.append(_result(item, admit(item.request, policy, view, now)))
-    return results
-
-
 def _exit_code(results: list[dict[str, Any]], errors: list[str], fail_on_unexamined: bool) -> int:
     if errors:
         return EXIT_INPUT
@@ -211,103 +170,6 @@ def _exit_code(results: list[dict[str, Any]], errors: list[str], fail_on_unexami
     if fail_on_unexamined and any(not r["examined"] and r.get("sent", True) for r in results):
         return EXIT_UNEXAMINED
     return EXIT_OK
-
-
-def examined(group: str, kind: str, named: Container[tuple[str, str]] = ()) -> bool:
-    """Whether the webhook has rules for (group, kind): a known workload kind, one the policy names
-    (``named``: its ``workloadKinds``) or a DRA / scheduling kind."""
-    from webhook.engine import handled_kinds
-    from webhook.objects import POD_KINDS, workload_kind
-
-    if (group, kind) in named:
-        return True
-    if kind in POD_KINDS:
-        return workload_kind(group, kind) is not None
-    return group in OTHER_GROUPS and kind in handled_kinds()
-
-
-def input_view(requests: list[review.AdmissionRequest]) -> ClusterView:
-    """The cluster as the input describes it: its DeviceClasses, ResourceSlices, PodGroups, Namespaces, claims,
-    claim templates and HPAs.
-
-    Kinds the input has none of stay unknown (as offline), so a file without DeviceClasses is judged
-    exactly as before.
-    """
-    by_kind: dict[str, list[dict[str, Any]]] = {}
-    for req in requests:
-        if req.object is None or (req.group, req.kind) not in CLUSTER_KINDS:
-            continue
-        obj = req.object
-        if req.namespace:  # templates named in a Pod are looked up in the Pod's namespace
-            obj = {**obj, "metadata": {**(obj.get("metadata") or {}), "namespace": req.namespace}}
-        by_kind.setdefault(req.kind, []).append(obj)
-    if not by_kind:
-        return OfflineView()
-    namespaces = None
-    if "Namespace" in by_kind:
-        namespaces = {str(meta_of(n).get("name")): dict(meta_of(n).get("labels") or {}) for n in by_kind["Namespace"]}
-    return StaticView(namespaces=namespaces, device_classes=by_kind.get("DeviceClass"),
-                      resource_slices=by_kind.get("ResourceSlice"), podgroups=by_kind.get("PodGroup"),
-                      resource_claims=by_kind.get("ResourceClaim"),
-                      resource_claim_templates=by_kind.get("ResourceClaimTemplate"),
-                      autoscalers=by_kind.get("HorizontalPodAutoscaler"))
-
-
-def _namespace_labels(items: list[Item]) -> dict[str, dict[str, str]]:
-    """Labels of the Namespaces in the input (the namespaceSelector sees them), by name."""
-    return {str(meta_of(i.request.object or {}).get("name")): dict(meta_of(i.request.object or {}).get("labels") or {})
-            for i in items if i.request.group == "" and i.request.kind == "Namespace"}
-
-
-def _not_examined_hint(req: review.AdmissionRequest) -> str:
-    """What to do about a kind the webhook has no rules for: ``workloadKinds`` only names kinds with pod templates."""
-    if "." not in req.group:
-        return ""
-    if delivery.has_pod_template(req.object or {}):
-        return " (a CRD with pod templates: name it in the policy's spec.workloadKinds)"
-    return " (it has no pod template, so spec.workloadKinds cannot name it)"
-
-
-def _unexamined(item: Item, view_use: str = "") -> dict[str, Any]:
-    req = item.request
-    gk = f"{req.group}/{req.kind}" if req.group else req.kind
-    return {
-        "source": item.source, "object": _describe(item), "allowed": True, "examined": bool(view_use),
-        "stage": "", "cohort": "", "message": view_use or f"not examined: the webhook has no rules for {gk}"
-        + _not_examined_hint(req),
-        "findings": [], "warnings": [], "patch": [], "auditAnnotations": {},
-    }
-
-
-def _describe(item: Item) -> str:
-    req = item.request
-    meta = (req.object or {}).get("metadata") or {}
-    name = meta.get("name") or meta.get("generateName") or "<unnamed>"
-    return f"{req.kind} {req.namespace + '/' if req.namespace else ''}{name}"
-
-
-def _result(item: Item, admitted: Admitted) -> dict[str, Any]:
-    """One object's entry: what the webhook's answers (mutate, then validate) decided together."""
-    findings = [{"phase": phase, "rule": v.rule, "action": v.action.value, "message": v.finding.message,
-                 "remediation": v.finding.remediation, "paths": list(v.finding.paths),
-                 **({"exception": v.excepted} if v.excepted else {}),
-                 **({"status": "rule-error"} if v.failed else {})}
-                for phase, v in admitted.findings()]
-    return {
-        "source": item.source,
-        "object": _describe(item),
-        "allowed": admitted.allowed,
-        "examined": True,
-        "stage": admitted.stage,
-        "cohort": admitted.cohort,
-        "message": admitted.message,
-        "findings": findings,
-        "warnings": admitted.warnings,  # all, unlike the API server
-        "patch": admitted.patch if admitted.allowed else [],  # the API server applies no patch to a denied object
-        "auditAnnotations": admitted.audit,
-        # The AdmissionReview responses the webhook sends, byte for byte what `serve` answers.
-        "responses": {phase: a.review() for phase, a in admitted.phases},
-    }
 
 
 def _print_text(r: dict[str, Any]) -> None:

@@ -23,9 +23,9 @@ from webhook.compile import Compiled, compile_admission, narrow
 from webhook.compile.claims import scope_note
 from webhook.compile.coverage import COMPILED, not_compiled
 from webhook.compile.shared import FIELD_MANAGER, Namespaces
-from webhook.defaults import default_policy
-from webhook.delivery import CONFIG_KINDS
-from webhook.inputs import InputError, read_items
+from webhook.offline.inputs import InputError, read_items
+from webhook.policy.defaults import default_policy
+from webhook.policy.delivery import CONFIG_KINDS
 
 VALIDATING_HOOK, MUTATING_HOOK = narrow.NARROWED_HOOKS
 """The webhooks (deploy/base/webhooks.yaml) whose namespaces the compiled policies take over."""
@@ -102,7 +102,7 @@ def _namespaces(config: Path | None) -> Namespaces | None:
 
 def _existing(kubeconfig: str | None) -> frozenset[str]:
     """The cluster's namespace names (``shared.skip_settled``)."""
-    from webhook import kube_api  # the kubernetes client: only when asked to talk to a cluster
+    from webhook.cluster import api as kube_api  # the kubernetes client: only when asked to talk to a cluster
 
     try:
         kube_api.quiet_client_logs()
@@ -141,7 +141,8 @@ def _print(compiled: Compiled, output: str, extra: list[dict[str, Any]]) -> None
 
 def validate(compiled: Compiled, kubeconfig: str | None) -> int:
     """Apply every object; print each policy's type-check result. Exit 1 when any expression has a warning."""
-    from webhook import kube_api, kube_apply  # the kubernetes client: only when asked to talk to a cluster
+    from webhook.cluster import api as kube_api  # the kubernetes client: only when asked to talk to a cluster
+    from webhook.cluster import apply as kube_apply
 
     try:
         kube_api.quiet_client_logs()

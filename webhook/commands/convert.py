@@ -2,9 +2,9 @@
 
 As long as manifests ask for the device plugin's names, every new workload depends on the webhook's rewrite and a
 GitOps controller shows the webhook's patches as drift. ``convert`` makes the change at the source: per pod template
-the target stage's form (``webhook/convert_plan.py``), written so that everything else in the file stays as it
-was (``webhook/convert_yaml.py``), and checked through the webhook's own admission path before it is written
-(``webhook/convert_file.py``). Like a code formatter: a unified diff by default, ``-w`` writes the files,
+the target stage's form (``webhook/convert/plan.py``), written so that everything else in the file stays as it
+was (``webhook/convert/documents.py``), and checked through the webhook's own admission path before it is written
+(``webhook/convert/file.py``). Like a code formatter: a unified diff by default, ``-w`` writes the files,
 ``--check`` fails when something would change (CI).
 """
 
@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING
 import orjson
 
 from webhook.commands import EXIT_INPUT, EXIT_NO, EXIT_OK, CliError, Subparsers, at_or_now, load_policy
-from webhook.convert_plan import STAGES, pinned
-from webhook.defaults import default_policy
-from webhook.inputs import NAMESPACED_DEFAULT, expand_paths
+from webhook.convert.plan import STAGES, pinned
+from webhook.offline.inputs import NAMESPACED_DEFAULT, expand_paths
+from webhook.policy.defaults import default_policy
 
 if TYPE_CHECKING:
-    from webhook.convert_file import Converted
+    from webhook.convert.file import Converted
 
 YAML = (".yaml", ".yml")
 
@@ -79,7 +79,7 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from webhook.convert_file import Converted, Entry, Settings, convert_text  # ruamel.yaml: only when converting
+    from webhook.convert.file import Converted, Entry, Settings, convert_text  # ruamel.yaml: only when converting
 
     policy = load_policy(args.policy or default_policy())
     paths = [*args.files, *args.filename]

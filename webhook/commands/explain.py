@@ -21,8 +21,8 @@ from typing import Any
 import yaml
 
 from webhook.commands import EXIT_OK, CliError, Subparsers, load_policy
-from webhook.defaults import default_policy
-from webhook.rules.ids import RULE_IDS
+from webhook.policy.defaults import default_policy
+from webhook.policy.rule_ids import RULE_IDS
 
 STAGES = ("legacy", "pilot", "migrated")
 MARKDOWN_NOTE = (
@@ -99,7 +99,7 @@ def summary(doc: str) -> str:
 
 def kinds_text(kinds: tuple[str, ...]) -> str:
     """``Pod + pod templates`` for the Pod family (``objects.POD_KINDS``), the rest by name."""
-    from webhook.objects import POD_KINDS
+    from webhook.objects.pods import POD_KINDS
 
     rest = list(kinds)
     parts = []
@@ -124,10 +124,10 @@ def fire(rule: str, policy: Any) -> Fired:
     """Run the rule's example through the engine (mutate, then validate) and keep what is this rule's."""
     import jsonpatch
 
-    from webhook.admission import admit, handle
-    from webhook.inputs import item_from, parse_time
+    from webhook.admission.answer import admit, handle
+    from webhook.offline.inputs import item_from, parse_time
+    from webhook.offline.views import Cluster, SuiteView
     from webhook.rules.examples import example_for
-    from webhook.suite_view import Cluster, SuiteView
 
     ex = example_for(rule)
     item = item_from(ex.object, f"example {rule}", ex.namespace or None, ex.operation)

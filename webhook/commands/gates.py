@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from webhook.commands import Subparsers, load_policy
-from webhook.gate_catalogue import GATES, VERSIONS, Gate
+from webhook.gates.catalogue import GATES, VERSIONS, Gate
 
 
 def add_parser(subparsers: Subparsers) -> None:
@@ -66,7 +66,7 @@ def _cluster_state(gate: Gate, version: str, cluster: Any) -> str:
 
 
 def _in_force(gate: Gate, policy: Any, cluster: Any) -> str:
-    from webhook.cluster_gates import in_force
+    from webhook.gates.cluster import in_force
 
     value, source = in_force(policy.gate_sources, cluster.enabled if cluster is not None else None, gate.name)
     return f"{_on(value)} ({source})"
@@ -94,7 +94,7 @@ def rows(version: str, policy: Any = None, cluster: Any = None) -> list[tuple[st
 
 def _read_cluster(kubeconfig: str) -> Any:
     """The cluster's gate reading, or a one-line error on stderr and None."""
-    from webhook.kube_api import ClusterError, connect, describe_error, read_feature_gates
+    from webhook.cluster.api import ClusterError, connect, describe_error, read_feature_gates
 
     try:
         return read_feature_gates(connect(kubeconfig))

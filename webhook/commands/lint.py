@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from webhook.commands import Subparsers
-from webhook.dates import date_arg as _date
+from webhook.offline.dates import date_arg as _date
 from webhook.policy.loader import Problem, lint_report
 
 EPILOG = """\
@@ -86,7 +86,7 @@ def warning_line(problem: Problem) -> str:
 
 
 def _device_classes(kubeconfig: str) -> list[dict[str, Any]] | None:
-    from webhook.kube_api import ClusterError, connect, describe_error, list_device_classes
+    from webhook.cluster.api import ClusterError, connect, describe_error, list_device_classes
 
     try:
         return list_device_classes(connect(kubeconfig))
@@ -98,7 +98,7 @@ def _device_classes(kubeconfig: str) -> list[dict[str, Any]] | None:
 
 
 def _cluster_gates(kubeconfig: str) -> Any:
-    from webhook.kube_api import ClusterError, connect, describe_error, read_feature_gates
+    from webhook.cluster.api import ClusterError, connect, describe_error, read_feature_gates
 
     try:
         return read_feature_gates(connect(kubeconfig)).enabled
@@ -127,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{n} error{'s' if n != 1 else ''}")
         return 1
     if snippet:
-        from webhook.custom_kinds import kustomize_patches
+        from webhook.policy.workload_kinds import kustomize_patches
 
         sys.stdout.write(kustomize_patches(report.policy.workload_kinds.values(), report.policy.name))
         return 0

@@ -13,11 +13,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from webhook.commands import Subparsers, load_policy, write_json
-from webhook.defaults import default_policy
-from webhook.preflight import (
+from webhook.commands import EXIT_ASKED, EXIT_INPUT, EXIT_NO, EXIT_OK, Subparsers, load_policy, write_json
+from webhook.commands.progress import Progress
+from webhook.fleet.preflight import (
     EFFECTS,
-    EXIT_INPUT,
     EXTENDED_PATH,
     ClaimUse,
     DeviceSelector,
@@ -31,7 +30,7 @@ from webhook.preflight import (
     reserving_groups,
     unknown_effect,
 )
-from webhook.progress import Progress
+from webhook.policy.defaults import default_policy
 
 if TYPE_CHECKING:
     from webhook.policy.compiled import CompiledPolicy
@@ -112,9 +111,9 @@ def _read_and_analyse(api: Any, selector: DeviceSelector | None, taint: Taint, p
     """Stream the claims keeping those on the selected devices, then, one namespace at a time, the Pods of that
     namespace the claims name, judged and released before the next namespace is read (``analyse_by_namespace``;
     read again from the start if a list expires half-way); or an exit code after saying what failed."""
-    from webhook import kube_api as cluster
-    from webhook import kube_lists
-    from webhook.extended_eviction import decide
+    from webhook.cluster import api as cluster
+    from webhook.cluster import lists as kube_lists
+    from webhook.gates.eviction import decide
 
     step = "resourceclaims"
     extended = decide(policy.source.spec.extendedResourceTaintEviction, None)
@@ -143,7 +142,7 @@ def _read_and_analyse(api: Any, selector: DeviceSelector | None, taint: Taint, p
     except Exception as exc:  # API errors, connection errors: one line, no traceback
         progress.done()
         print(f"error: reading {step} from the cluster: {cluster.describe_error(exc)}", file=sys.stderr)
-        return 1
+        return EXIT_NO
     progress.done()
     if extended.evicted or any(p.eviction.reason == EXTENDED_PATH for p in result.pods):
         result.notes.append(f"extended-resource Pods {'are' if extended.evicted else 'are not'} evicted by "
@@ -152,8 +151,8 @@ def _read_and_analyse(api: Any, selector: DeviceSelector | None, taint: Taint, p
 
 
 def run(args: argparse.Namespace) -> int:
-    from webhook import kube_api as cluster
-    from webhook import kube_lists  # the kubernetes client: only for commands that talk to a cluster
+    from webhook.cluster import api as cluster
+    from webhook.cluster import lists as kube_lists  # the kubernetes client: only for commands that talk to a cluster
 
     policy = load_policy(Path(args.policy) if args.policy else default_policy())
     try:
@@ -170,10 +169,11 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(result, int):
         return result
     result.notes[:0] = notes
+    code = EXIT_ASKED if result.blocked else EXIT_OK
     if args.output == "json":
-        write_json(result.to_json(lazy=True))
+        write_json({**result.to_json(lazy=True), "exitCode": code})
     else:
-        from webhook.preflight_output import text_lines
+        from webhook.fleet.preflight_output import text_lines
 
         sys.stdout.writelines(text_lines(result))
-    return result.exit_code
+    return code

@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from webhook.commands import EXIT_NO, EXIT_OK, CliError, Subparsers, at_or_now, load_policy
-from webhook.defaults import default_policy
+from webhook.policy.defaults import default_policy
 
 if TYPE_CHECKING:
-    from webhook.admission import AdmissionResponse, Admitted
+    from webhook.admission.answer import AdmissionResponse, Admitted
+    from webhook.admission.review import AdmissionRequest
     from webhook.policy.compiled import CompiledPolicy
-    from webhook.review import AdmissionRequest
 
 CATEGORIES = ("newly denied", "newly allowed", "new warnings", "different patches")
 EXAMPLES = 5
@@ -117,7 +117,7 @@ def _neutral(node: Any, identity: str) -> Any:
 
 def judge(req: AdmissionRequest, policy: CompiledPolicy, chain: bool, now: dt.datetime) -> Judgement:
     """Mutate then validate (``chain``: a /mutate record), or validate alone (a lone /validate record)."""
-    from webhook.admission import admit, validate_only
+    from webhook.admission.answer import admit, validate_only
 
     admitted = (admit if chain else validate_only)(req, policy, None, now)
     mutated = admitted.mutated
@@ -205,9 +205,9 @@ def _key(req: Any) -> tuple[str, ...]:
 
 
 def replay(files: list[str], base_policy: Any, new_policy: Any, now: dt.datetime) -> Replay:
-    from webhook import review
-    from webhook.inputs import subject_of
-    from webhook.recording import read_records
+    from webhook.admission import review
+    from webhook.offline.inputs import subject_of
+    from webhook.serve.recording import read_records
 
     out = Replay()
     pending: Counter[tuple[str, ...]] = Counter()

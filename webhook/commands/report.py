@@ -3,7 +3,7 @@
 Per cohort and namespace the stage today and the next scheduled change; per namespace the Pods by the
 path the webhook intended (our annotations) and the path they actually took, the drift between the two,
 Pods nobody annotated, and claims that got injected tolerations. ``-o policyreport`` prints the same as
-PolicyReport objects (``webhook.policyreport``), ``--apply`` writes them to the cluster, ``--watch`` repeats.
+PolicyReport objects (``webhook.fleet.policyreport``), ``--apply`` writes them to the cluster, ``--watch`` repeats.
 Exit 0 on success, 1 when the cluster could not be read or written, 2 on bad input (policy, kubeconfig,
 unknown namespace).
 """
@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from webhook import policyreport
 from webhook.commands import Subparsers, load_policy, write_json
-from webhook.dates import date_arg as _date
-from webhook.defaults import default_policy
-from webhook.progress import Progress
-from webhook.report import Report, build_report, render_text
+from webhook.commands.progress import Progress
+from webhook.fleet import policyreport
+from webhook.fleet.report import Report, build_report, render_text
+from webhook.offline.dates import date_arg as _date
+from webhook.policy.defaults import default_policy
 
 if TYPE_CHECKING:
     from webhook.policy.compiled import CompiledPolicy
@@ -83,8 +83,8 @@ def _positive(text: str) -> float:
 
 
 def run(args: argparse.Namespace) -> int:
-    from webhook import kube_api as cluster
-    from webhook import kube_lists  # the kubernetes client: only for commands that talk to a cluster
+    from webhook.cluster import api as cluster
+    from webhook.cluster import lists as kube_lists  # the kubernetes client: only for commands that talk to a cluster
 
     policy = load_policy(Path(args.policy) if args.policy else default_policy())
     try:
@@ -125,7 +125,7 @@ def watch(step: Callable[[], int], interval: float, sleep: Callable[[float], Non
 
 def once(api: Any, policy: CompiledPolicy, args: argparse.Namespace) -> int:
     """Read, report, print (and apply). Exit code as the module docstring says."""
-    from webhook import kube_api as cluster
+    from webhook.cluster import api as cluster
     now = dt.datetime.now(dt.UTC)
     if args.at is not None:
         now = dt.datetime.combine(args.at, dt.time(12), tzinfo=dt.UTC)
@@ -191,8 +191,8 @@ def read_report(api: Any, policy: CompiledPolicy, now: dt.datetime, namespace: s
                 progress: Progress) -> Report | int:
     """The report over paged lists streamed through ``build_report`` (one page of objects in memory at a
     time, read again from the start if a list expires half-way), or an exit code after saying what failed."""
-    from webhook import kube_api as cluster
-    from webhook import kube_lists
+    from webhook.cluster import api as cluster
+    from webhook.cluster import lists as kube_lists
 
     step = "namespaces"
 

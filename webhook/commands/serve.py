@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 from webhook.commands import Subparsers
-from webhook.defaults import default_policy
+from webhook.policy.defaults import default_policy
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"error: {cert_dir}/tls.crt or tls.key is missing; run `dra-webhook certs --out {cert_dir}` "
                   "or pass --dev-certs", file=sys.stderr)
             return 2
-        from webhook.certs import generate
+        from webhook.serve.certs import generate
 
         generate(cert_dir)
         log.info("generated dev certificates in %s (CA: %s/ca.crt)", cert_dir, cert_dir)
@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     if offline and not args.offline:
         log.info("no in-cluster config, --kubeconfig or $KUBECONFIG: running offline (no cluster view)")
     _metrics_dir()
-    from webhook.server import ServeOptions, serve
+    from webhook.serve.server import ServeOptions, serve
 
     return serve(ServeOptions(
         policy=policy, cert_dir=cert_dir, bind=args.bind, workers=args.workers, threads=args.threads,

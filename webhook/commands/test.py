@@ -2,7 +2,7 @@
 
 Prints one row per tested object, then for each failure the expected and actual values as a diff, then
 which rules the suites cover. Exit 0: all passed; 1: a case failed; 2: a suite is broken (file:line).
-The format is documented in ``webhook/suites.py`` and shown by ``--help``.
+The format is documented in ``webhook/offline/suites.py`` and shown by ``--help``.
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from webhook.commands import Subparsers
-from webhook.rules.ids import RULE_IDS
+from webhook.commands import EXIT_INPUT, EXIT_NO, EXIT_OK, Subparsers
+from webhook.policy.rule_ids import RULE_IDS
 
 if TYPE_CHECKING:
-    from webhook.suites import Report, Result
+    from webhook.offline.suites import Report, Result
 
 EPILOG = """\
 suite format (YAML, one MigrationPolicyTest per file; paths relative to the suite file):
@@ -68,7 +68,7 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from webhook.suites import run_suites
+    from webhook.offline.suites import run_suites
 
     report = run_suites(args.dirs)
     _print_table([r for r in report.results if not (args.quiet and r.passed)])
@@ -77,10 +77,9 @@ def run(args: argparse.Namespace) -> int:
     print(_summary(report, missing))
     if missing and args.require_all_rules:
         print(f"rules no passing expectation shows firing: {', '.join(missing)}")
-    code = report.exit_code
-    if code == 0 and args.require_all_rules and missing:
-        code = 1
-    return code
+    if report.broken:
+        return EXIT_INPUT
+    return EXIT_NO if report.failed or (args.require_all_rules and missing) else EXIT_OK
 
 
 def _print_table(rows: list[Result]) -> None:

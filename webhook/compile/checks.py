@@ -13,11 +13,11 @@ from dataclasses import dataclass
 
 from webhook.compile.cel import asks_for, clip, count_of, lit, str_list
 from webhook.compile.cel import names as named
-from webhook.objects import DEVICECLASS_PREFIX
-from webhook.placement import hardware
+from webhook.objects.pods import DEVICECLASS_PREFIX
+from webhook.policy import rule_ids as ids
 from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.model import Resource
-from webhook.rules import ids
+from webhook.policy.placement import hardware
 from webhook.rules.pods import MESSAGE_MAX
 
 STAGES = ("legacy", "pilot", "migrated")

@@ -29,10 +29,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from webhook.claim_objects import POD_CLAIM_NAME_ANNOTATION, SCHEDULER_CLAIM_ANNOTATION, normalize_toleration
 from webhook.compile.cel import glob_regex, lit, str_list
+from webhook.objects.claims import POD_CLAIM_NAME_ANNOTATION, SCHEDULER_CLAIM_ANNOTATION, normalize_toleration
+from webhook.policy import rule_ids as ids
 from webhook.policy.compiled import CompiledPolicy
-from webhook.rules import ids
 
 FINDINGS_PER_CLAIM = 4
 """Warn validations per claim: how many of the webhook's findings in one claim the API server repeats exactly."""

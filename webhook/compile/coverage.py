@@ -1,12 +1,12 @@
 """Which rules ``compile`` turns into admission policies, and why the others stay with the webhook.
 
 Every rule id of ``ids.RULE_IDS`` is in exactly one of ``COMPILED`` and ``NOT_COMPILED`` (checked by
-tests/test_compile.py), so a new rule cannot be left out of the list silently.
+tests/compile/test_compile.py), so a new rule cannot be left out of the list silently.
 """
 
 from __future__ import annotations
 
-from webhook.rules import ids
+from webhook.policy import rule_ids as ids
 
 CLUSTER_VIEW = "needs the cluster view"
 NOT_YET = "reads only the object, not compiled yet"
@@ -69,7 +69,7 @@ def not_compiled() -> list[dict[str, str]]:
 
 
 def markdown() -> str:
-    """The README's table of rules, compiled or not, with what is covered or why not (tests/test_compile.py)."""
+    """The README's table of rules, compiled or not, with what is covered or why not (tests/compile/test_compile.py)."""
     rows = ["| rule | compiled | what the compiled policies cover, or why the webhook keeps it |", "|---|---|---|"]
     for rule in ids.RULE_IDS:
         done = rule in COMPILED

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from webhook.compile.cel import lit, str_list
-from webhook.objects import KINDS
+from webhook.objects.pods import KINDS
 from webhook.rules.workloads import POD_OPERATIONS, WEBHOOK_ANNOTATIONS, WORKLOAD_OPERATIONS
 
 

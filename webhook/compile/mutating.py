@@ -21,9 +21,9 @@ from webhook.compile.cel import glob_regex, lit, str_list
 from webhook.compile.checks import STAGES
 from webhook.compile.layouts import JOB, POD, Layout, owned, template_changed, uses_devices
 from webhook.compile.shared import Part, cohort_expression, excepted
+from webhook.policy import rule_ids as ids
 from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.model import Action
-from webhook.rules import ids
 from webhook.rules.tracking import TRACK_NAMES
 
 

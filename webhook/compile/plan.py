@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from webhook.compile.cel import asks_for, lit, str_list
 from webhook.compile.layouts import POD, Layout
-from webhook.objects import DEVICECLASS_PREFIX
-from webhook.placement import DEFAULT_SCHEDULER, hardware
+from webhook.objects.pods import DEVICECLASS_PREFIX
 from webhook.policy.compiled import CompiledPolicy
+from webhook.policy.placement import DEFAULT_SCHEDULER, hardware
 
 
 def name_lists(policy: CompiledPolicy) -> tuple[list[str], list[str], list[str]]:

@@ -49,8 +49,8 @@ from webhook.compile.steering import (
     steering_settled,
     stored_path,
 )
+from webhook.policy import rule_ids as ids
 from webhook.policy.compiled import CompiledPolicy
-from webhook.rules import ids
 
 RULE = "mutate"
 """The name's rule part: ``<policy>-<layout>-mutate.dra-migration.io``."""

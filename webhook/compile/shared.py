@@ -16,8 +16,8 @@ from typing import Any
 
 from webhook.compile.cel import glob_regex, lit, selector
 from webhook.compile.layouts import Layout
-from webhook.delivery import NAME_LABEL, SHIPPED_EXCLUDED
 from webhook.policy.compiled import CompiledCohort, CompiledPolicy
+from webhook.policy.delivery import NAME_LABEL, SHIPPED_EXCLUDED
 
 API = "admissionregistration.k8s.io/v1"
 FIELD_MANAGER = "dra-webhook-compile"

@@ -28,10 +28,10 @@ from webhook.compile.cel import clip, glob_regex, lit, str_list
 from webhook.compile.checks import STAGES, Check, mentions
 from webhook.compile.layouts import JOB, POD, Layout, examined, uses_devices
 from webhook.compile.shared import Part, excepted
-from webhook.placement import DEFAULT_SCHEDULER, hardware
+from webhook.policy import rule_ids as ids
 from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.model import Action
-from webhook.rules import ids
+from webhook.policy.placement import DEFAULT_SCHEDULER, hardware
 from webhook.rules.pods import MESSAGE_MAX, NODE_POOL_ANNOTATION
 
 POOLS = (("dra", "Dra"), ("devicePlugin", "Dp"))

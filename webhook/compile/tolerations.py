@@ -28,19 +28,19 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.claim_objects import (
+from webhook.compile.cel import glob_regex, lit, str_list
+from webhook.compile.checks import STAGES
+from webhook.compile.shared import API, excepted, mutating_pairs, namespace_variables
+from webhook.objects.claims import (
     MAX_TOLERATIONS_PER_REQUEST,
     POD_CLAIM_NAME_ANNOTATION,
     SCHEDULER_CLAIM_ANNOTATION,
     normalize_toleration,
     toleration_identity,
 )
-from webhook.compile.cel import glob_regex, lit, str_list
-from webhook.compile.checks import STAGES
-from webhook.compile.shared import API, excepted, mutating_pairs, namespace_variables
+from webhook.policy import rule_ids as ids
 from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.model import Action
-from webhook.rules import ids
 from webhook.rules.tolerations import INJECTED_ANNOTATION
 
 MAX_REQUESTS = 32  # resource/v1 DeviceRequestsMaxSize

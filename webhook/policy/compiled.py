@@ -16,11 +16,10 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
-from webhook import custom_kinds
-from webhook.cluster_gates import GateSources
-from webhook.gate_catalogue import effective_gates
-from webhook.migration_scope import MigrationScope, scope_of
-from webhook.objects import TemplateFinder
+from webhook.gates.catalogue import effective_gates
+from webhook.gates.cluster import GateSources
+from webhook.objects.pods import TemplateFinder
+from webhook.policy import workload_kinds as custom_kinds
 from webhook.policy.model import (
     Action,
     Cohort,
@@ -31,6 +30,7 @@ from webhook.policy.model import (
     Resource,
     ScheduleEntry,
 )
+from webhook.policy.scope import MigrationScope, scope_of
 
 
 class CompileError(ValueError):

@@ -13,8 +13,8 @@ import fnmatch
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from webhook.claim_objects import describe_toleration
-from webhook.gate_catalogue import gone_in, known_in
+from webhook.gates.catalogue import gone_in, known_in
+from webhook.objects.claims import describe_toleration
 from webhook.policy.compiled import CompiledPolicy
 
 Loc = tuple[str | int, ...]
@@ -169,14 +169,13 @@ def _gates_not_in_version(policy: CompiledPolicy) -> list[tuple[Loc, str]]:
 
 
 def _broken_gate_dependencies(policy: CompiledPolicy) -> list[tuple[Loc, str]]:
-    """A gate on while a gate it needs (webhook.gate_deps) is off: no Kubernetes component accepts that.
+    """A gate on while a gate it needs (webhook.gates.catalogue) is off: no Kubernetes component accepts that.
 
     Judged on the values the policy states (explicit, else the version's default); a gate left to the
     cluster (``auto``) is the cluster's business. Pointed at the explicit entry that breaks the pair: the
     dependent gate switched on, else the dependency switched off.
     """
-    from webhook.gate_catalogue import known_in
-    from webhook.gate_deps import DEPENDENCIES
+    from webhook.gates.catalogue import DEPENDENCIES, known_in
 
     version = policy.spec.kubernetesVersion
     sources = policy.gate_sources
@@ -209,7 +208,7 @@ def _broken_gate_dependencies(policy: CompiledPolicy) -> list[tuple[Loc, str]]:
 
 def _gates_against_cluster(policy: CompiledPolicy, cluster: Mapping[str, bool]) -> list[tuple[Loc, str]]:
     """Explicit gate values the cluster contradicts: the webhook would judge fields by the wrong state."""
-    from webhook.cluster_gates import contradictions
+    from webhook.gates.cluster import contradictions
 
     out: list[tuple[Loc, str]] = []
     for gate, mine, theirs in contradictions(policy.gate_sources, cluster):

@@ -16,13 +16,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from webhook.gate_catalogue import effective_gates
+from webhook.gates.catalogue import effective_gates
 from webhook.policy.compiled import CompiledPolicy, CompileError, compile_policy
 from webhook.policy.model import MigrationPolicy
 from webhook.policy.validation_errors import describe, refine_loc, suggest, unwrap_optional, validation_problems
 from webhook.policy.yaml_lines import Document, Loc, Problem, loc_path, parse_documents
 
-# Names other modules (webhook/suites.py, commands, tests) import from here; they live in yaml_lines and
+# Names other modules (webhook/offline/suites.py, commands, tests) import from here; they live in yaml_lines and
 # validation_errors since the split (issue #26 item 2).
 __all__ = [
     "API_VERSION", "KIND", "SUFFIXES", "Document", "LintReport", "Loc", "PolicyError", "Problem", "lint",

@@ -13,10 +13,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from webhook.claim_objects import describe_toleration
-from webhook.custom_kinds import WorkloadKindSpec
-from webhook.policy import k8s_names
-from webhook.rules.ids import RULE_IDS
+from webhook.objects import names as k8s_names
+from webhook.objects.claims import describe_toleration
+from webhook.policy.rule_ids import RULE_IDS
+from webhook.policy.workload_kinds import WorkloadKindSpec
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _EXTENDED_RESOURCE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")

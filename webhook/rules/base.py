@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from webhook.policy.compiled import CompiledCohort, CompiledPolicy
-    from webhook.view import ClusterView
+    from webhook.rules.view import ClusterView
 
 Phase = Literal["mutate", "validate"]
 
@@ -71,10 +71,6 @@ class Context:
     dry_run: bool = False
     # request.userInfo: who is asking (e.g. system:kube-scheduler creating its own claims).
     user: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
 
 
 RuleFn = Callable[[dict[str, Any], Context], Outcome]

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 
-from webhook.claim_objects import (
+from webhook.objects.claims import (
     CLAIM_KINDS,
     STANDARD_NUMA_ATTRIBUTE,
     STANDARD_NUMA_DOMAIN,
@@ -30,9 +30,9 @@ from webhook.claim_objects import (
     iter_requests,
     nonstandard_numa_in_cel,
 )
-from webhook.objects import DEVICECLASS_PREFIX, field_path, pod_claims, requested_names
-from webhook.placement import Usage, usage
-from webhook.rules import ids
+from webhook.objects.pods import DEVICECLASS_PREFIX, field_path, pod_claims, requested_names
+from webhook.policy import rule_ids as ids
+from webhook.policy.placement import Usage, usage
 from webhook.rules.base import NO_OUTCOME, Context, Finding, Outcome, rule
 from webhook.rules.workloads import examined_templates, pod_rule
 
@@ -45,7 +45,7 @@ def judged(obj: dict[str, Any], ctx: Context) -> bool:
 
 
 def scoped_requests(obj: dict[str, Any], ctx: Context) -> Iterator[RequestSlot]:
-    """Requests and subrequests for a DeviceClass under migration (``webhook.migration_scope``): claims of
+    """Requests and subrequests for a DeviceClass under migration (``webhook.policy.scope``): claims of
     other DRA drivers (CPU, NIC, Neuron) are none of the migration's business and are left alone."""
     scope = ctx.policy.scope
     known = None if scope.everything else ctx.view.device_classes().value

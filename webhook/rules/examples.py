@@ -1,7 +1,7 @@
 """One object per rule that makes it fire under the bundled policy, and how to fix it (``dra-webhook explain``).
 
 Each example is judged as of ``at`` in ``namespace`` under ``policies/default.yaml`` (cohort pilot-teams,
-``ml-*``, is migrated from 2027-02-01, so findings there are denied). ``tests/test_explain.py`` runs every
+``ml-*``, is migrated from 2027-02-01, so findings there are denied). ``tests/commands/test_explain.py`` runs every
 example through the engine and checks that its rule really fires, so an example cannot silently rot
 when a rule or the default policy changes. ``cluster`` is what the cluster view knows, for rules that
 need it (the format of a test suite's ``cluster:``).
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.rules import ids
+from webhook.policy import rule_ids as ids
 
 AT = "2027-02-15"
 NAMESPACE = "ml-vision"

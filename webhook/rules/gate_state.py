@@ -1,6 +1,6 @@
 """Which feature gates are in force for one request: the policy's, or the cluster's for ``auto`` gates.
 
-Kept apart from the gate catalogue so the rule and the ``gates`` command agree (webhook.cluster_gates);
+Kept apart from the gate catalogue so the rule and the ``gates`` command agree (webhook.gates.cluster);
 the request path only asks the view for its last background reading and looks up a cached merge.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from webhook.cluster_gates import MergeCache
+from webhook.gates.cluster import MergeCache
 from webhook.rules.base import Context
 
 _CACHE = MergeCache()

@@ -6,8 +6,8 @@ The API server silently drops a field whose feature gate is off (or rejects it, 
 cluster that does not have the gate. The policy's ``kubernetesVersion`` + ``featureGates`` say what the
 fleet has on; this rule names each guarded field an object uses while its gate is off there.
 
-The catalogue itself (``GATES``: stages per version, the guarded fields per kind) lives in the leaf
-module ``webhook.gate_catalogue``; its names are re-exported here for existing callers.
+The catalogue itself (``GATES``: stages per version, the guarded fields per kind) lives in
+``webhook.gates.catalogue``.
 """
 
 from __future__ import annotations
@@ -15,70 +15,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.gate_catalogue import (
-    CLAIM,
-    COMPOSITE,
-    CRONJOB,
-    DEVICE_CLASS,
-    GATES,
-    GATES_BY_NAME,
-    JOB,
-    KIND_PATH,
-    POD,
-    PODGROUP,
-    POOL_STATUS,
-    SLICE,
-    TAINT_RULE,
-    TEMPLATE,
-    VERSIONS,
-    WITH_KUBELET,
-    WORKLOAD,
-    Check,
-    Gate,
-    GateStage,
-    effective_gates,
-    gone_in,
-    is_fractional,
-    kind_key,
-    known_in,
-    pod_claims_in_group,
-)
-from webhook.gate_deps import needs
-from webhook.jsonish import as_dict as _d
-from webhook.jsonish import as_list as _l
+from webhook.gates.catalogue import CRONJOB, GATES, GATES_BY_NAME, JOB, WITH_KUBELET, Gate, gone_in, needs
+from webhook.gates.fields import KIND_PATH, Check, kind_key, pod_claims_in_group
+from webhook.objects.jsonish import as_dict as _d
+from webhook.objects.jsonish import as_list as _l
+from webhook.policy.rule_ids import GATED_FEATURE
 from webhook.rules.base import NO_OUTCOME, Context, Finding, Outcome, rule
 from webhook.rules.gate_state import gates_in_force
-from webhook.rules.ids import GATED_FEATURE
 
-__all__ = [
-    "CLAIM",
-    "COMPOSITE",
-    "CRONJOB",
-    "DEVICE_CLASS",
-    "GATES",
-    "GATES_BY_NAME",
-    "JOB",
-    "KIND_PATH",
-    "POD",
-    "PODGROUP",
-    "POOL_STATUS",
-    "RULE_KINDS",
-    "SLICE",
-    "TAINT_RULE",
-    "TEMPLATE",
-    "VERSIONS",
-    "WORKLOAD",
-    "Check",
-    "Gate",
-    "GateStage",
-    "effective_gates",
-    "gated_feature",
-    "gone_in",
-    "is_fractional",
-    "known_in",
-    "near_miss",
-    "remediation",
-]
+__all__ = ["RULE_KINDS", "gated_feature", "near_miss", "remediation"]
 
 
 
@@ -201,7 +146,7 @@ def _needs_text(gate: Gate, deps: list[Gate], version: str) -> str:
 
 
 def _dependencies(gate: Gate, version: str) -> list[Gate]:
-    """The catalogue gates ``gate`` needs (transitively, webhook.gate_deps) that exist in ``version`` and
+    """The catalogue gates ``gate`` needs (transitively, webhook.gates.catalogue) that exist in ``version`` and
     can be switched: locked gates are always on."""
     rows = [GATES_BY_NAME[name] for name in (*gate.requires, *needs(gate.name)) if name in GATES_BY_NAME]
     return [g for g in dict.fromkeys(rows) if (st := g.stage_in(version)) is not None and not st.locked]

@@ -13,10 +13,11 @@ from typing import Any
 
 import yaml
 
-from webhook import claim_objects
-from webhook.jsonish import metadata_annotations
-from webhook.node_affinity import steer
-from webhook.objects import (
+from webhook.objects import claims as claim_objects
+from webhook.objects.jsonish import metadata_annotations
+from webhook.objects.node_affinity import steer
+from webhook.objects.patch import clone, private_path
+from webhook.objects.pods import (
     DEVICECLASS_PREFIX,
     ContainerRef,
     PodTemplateRef,
@@ -30,14 +31,13 @@ from webhook.objects import (
     pod_labels,
     requested_names,
 )
-from webhook.patch import clone, private_path
-from webhook.placement import DEFAULT_SCHEDULER, Usage, hardware, per_node, plan, serves_dra, usage
+from webhook.policy import rule_ids as ids
 from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.model import Resource
-from webhook.rules import ids
+from webhook.policy.placement import DEFAULT_SCHEDULER, Usage, hardware, per_node, plan, serves_dra, usage
 from webhook.rules.base import Context, Finding, Outcome
+from webhook.rules.view import OFFLINE, Lookup
 from webhook.rules.workloads import AFFINITY, examined_templates, pod_rule, template_writes
-from webhook.view import OFFLINE, Lookup
 
 MESSAGE_MAX = 199
 NODE_POOL_ANNOTATION = "node-pool"
@@ -372,7 +372,7 @@ def training_job_extended_resource(obj: dict[str, Any], ctx: Context) -> Outcome
     kubernetes/kubernetes#141290), so a NoExecute maintenance taint does not move the job at all: it keeps
     running on a device under maintenance. The remediation is a ready ResourceClaimTemplate with the
     policy's ``trainingJobs.deviceTolerations``, which gives a real checkpoint window. Where the policy states
-    that the cluster has the fix (``extendedResourceTaintEviction: evicted``, webhook/extended_eviction.py), the
+    that the cluster has the fix (``extendedResourceTaintEviction: evicted``, webhook/gates/eviction.py), the
     job is evicted at once instead, still without a window: the advice stays, the reason changes. (The request
     path does not read the cluster's version; ``auto`` keeps the behaviour of every released version.)
     """

@@ -14,9 +14,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from functools import cache
 
-from webhook.objects import WORKLOAD_KINDS
+from webhook.objects.pods import WORKLOAD_KINDS
+from webhook.policy.rule_ids import TRACK_ROLLOUT
 from webhook.rules.base import Rule, RuleFn, declared_rules
-from webhook.rules.ids import TRACK_ROLLOUT
 
 MODULES = ("gates", "claims", "tolerations", "pods", "workloads", "tracking", "shared_claims", "satisfiable")
 """The rule modules of the standard set, in the order their rules run (within each group of ``select``)."""

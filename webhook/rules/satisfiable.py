@@ -3,7 +3,7 @@
 For each request of a ResourceClaim or ResourceClaimTemplate (each ``exactly`` and ``firstAvailable``
 subrequest), and for a Pod's extended resources served by a DeviceClass, the DeviceClass selectors and
 then the request's own CEL selectors are evaluated, in the scheduler's order, against every device of the
-cluster's ResourceSlices (webhook.cel_devices; the answers are precomputed when slices change). A request
+cluster's ResourceSlices (webhook.devices.selectors; the answers are precomputed when slices change). A request
 is reported when fewer devices could match than it asks for: none at all, or fewer than ``count`` on any
 one node (a claim's devices are allocated for one node). Everything the scheduler would also weigh and
 this does not (devices already allocated, taints, counters, node affinity) can only lower the real number,
@@ -18,11 +18,11 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from webhook import claim_objects
-from webhook.cel_devices import DeviceAnswers, class_selectors, compile_selector
-from webhook.objects import extended_requests
+from webhook.devices.selectors import DeviceAnswers, class_selectors, compile_selector
+from webhook.objects import claims as claim_objects
+from webhook.objects.pods import extended_requests
+from webhook.policy.rule_ids import UNSATISFIABLE_CLAIM
 from webhook.rules.base import NO_OUTCOME, Context, Finding, Outcome, rule
-from webhook.rules.ids import UNSATISFIABLE_CLAIM
 
 BUDGET_SECONDS = 0.05  # selector evaluation per request that was not precomputed; past it: unknown
 

@@ -41,11 +41,11 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.objects import WORKLOAD_KINDS, field_path, get_path, pod_templates
+from webhook.objects.pods import WORKLOAD_KINDS, field_path, get_path, pod_templates
+from webhook.policy.rule_ids import SHARED_CLAIM_LIMIT
 from webhook.rules.base import NO_OUTCOME, Context, Finding, Outcome, rule
 from webhook.rules.gate_state import gates_in_force
-from webhook.rules.ids import SHARED_CLAIM_LIMIT
-from webhook.view import Autoscaler
+from webhook.rules.view import Autoscaler
 
 RESERVED_FOR_MAX = 256  # ResourceClaimReservedForMaxSize (see the module docstring)
 KINDS = tuple(sorted(WORKLOAD_KINDS - {"DaemonSet"}))  # a DaemonSet's Pod count is the node count

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from webhook.claim_objects import (
+from webhook.objects.claims import (
     CLAIM_KINDS,
     MAX_TOLERATIONS_PER_REQUEST,
     TEMPLATE_KIND,
@@ -28,8 +28,8 @@ from webhook.claim_objects import (
     template_owner,
     toleration_identity,
 )
-from webhook.patch import clone
-from webhook.rules import ids
+from webhook.objects.patch import clone
+from webhook.policy import rule_ids as ids
 from webhook.rules.base import NO_OUTCOME, Context, Finding, Outcome, rule
 from webhook.rules.claims import judged, scoped_requests
 

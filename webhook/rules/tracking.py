@@ -30,12 +30,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from webhook import claim_objects
-from webhook.jsonish import as_dict, metadata_annotations
-from webhook.objects import pod_templates
-from webhook.patch import private_path
-from webhook.placement import Usage, plan, pool_path
-from webhook.rules import ids
+from webhook.objects import claims as claim_objects
+from webhook.objects.jsonish import as_dict, metadata_annotations
+from webhook.objects.patch import private_path
+from webhook.objects.pods import pod_templates
+from webhook.policy import rule_ids as ids
+from webhook.policy.placement import Usage, plan, pool_path
 from webhook.rules.base import Context, Outcome, rule
 from webhook.rules.claims import scoped_requests, scoped_usage
 from webhook.rules.pods import NODE_POOL_ANNOTATION

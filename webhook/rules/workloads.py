@@ -25,7 +25,7 @@ import copy
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from webhook.objects import (
+from webhook.objects.pods import (
     NO_NAMED_KINDS,
     WORKLOAD_KINDS,
     PodTemplateRef,

@@ -1,0 +1,1 @@
+"""Builders the test modules share: objects, views, runners and scenarios (no tests here)."""

@@ -1,0 +1,172 @@
+"""What ``dra-webhook convert`` does to one object: per pod template, the DRA form the policy prescribes.
+
+Nothing here is a rule of its own: the decision reads the functions the webhook's rules read, on a policy whose
+every cohort is pinned at the target stage (``pinned``): ``placement.usage`` and ``placement.plan`` (which names
+the policy maps, which pool and path the scheduler takes), ``CompiledPolicy.is_training_job`` on the labels and
+deadlines the ``training-job-extended-resource`` rule reads, and the pod templates ``objects.pod_templates``
+finds (built-in kinds and the policy's ``workloadKinds``). The forms:
+
+- ``claims``: the template's devices come from a ResourceClaimTemplate generated beside the workload (one
+  request per container, as the scheduler's own extended-resource claim has), with the policy's
+  ``trainingJobs.deviceTolerations`` for a training job (the tolerations ``inject-device-tolerations`` would
+  add), and the container asks for it in ``resources.claims``. Always for a training job (the extended-resource
+  path cannot carry device tolerations, README "The scheduler's claims are never touched"), and for every
+  template with ``--claims``.
+- ``rename``: the device plugin's name (``legacyNames``) becomes the policy resource's name, which a DeviceClass
+  maps: the extended-resource-via-DRA form of the pilot and migrated stages.
+- none: the template already asks for the policy resource's own name and the scheduler serves it through DRA
+  at the target stage (path ``dra-extended-resource``): it stays as it is, and ``convert`` says so.
+
+A template ``convert`` cannot rewrite without changing what it means is left alone with the reason.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from webhook.objects.pods import (
+    ContainerRef,
+    PodTemplateRef,
+    active_deadlines,
+    container_extended,
+    iter_containers,
+    pod_claims,
+    pod_labels,
+    pod_templates,
+    requested_names,
+)
+from webhook.policy.compiled import CompiledPolicy
+from webhook.policy.model import Resource, ScheduleEntry, Stage
+from webhook.policy.placement import hardware, plan, serves_dra, usage
+from webhook.rules.workloads import examined_owner
+
+CLAIMS, RENAME = "claims", "rename"
+STAGES = (Stage.pilot.value, Stage.migrated.value)
+"""Target stages: the legacy stage's form is the device plugin's, nothing to convert to."""
+
+
+def pinned(policy: CompiledPolicy, stage: str) -> CompiledPolicy:
+    """The policy with every cohort, and namespaces outside all cohorts, in ``stage`` on every date (same identity):
+    what the webhook will decide once the schedule has reached that stage."""
+    entry = ScheduleEntry.model_validate({"stage": stage, "from": dt.date.min})
+    source = policy.source.model_copy(update={
+        "spec": policy.source.spec.model_copy(update={"defaultStage": Stage(stage)})})
+    return replace(policy, source=source, cohorts=tuple(replace(c, schedule=(entry,)) for c in policy.cohorts))
+
+
+@dataclass(frozen=True)
+class DeviceAsk:
+    """One container's ask for one policy resource: the names it uses (legacy and own) and the device count."""
+
+    container: ContainerRef
+    resource: Resource
+    names: tuple[str, ...]
+    count: int
+
+
+@dataclass(frozen=True)
+class TemplateEdit:
+    """How one pod template changes: ``form`` is ``claims`` or ``rename``."""
+
+    ref: PodTemplateRef
+    form: str
+    asks: tuple[DeviceAsk, ...]
+    tolerations: tuple[dict[str, Any], ...] = ()
+    training: bool = False
+
+
+@dataclass
+class Plan:
+    """The edits for an object, what stays as it is (``notes``), and why a template cannot be converted."""
+
+    edits: list[TemplateEdit] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+
+
+def plan_object(obj: Mapping[str, Any], kind: str, group: str, policy: CompiledPolicy, stage: str,
+                claims: bool) -> Plan:
+    """The edits that put ``obj``'s pod templates in the target stage's DRA form (``policy`` pinned at ``stage``)."""
+    out = Plan()
+    owner = examined_owner(obj, kind, policy.template_finders)
+    if owner is not None:
+        out.reasons.append(f"controlled by {owner}: convert the owner's manifest, its controller writes this one")
+        return out
+    for ref in pod_templates(obj, kind, group, policy.template_finders):
+        _plan_template(obj, kind, group, ref, policy, stage, claims, out)
+    if out.reasons:
+        out.edits.clear()  # all or nothing: half a workload in one form and half in another helps nobody
+    return out
+
+
+def _plan_template(obj: Mapping[str, Any], kind: str, group: str, ref: PodTemplateRef, policy: CompiledPolicy,
+                   stage: str, claims: bool, out: Plan) -> None:
+    spec = ref.spec(obj)
+    u = usage(spec, policy)
+    if not u.gpu:
+        return
+    where = ref.where()
+    problem = _cannot(spec, u.shared, policy) or (
+        None if serves_dra(u, policy) else f'schedulerName "{u.scheduler}" does not allocate DRA devices (not in '
+        "spec.draSchedulers): the device plugin keeps serving it")
+    if problem:
+        out.reasons.append(where + problem)
+        return
+    asks = tuple(_asks(spec, policy))
+    deadlines = active_deadlines(obj, ref)
+    training = policy.is_training_job(pod_labels(obj, kind, ref, group), max(deadlines) if deadlines else None)
+    if claims or training:
+        # kube-scheduler's claim lets a non-sidecar init container reuse the devices of the containers started after
+        # it (extendeddynamicresources.go ``createRequestsAndMappings``, master for 1.37); claims written per
+        # container would not, so such a template is not rewritten.
+        blocked = [a.container.name for a in asks if a.container.field == "initContainers" and not a.container.sidecar]
+        if blocked:
+            out.reasons.append(f"{where}init container {', '.join(blocked)} asks for devices: as a claim they would "
+                               "come on top of the containers' (the scheduler reuses an init container's extended "
+                               "resources)")
+            return
+        tolerations = tuple(policy.device_tolerations) if training else ()
+        out.edits.append(TemplateEdit(ref, CLAIMS, asks, tolerations, training))
+    elif u.legacy:
+        out.edits.append(TemplateEdit(ref, RENAME, asks))
+    else:
+        path = plan(u, stage, policy).path
+        names = ", ".join(sorted(u.er))
+        out.notes.append(f"{where}stays as it is: {names} is served through DRA as an extended resource in the {stage} "
+                         f"stage (path {path}; kube-scheduler creates the claim); --claims writes explicit claims")
+
+
+def _cannot(spec: Mapping[str, Any], shared: tuple[str, ...], policy: CompiledPolicy) -> str | None:
+    """Why a template's device asks cannot be rewritten: a name no policy resource maps, which goes with the
+    GPUs (a sharing stack's, or one the policy retires), or one container asking for one resource twice."""
+    for name in requested_names(spec):
+        if hardware(policy, name) is None and (name in shared or policy.retires(name)):
+            return f"asks for {name}, which no policy resource maps: convert cannot keep its meaning in DRA form"
+    for c in iter_containers(spec):
+        seen: dict[str, str] = {}
+        for name, count in container_extended(c.container).items():
+            res = hardware(policy, name)
+            if res is None or count <= 0:
+                continue
+            if res.name in seen:
+                return f"container {c.name} asks for {seen[res.name]} and {name}, the same hardware twice"
+            seen[res.name] = name
+    return None
+
+
+def _asks(spec: Mapping[str, Any], policy: CompiledPolicy) -> list[DeviceAsk]:
+    out = []
+    for c in iter_containers(spec):
+        for name, count in container_extended(c.container).items():
+            res = hardware(policy, name)
+            if res is not None and count > 0:
+                out.append(DeviceAsk(c, res, (name,), count))
+    return out
+
+
+def claim_names(spec: Mapping[str, Any]) -> set[str]:
+    """Names already taken in ``spec.resourceClaims``."""
+    return {str(c.get("name")) for c in pod_claims(spec)}

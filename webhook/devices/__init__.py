@@ -1,0 +1,1 @@
+"""DRA device selectors (README.md beside this file: what belongs here, what it may import)."""

@@ -1,0 +1,172 @@
+"""Objects given on the command line or in a suite: manifests and AdmissionReviews, as admission requests.
+
+Shared by ``check``, ``replay``, ``explain`` and the policy test suites, so every offline command reads
+input the same way and reports a bad file with its name (``InputError``, exit 2).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
+
+from webhook.admission import review
+from webhook.objects.jsonish import as_dict
+from webhook.offline.dates import parse_time as parse_time  # the one date parser, re-exported
+
+NAMESPACED_DEFAULT = "default"
+CLUSTER_SCOPED = frozenset({
+    "DeviceClass", "ResourceSlice", "DeviceTaintRule", "Namespace", "Node", "PersistentVolume", "StorageClass",
+    "PriorityClass", "RuntimeClass", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
+    "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding", "ClusterTrainingRuntime", "ClusterQueue", "ResourceFlavor",
+    "Cohort", "Queue",
+})
+"""Kinds without a namespace (no cohort, hence no stage); any other kind is treated as namespaced."""
+
+
+class InputError(ValueError):
+    """A file that is not a manifest or AdmissionReview: reported with its name, exit 2."""
+
+
+@dataclass
+class Item:
+    source: str  # file[#document][[list index]]
+    request: review.AdmissionRequest
+    note: str = ""  # e.g. the manifest's own namespace won over -n
+
+
+def parse_at(value: str | None) -> dt.datetime | None:
+    """``--at`` (``parse_time``); None when not given."""
+    if not value:
+        return None
+    try:
+        return parse_time(value)
+    except ValueError as exc:
+        raise InputError(f"--at {exc}") from None
+
+
+def expand_paths(paths: list[str], recursive: bool, errors: list[str], suffixes: tuple[str, ...]) -> list[str]:
+    """Files as given; directories become their files ending in ``suffixes`` (sorted; all levels with ``-R``).
+    A directory with none is an input error (in ``errors``)."""
+    out: list[str] = []
+    for path in paths:
+        p = Path(path)
+        if path == "-" or not p.is_dir():
+            out.append(path)
+            continue
+        found = sorted(f for f in (p.rglob("*") if recursive else p.iterdir()) if f.is_file() and f.suffix in suffixes)
+        if not found:
+            names = f"{', '.join(suffixes[:-1])} or {suffixes[-1]}" if len(suffixes) > 1 else suffixes[0]
+            errors.append(f"{path}: no {names} files" + ("" if recursive else " (use -R for subdirectories)"))
+        out.extend(str(f) for f in found)
+    return out
+
+
+def subject_of(req: review.AdmissionRequest) -> str:
+    """``Pod ml-a/train-0``: the object a request is about, for reports."""
+    meta = (req.object or req.old_object or {}).get("metadata") or {}
+    name = meta.get("name") or req.name or meta.get("generateName") or "<unnamed>"
+    return f"{req.kind} {req.namespace + '/' if req.namespace else ''}{name}"
+
+
+def meta_of(obj: dict[str, Any]) -> dict[str, Any]:
+    return as_dict(obj.get("metadata"))
+
+
+def read_items(path: str, namespace: str | None, operation: str, errors: list[str] | None = None) -> list[Item]:
+    """Objects from a file: AdmissionReviews as they are, manifests wrapped in a synthetic request.
+
+    With ``errors`` given, a bad document is recorded there and the others are still read; without it
+    the first problem raises InputError.
+    """
+    sink: list[str] = [] if errors is None else errors
+    before = len(sink)
+    items = _read(path, namespace, operation, sink)
+    if errors is None and len(sink) > before:
+        raise InputError(sink[before])
+    return items
+
+
+def _read(path: str, namespace: str | None, operation: str, errors: list[str]) -> list[Item]:
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        errors.append(f"{path}: cannot read: {exc}")
+        return []
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark else ""
+        errors.append(f"{path}{where}: not valid YAML or JSON: {getattr(exc, 'problem', exc)}")
+        return []
+    items = []
+    for i, doc in enumerate(docs):
+        source = path if len(docs) == 1 else f"{path}#{i + 1}"
+        try:
+            objs = _expand(doc, source)
+            listed = len(objs) != 1 or objs[0] is not doc
+            for j, obj in enumerate(objs):
+                items.append(item_from(obj, f"{source}[{j}]" if listed else source, namespace, operation))
+        except InputError as exc:
+            errors.append(str(exc))
+    return items
+
+
+def _expand(doc: Any, source: str) -> list[dict[str, Any]]:
+    if not isinstance(doc, dict):
+        raise InputError(f"{source}: expected a Kubernetes object (a mapping), got {type(doc).__name__}")
+    kind = doc.get("kind")
+    if not isinstance(kind, str) or not kind:
+        raise InputError(f"{source}: document has no kind (a string such as Pod or Deployment); got {kind!r}")
+    if kind == "List" or (kind.endswith("List") and "items" in doc):
+        items = doc.get("items") or []
+        if not isinstance(items, list):
+            raise InputError(f"{source}: {kind}.items is not a list")
+        return [_check_kind(o, f"{source}[{j}]") for j, o in enumerate(items)]
+    return [doc]
+
+
+def _check_kind(obj: Any, source: str) -> dict[str, Any]:
+    if not isinstance(obj, dict) or not isinstance(obj.get("kind"), str) or not obj.get("kind"):
+        raise InputError(f"{source}: list item is not an object with a kind")
+    return obj
+
+
+def item_from(doc: dict[str, Any], source: str, namespace: str | None, operation: str) -> Item:
+    if doc.get("kind") == "AdmissionReview":
+        try:
+            req = review.parse(orjson.dumps(doc))
+        except review.EnvelopeError as exc:
+            raise InputError(f"{source}: {exc.message}") from None
+        except review.RequestError as exc:
+            raise InputError(f"{source}: {exc.message}") from None
+        return Item(source, req)
+    api_version, kind = doc.get("apiVersion"), doc.get("kind")
+    if not isinstance(api_version, str) or not api_version or not isinstance(kind, str) or not kind:
+        raise InputError(f"{source}: object has no apiVersion/kind")
+    group, _, version = api_version.rpartition("/")
+    meta = meta_of(doc)
+    own = meta.get("namespace")
+    note = ""
+    if kind in CLUSTER_SCOPED:
+        ns = ""
+    elif isinstance(own, str) and own:
+        ns = own
+        if namespace and namespace != own:
+            note = f"{source}: {kind} {meta.get('name', '')} is checked in its own namespace {own}, not -n {namespace}"
+    else:
+        ns = namespace or NAMESPACED_DEFAULT
+    req = review.AdmissionRequest(
+        uid=str(uuid.uuid4()), group=group, version=version, kind=kind, operation=operation,
+        namespace=ns, name=str(meta.get("name", "")), object=doc,
+        old_object=doc if operation == "UPDATE" else None, dry_run=True,
+    )
+    return Item(source, req, note)

@@ -1,0 +1,111 @@
+"""Prometheus metrics (docs/design.md §6 names).
+
+Under gunicorn every worker is a process, so prometheus-client runs in multiprocess mode: the server
+sets ``PROMETHEUS_MULTIPROC_DIR`` before this module is imported, and /metrics aggregates the files.
+Without it (unit tests, ``check``) the metrics live in this process only.
+"""
+
+from __future__ import annotations
+
+import os
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
+
+MULTIPROC = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+
+REQUESTS = Counter(
+    "dra_webhook_admission_requests_total",
+    "Admission requests answered, by endpoint, kind, operation and whether they were allowed.",
+    ["endpoint", "kind", "operation", "allowed"],
+)
+DURATION = Histogram(
+    "dra_webhook_admission_duration_seconds",
+    "Time to answer an admission request, parsing to response.",
+    ["endpoint"],
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+)
+FINDINGS = Counter(
+    "dra_webhook_rule_findings_total",
+    "Rule findings, by rule id and the action the policy gave them.",
+    ["rule", "action"],
+)
+RULE_ERRORS = Counter(
+    "dra_webhook_rule_errors_total",
+    "Rules that failed to evaluate an object (status rule-error), by rule id; the log names the request uid.",
+    ["rule"],
+)
+WORKLOADS = Counter(
+    "dra_webhook_workloads_total",
+    "Objects admitted with rollout-tracking annotations, by path, stage and cohort.",
+    ["path", "stage", "cohort"],
+)
+RELOADS = Counter(
+    "dra_webhook_policy_reloads_total",
+    "Policy loads and reloads, by result (success or error).",
+    ["result"],
+)
+CERT_EXPIRY = Gauge(
+    "dra_webhook_certificate_expiry_timestamp_seconds",
+    "notAfter of the serving certificate currently loaded, as a Unix timestamp.",
+    multiprocess_mode="livemostrecent",  # the certificate a live process loaded last
+)
+COMPILED_RECONCILED = Gauge(
+    "dra_webhook_compiled_policies_reconciled_timestamp_seconds",
+    "Start of the last successful reconcile of the compiled admission policies (serve --compiled-policies), as a "
+    "Unix timestamp; only the replica holding the reconciler's Lease sets it.",
+    multiprocess_mode="mostrecent",
+)
+COMPILED_OBJECTS = Gauge(
+    "dra_webhook_compiled_policies_objects",
+    "Admission policies and bindings the last successful reconcile applied.",
+    multiprocess_mode="mostrecent",
+)
+COMPILED_NARROWING_STALE = Gauge(
+    "dra_webhook_compiled_narrowing_stale",
+    "1 while the installed webhook configurations' not-compiled matchCondition is not the one the policy needs "
+    "(names it no longer owns, or a rule switched back on): the webhook may miss what the compiled policies leave to "
+    "it; narrow them again (compile --narrow-webhooks). Set by the replica holding the reconciler's Lease.",
+    multiprocess_mode="mostrecent",
+)
+BAD_REQUESTS = Counter(
+    "dra_webhook_bad_requests_total",
+    "Bodies rejected before evaluation, by HTTP status.",
+    ["code"],
+)
+
+
+_REGISTRY: list[CollectorRegistry] = []
+
+
+def _registry() -> CollectorRegistry:
+    """Built once per process: the workers' multiprocess files plus the live migration gauges
+    (``webhook.fleet.gauges.MigrationCollector``, the snapshot of this replica's gauge writer)."""
+    if not _REGISTRY:
+        from webhook.fleet import gauges
+
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+        registry.register(gauges.MigrationCollector(os.environ["PROMETHEUS_MULTIPROC_DIR"]))
+        _REGISTRY.append(registry)
+    return _REGISTRY[0]
+
+
+def render() -> tuple[bytes, str]:
+    """The exposition text for /metrics: aggregated over workers in multiprocess mode, with the migration
+    gauges (absent when no gauge writer runs); this process's metrics only otherwise."""
+    return generate_latest(_registry() if MULTIPROC else REGISTRY), CONTENT_TYPE_LATEST
+
+
+def worker_exit(pid: int) -> None:
+    """gunicorn child_exit hook: drop a dead worker's live gauges."""
+    if MULTIPROC:
+        multiprocess.mark_process_dead(pid)

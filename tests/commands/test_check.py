@@ -67,6 +67,57 @@ def test_stdin_and_input_errors_exit_2(tmp_path):
     assert _check(str(noapi)).returncode == 2
 
 
+ENVSUBST_JOB = """\
+apiVersion: batch/v1
+kind: Job
+metadata: {name: train}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: trainer
+        image: registry.example.com/trainer:1.0
+        resources:
+          limits:
+            vendor.example.com/gpu: ${GPU_PER_NODE}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: empty}
+spec:
+  containers:
+  - name: c
+    resources: {limits: {vendor.example.com/gpu: ""}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: nothing}
+spec:
+  containers:
+  - name: c
+    resources: {limits: {vendor.example.com/gpu: null}}
+"""
+
+
+def test_a_quantity_that_is_none_is_an_input_error(tmp_path, capsys):
+    """Issue 45 item 2: an unrendered envsubst variable or an empty string is an input error (exit 2) naming file,
+    document, object, field and value, never ALLOWED with eight rule errors; ``null`` is zero (nothing asked)."""
+    from webhook.cli import main
+
+    f = tmp_path / "job.yaml"
+    f.write_text(ENVSUBST_JOB)
+    assert main(["check", "--policy", str(POLICY), "-n", "pilot-a", "-o", "json", str(f)]) == 2
+    out = capsys.readouterr()
+    assert f"input error: {f}#1: Job pilot-a/train: spec.template.spec.containers[0].resources.limits"\
+        "[vendor.example.com/gpu]: '${GPU_PER_NODE}' is not a quantity" in out.err
+    assert f"input error: {f}#2: Pod pilot-a/empty: spec.containers[0].resources.limits[vendor.example.com/gpu]: " \
+        "'' is not a quantity" in out.err
+    assert "Traceback" not in out.err
+    [nothing] = json.loads(out.out)["results"]  # the others are still checked
+    assert nothing["object"] == "Pod pilot-a/nothing" and nothing["allowed"] and nothing["findings"] == []
+
+
 def test_broken_policy_exits_2(tmp_path):
     pol = tmp_path / "p.yaml"
     pol.write_text(POLICY.read_text().replace("defaultStage: legacy", "defaultStage: legasy"))

@@ -231,6 +231,21 @@ def test_what_cannot_be_converted_is_left_alone_with_a_reason(tmp_path: Path,
     assert "a JSON manifest" in reasons[str(as_json)][0]
 
 
+def test_a_quantity_that_is_none_is_an_input_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 45 item 2: ``$GPU_PER_NODE`` made convert print a traceback and exit 1 (what --check says for "would
+    change"); now exit 2 with file, document, object, field and value, the file untouched, the others converted."""
+    src = tmp_path / "train.yaml"
+    src.write_text(SERVING + "---\n" + SERVING.split("---\n")[0].replace("name: legacy", "name: templated")
+                   .replace("vendor.example.com/gpu: 1  # one card", "vendor.example.com/gpu: $GPU_PER_NODE"))
+    for mode in ("--check", "-w"):
+        assert main(["convert", mode, "-n", "ml-a", str(src)]) == 2
+        err = capsys.readouterr().err
+        assert f"input error: {src}#3: Deployment ml-a/templated: spec.template.spec.containers[0].resources.limits" \
+            "[vendor.example.com/gpu]: '$GPU_PER_NODE' is not a quantity" in err, err
+        assert "Traceback" not in err
+    assert "example.com/gpu: 1  # one card" in src.read_text() and "$GPU_PER_NODE" in src.read_text()
+
+
 def test_policy_workload_kinds_are_converted(tmp_path: Path) -> None:
     """The bundled policy names SparkApplication (spec.driver.template, spec.executor.template)."""
     src = tmp_path / "spark.yaml"

@@ -122,7 +122,7 @@ def test_parse_quantity(value, want):
     assert parse_quantity(value) == want
 
 
-@pytest.mark.parametrize("value", ["", "two", "1Q", None, True, [], "nan", "inf"])
+@pytest.mark.parametrize("value", ["", "two", "1Q", True, [], "nan", "inf"])  # None: zero (test_quantity)
 def test_parse_quantity_rejects(value):
     with pytest.raises(ValueError, match="is not a quantity"):
         parse_quantity(value)
@@ -216,3 +216,23 @@ def test_object_name():
     assert object_name({"metadata": {"name": "a"}}) == "a"
     assert object_name({"metadata": {"generateName": "big-"}}) == "big"
     assert object_name({}) == ""
+
+
+@pytest.mark.parametrize(("value", "bad"), [("$GPU_PER_NODE", True), ("${GPUS}", True), ("", True), (None, False),
+                                            ("2", False), (2, False), (True, True)])
+def test_bad_quantities_name_the_field_and_value(value: Any, bad: bool) -> None:
+    """Issue 45 item 2: what the API server would not decode (an unrendered envsubst variable, an empty string) is
+    named with its field; ``null`` is the zero quantity and no error."""
+    from webhook.objects.pods import bad_quantities
+
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}, "spec": {"template": {"spec": {
+        "overhead": {"cpu": "250m"}, "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": value},
+                                                                                  "requests": {"cpu": "1"}}}]}}}}
+    found = bad_quantities(job, "Job")
+    if not bad:
+        assert found == []
+        return
+    [b] = found
+    assert b.field == "spec.template.spec.containers[0].resources.limits[nvidia.com/gpu]" and b.value == value
+    assert repr(value) in b.message
+    assert ("template variable nobody rendered" in b.message) is ("$" in str(value))

@@ -69,7 +69,14 @@ def test_json_values(value: Any, want: Decimal) -> None:
     assert from_json(value) == want
 
 
-@pytest.mark.parametrize("value", [None, True, [], {}, float("nan"), float("inf"), "1_000"])
+def test_json_null_is_the_zero_quantity() -> None:
+    """Issue 45 item 2: apimachinery ``Quantity.UnmarshalJSON`` reads the literal ``null`` as zero (a YAML ``~`` or an
+    empty value), so a Pod with ``nvidia.com/gpu: null`` asks for nothing, as the API server stores it."""
+    assert from_json(None) == 0
+    assert objects.container_extended({"resources": {"limits": {"nvidia.com/gpu": None}}}) == {"nvidia.com/gpu": 0}
+
+
+@pytest.mark.parametrize("value", [True, [], {}, float("nan"), float("inf"), "1_000", "", "$GPU_PER_NODE"])
 def test_json_rejects(value: Any) -> None:
     with pytest.raises(QuantityError):
         from_json(value)

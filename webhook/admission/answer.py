@@ -23,6 +23,7 @@ import orjson
 from webhook.admission import engine
 from webhook.admission.engine import STRENGTH, Decision, Verdict
 from webhook.admission.review import API_VERSION, KIND, AdmissionRequest, RequestError, clean_audit, limit_warnings
+from webhook.objects.pods import BadQuantity, bad_quantities
 from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.model import Action
 from webhook.policy.rule_ids import RULE_ERROR
@@ -113,6 +114,9 @@ def handle(
         why = f"no valid migration policy is loaded: {policy_error or 'not loaded yet'}"
         log.error("uid=%s %s: %s", request.uid, phase, why)
         return _no_decision(request.uid, phase, why if phase != "mutate" else f"dra-migration-webhook: {why}")
+    bad = bad_quantities(request.object or {}, request.kind, request.group, policy.template_finders)
+    if bad:
+        return not_quantities(request.uid, bad)
     try:
         decision = engine.evaluate(request, policy, view or OfflineView(), phase, now, rules)
     except Exception:
@@ -126,6 +130,20 @@ def handle(
 def malformed(exc: RequestError) -> AdmissionResponse:
     """The answer to a review whose request is malformed: denied with code 400 (shown to the user)."""
     return AdmissionResponse(exc.uid, False, code=400, message=f"malformed admission request: {exc.message}")
+
+
+def not_quantities(uid: str, bad: list[BadQuantity]) -> AdmissionResponse:
+    """The answer to an object whose resource quantities are no quantities (``$GPU_PER_NODE``, ``""``): denied
+    with code 400 naming each field and value, in both phases, and no rule runs (every GPU rule would fail on it).
+
+    The API server never sends such a built-in object: it fails decoding (``Quantity.UnmarshalJSON``) with the
+    same "quantities must match" error. A custom resource whose schema keeps the pod template unvalidated
+    (``x-kubernetes-preserve-unknown-fields``) can arrive so; its controller could never create the Pods.
+    """
+    causes = [{"type": "FieldValueInvalid", "field": b.field, "message": b.message} for b in bad]
+    fields = "; ".join(str(b) for b in bad)
+    return AdmissionResponse(uid, False, code=400, causes=causes,
+                             message=f"not a Kubernetes quantity, so no rule judged this object: {fields}")
 
 
 @dataclass(frozen=True, slots=True)

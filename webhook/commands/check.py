@@ -25,13 +25,13 @@ import orjson
 from webhook.admission import review
 from webhook.commands import EXIT_ASKED, EXIT_INPUT, EXIT_NO, EXIT_OK, CliError, Subparsers, at_or_now, load_policy
 from webhook.offline.check import check_items
-from webhook.offline.inputs import NAMESPACED_DEFAULT, InputError, Item, expand_paths, read_items
+from webhook.offline.inputs import NAMESPACED_DEFAULT, InputError, Item, expand_paths, quantity_errors, read_items
 from webhook.offline.views import CLUSTER_KINDS
 from webhook.policy import delivery
 from webhook.policy.defaults import default_policy
 
 if TYPE_CHECKING:
-    pass
+    from webhook.policy.compiled import CompiledPolicy
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 EXIT_UNEXAMINED = EXIT_ASKED
@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     cluster = _read_cluster_objects(args.cluster_objects, errors)
     sent = _delivery(getattr(args, "webhook_config", None))
     files = expand_paths(paths, args.recursive, errors, MANIFEST_SUFFIXES)
-    items = _read_inputs(files, args.namespace, args.operation, errors)
+    items = _read_inputs(files, args.namespace, args.operation, errors, policy)
     if not items:
         return EXIT_INPUT
     results = check_items(items, policy, now, sent, cluster)
@@ -118,11 +118,14 @@ def run(args: argparse.Namespace) -> int:
     return _exit_code(results, errors, args.fail_on_unexamined)
 
 
-def _read_inputs(paths: list[str], namespace: str | None, operation: str, errors: list[str]) -> list[Item]:
-    """Every object in the given files; input errors (appended to ``errors``) and notes go to stderr."""
+def _read_inputs(paths: list[str], namespace: str | None, operation: str, errors: list[str],
+                 policy: CompiledPolicy) -> list[Item]:
+    """Every object in the given files; input errors (appended to ``errors``: unreadable files and documents,
+    quantities that are none) and notes go to stderr."""
     items: list[Item] = []
     for path in paths:
         items.extend(read_items(path, namespace, operation, errors))
+    items = quantity_errors(items, errors, policy.template_finders)
     for err in errors:
         print(f"input error: {err}", file=sys.stderr)
     if not items and not errors:

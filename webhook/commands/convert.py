@@ -51,7 +51,8 @@ not examine that hold pod templates, names no policy resource maps (HAMi's nvidi
 Pods of a scheduler that does not allocate DRA devices, objects a workload controls, JSON files.
 
 Exit codes: 0 done (nothing to change with --check); 1 with --check, something would change; 2 input or policy
-error."""
+error (also a resource quantity the API server would not decode, such as an unrendered $GPU_PER_NODE or an
+empty string: the file, document, field and value are named, and the object is not converted)."""
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -104,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     _report(results, args)
     if args.write:
         _write(results)
-    if errors:
+    if errors or any(e.status == "invalid" for r in results for e in r.entries):
         return EXIT_INPUT
     return EXIT_NO if args.check and any(r.changed for r in results) else EXIT_OK
 
@@ -129,6 +130,8 @@ def _report(results: list[Converted], args: argparse.Namespace) -> None:
         for e in r.entries:
             if e.status == "skipped":
                 print(f"{e.source}: {e.object}: not converted: {e.reason}", file=sys.stderr)
+            elif e.status == "invalid":
+                print(f"input error: {e.source}: {e.object}: {e.reason}", file=sys.stderr)
             elif e.status == "converted":
                 made = f" (+ {', '.join(e.generated)})" if e.generated else ""
                 print(f"{e.source}: {e.object}: {e.form}{made}", file=sys.stderr)

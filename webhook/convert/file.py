@@ -20,7 +20,7 @@ from webhook.admission.review import AdmissionRequest
 from webhook.convert.documents import Document, NotConvertible, Tree, dump_new, join, split
 from webhook.convert.plan import Plan, plan_object
 from webhook.convert.rewrite import apply, template_name
-from webhook.objects.pods import object_name
+from webhook.objects.pods import bad_quantities, object_name
 from webhook.offline.inputs import InputError, item_from
 from webhook.policy.compiled import CompiledPolicy
 
@@ -29,7 +29,8 @@ _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 @dataclass
 class Entry:
-    """What convert did with one object: ``converted``, ``unchanged`` or ``skipped`` (with ``reason``)."""
+    """What convert did with one object: ``converted``, ``unchanged``, ``skipped`` (with ``reason``) or ``invalid``
+    (an input error: a quantity that is none, with the field and value in ``reason``)."""
 
     source: str
     object: str
@@ -140,6 +141,9 @@ def _convert_doc(doc: Document, obj: Any, source: str, settings: Settings,
     if req is None or not isinstance(obj, dict):
         return None, []
     what = _describe(obj, req)
+    bad = bad_quantities(obj, req.kind, req.group, settings.policy.template_finders)
+    if bad:
+        return Entry(source, what, "invalid", reason="; ".join(str(b) for b in bad)), []
     if obj.get("kind") == "List" or (str(obj.get("kind", "")).endswith("List") and "items" in obj):
         return _list_entry(obj, source, what, settings), []
     plan = _plan(req, obj, settings)
@@ -208,6 +212,9 @@ def _list_entry(obj: dict[str, Any], source: str, what: str, settings: Settings)
     items = obj.get("items") if isinstance(obj.get("items"), list) else []
     for item in items or []:
         req = _request(item, source, settings.namespace)
+        if req is not None and isinstance(item, dict) and bad_quantities(item, req.kind, req.group,
+                                                                         settings.policy.template_finders):
+            continue  # not rewritten anyway; check reports the field
         plan = _plan(req, item, settings) if req is not None and isinstance(item, dict) else None
         if plan is not None and (plan.edits or plan.reasons):
             return Entry(source, what, "skipped", reason="objects inside a List are not rewritten: split it into "

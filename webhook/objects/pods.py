@@ -419,3 +419,56 @@ def requested_names(podspec: Mapping[str, Any]) -> dict[str, list[ContainerRef]]
 def pod_claims(podspec: Mapping[str, Any]) -> list[dict[str, Any]]:
     """``spec.resourceClaims`` entries (name plus resourceClaimName or resourceClaimTemplateName)."""
     return [c for c in _list(podspec.get("resourceClaims")) if isinstance(c, dict)]
+
+
+# ---- quantities the API server would not decode ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BadQuantity:
+    """A resource quantity of a pod template that is no quantity: ``field`` (kubectl style), the value, and why."""
+
+    field: str
+    value: Any
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}"
+
+
+def _why_not(value: Any) -> str | None:
+    try:
+        parse_quantity(value)
+    except ValueError as exc:
+        hint = ""
+        if isinstance(value, str) and ("$" in value or "{{" in value):
+            hint = ("; it looks like a template variable nobody rendered: render the template (envsubst, helm "
+                    "template, kustomize) and check what it produces")
+        return f"{exc}{hint}"
+    return None
+
+
+def bad_quantities(obj: Mapping[str, Any], kind: str, group: str | None = None,
+                   named: Mapping[tuple[str, str], TemplateFinder] = NO_NAMED_KINDS) -> list[BadQuantity]:
+    """Resource quantities of ``obj``'s pod templates that the API server refuses when it decodes the object.
+
+    The API server decodes every ``resources.requests``/``limits`` value (containers, init containers and the
+    pod-level ``resources``) and ``overhead`` with ``Quantity.UnmarshalJSON`` (kubernetes/apimachinery
+    ``pkg/api/resource/quantity.go``, read at 357557a6): an unrendered ``$GPU_PER_NODE`` or an empty string fails
+    there with "quantities must match the regular expression", so no webhook ever sees such a Pod; ``null`` is
+    the zero quantity and no error. Built-in kinds and the policy's ``named`` kinds, as ``pod_templates``.
+    """
+    out: list[BadQuantity] = []
+    for ref in pod_templates(obj, kind, group, named):
+        spec = ref.spec(obj)
+        maps: list[tuple[Path, Any]] = [(("overhead",), spec.get("overhead"))]
+        places: list[tuple[Path, Any]] = [(("resources",), spec.get("resources"))]
+        places += [((c.field, c.index, "resources"), c.container.get("resources")) for c in iter_containers(spec)]
+        maps += [((*at, part), _dict(resources).get(part)) for at, resources in places for part in ("limits",
+                                                                                                   "requests")]
+        for at, values in maps:
+            for name, value in _dict(values).items():
+                why = _why_not(value)
+                if why is not None:
+                    out.append(BadQuantity(field_path(ref.at("spec", *at, str(name))), value, why))
+    return out

@@ -3,7 +3,10 @@
 Upstream (kubernetes/kubernetes, read on master after v1.36; unchanged in substance for years):
 ``staging/src/k8s.io/apimachinery/pkg/api/resource/quantity.go`` ``ParseQuantity`` and
 ``parseQuantityString`` (the scanner), ``Quantity.UnmarshalJSON`` (JSON numbers allowed, surrounding
-whitespace trimmed) and ``suffix.go`` ``suffixHandler.interpret``. Grammar from quantity.go's doc comment::
+whitespace trimmed, and the JSON literal ``null`` read as the zero quantity: kubernetes/apimachinery
+``pkg/api/resource/quantity.go`` ``UnmarshalJSON``, read at 357557a6, "if l == 4 && bytes.Equal(value,
+[]byte("null"))" sets the zero value, as ``UnmarshalCBOR`` does for a nil string) and ``suffix.go``
+``suffixHandler.interpret``. Grammar from quantity.go's doc comment::
 
     <quantity>        ::= <signedNumber><suffix>
     <number>          ::= <digits> | <digits>.<digits> | <digits>. | .<digits>
@@ -55,7 +58,10 @@ def parse_quantity(text: str) -> Decimal:
 
 
 def from_json(value: Any) -> Decimal:
-    """A quantity field as ``Quantity.UnmarshalJSON`` reads it: a string (whitespace trimmed) or a number."""
+    """A quantity field as ``Quantity.UnmarshalJSON`` reads it: a string (whitespace trimmed), a number, or
+    ``null`` (YAML ``~`` or an empty value), which is the zero quantity."""
+    if value is None:
+        return Decimal(0)
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise QuantityError(f"{value!r} is not a quantity: a {type(value).__name__}, not a string or number")
     if isinstance(value, int):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import sys
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import yaml
 
 from webhook.admission import review
 from webhook.objects.jsonish import as_dict
+from webhook.objects.pods import NO_NAMED_KINDS, TemplateFinder, bad_quantities
 from webhook.offline.dates import parse_time as parse_time  # the one date parser, re-exported
 
 NAMESPACED_DEFAULT = "default"
@@ -118,6 +120,21 @@ def _read(path: str, namespace: str | None, operation: str, errors: list[str]) -
         except InputError as exc:
             errors.append(str(exc))
     return items
+
+
+def quantity_errors(items: list[Item], errors: list[str],
+                    named: Mapping[tuple[str, str], TemplateFinder] = NO_NAMED_KINDS) -> list[Item]:
+    """``items`` without the objects whose resource quantities are none (an unrendered ``$GPU_PER_NODE``, an empty
+    string): each such field is an input error in ``errors`` with the file, document, object, field and value,
+    since the API server refuses the object when it decodes it (``objects.pods.bad_quantities``)."""
+    kept = []
+    for item in items:
+        req = item.request
+        bad = bad_quantities(req.object or {}, req.kind, req.group, named)
+        errors.extend(f"{item.source}: {subject_of(req)}: {b}" for b in bad)
+        if not bad:
+            kept.append(item)
+    return kept
 
 
 def _expand(doc: Any, source: str) -> list[dict[str, Any]]:

@@ -82,7 +82,9 @@ def test_whole_corpus_round_trips(tmp_path: Path, claims: bool) -> None:
         again = convert_text(str(out), result.after, settings)
         assert again.after == result.after, path.name
         assert not [e for e in again.entries if e.status == "converted"], path.name
-    assert converted >= (15 if claims else 3)
+    # Issue 45: a Kueue-queued job and a KubeRay group whose GPUs Ray reads from the limits are left alone (with
+    # claims): test_corpus_convert_decisions checks them.
+    assert converted >= (14 if claims else 3)
 
 
 def test_claims_form_is_what_the_training_rules_ask_for(tmp_path: Path) -> None:
@@ -280,6 +282,83 @@ def test_corpus_objects_left_alone_say_why(file: str, reason: str, capsys: pytes
     assert not result["changed"]
     assert [o["status"] for o in result["objects"]] == ["skipped"]
     assert reason in result["objects"][0]["reason"]
+
+
+CASES = [c for c in yaml.safe_load((UPSTREAM / "cases.yaml").read_text()) if c.get("convert")]
+
+
+@pytest.mark.rule("training-job-extended-resource")
+@pytest.mark.parametrize("case", CASES, ids=[f"{c['file']}@{c.get('namespace', '-')}" for c in CASES])
+def test_corpus_convert_decisions(case: dict, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 45 items 1 and 4: a Kueue-queued job whose class Kueue is not said to map, and a KubeRay group whose GPUs
+    Ray reads from the limits, are left alone with the reason; a Ray group that states num-gpus is converted."""
+    args = ["convert", "--claims", "-o", "json", "--policy", str(UPSTREAM / "policy.yaml")]
+    assert main([*args, "-n", case.get("namespace", "default"), str(UPSTREAM / case["file"])]) == 0
+    (result,) = json.loads(capsys.readouterr().out)["files"]
+    got = {o["object"]: o for o in result["objects"]}
+    for want in case["convert"]:
+        entry = got[want["object"]]
+        assert entry["status"] == want["status"], entry
+        for text in want.get("says", []):
+            assert text in entry.get("reason", ""), (text, entry)
+
+
+KUEUE_JOB = """\
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: train
+  labels:
+    kueue.x-k8s.io/queue-name: team-a   # Kueue queues it
+spec:
+  suspend: true
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: trainer
+        image: registry.example.com/trainer:1.0
+        resources:
+          limits:
+            vendor.example.com/gpu: 2
+"""
+
+
+def test_kueue_queued_job_is_converted_once_the_policy_says_kueue_maps_the_class(tmp_path: Path,
+                                                                                capsys: pytest.CaptureFixture[str]):
+    """Issue 45 item 1: left alone without spec.quota.kueue; converted when the policy copies the cluster's Kueue
+    deviceClassMappings with the class (Kueue then charges the claims to the queue's quota)."""
+    src = tmp_path / "train.yaml"
+    src.write_text(KUEUE_JOB)
+    assert main(["convert", "--claims", "-o", "json", "-n", "ml-a", str(src)]) == 0
+    (entry,) = json.loads(capsys.readouterr().out)["files"][0]["objects"]
+    assert entry["status"] == "skipped"
+    assert "does not map DeviceClass gpu.example.com" in entry["reason"]
+    doc = yaml.safe_load(default_policy().read_text())
+    doc["spec"]["quota"] = {"kueue": {"deviceClassMappings": [{"name": "gpus", "deviceClassNames":
+                                                               ["gpu.example.com"]}]}}
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(yaml.safe_dump(doc))
+    assert main(["convert", "--claims", "-w", "--policy", str(policy), "-n", "ml-a", str(src)]) == 0
+    job, rct = yaml.safe_load_all(src.read_text())
+    assert job["metadata"]["labels"] == {"kueue.x-k8s.io/queue-name": "team-a"}
+    assert rct["spec"]["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] == "gpu.example.com"
+
+
+def test_ray_group_that_states_num_gpus_is_converted(tmp_path: Path) -> None:
+    """Issue 45 item 4: with rayStartParams num-gpus (what KubeRay and the Ray autoscaler read first) the claims
+    leave Ray's view of the group as it was."""
+    text = (UPSTREAM / "kuberay-service-stable-diffusion.yaml").read_text().replace(
+        "      rayStartParams: {}\n", "      rayStartParams: {num-gpus: \"1\"}\n")
+    src = tmp_path / "ray.yaml"
+    src.write_text(text)
+    assert main(["convert", "--claims", "-w", "--policy", str(UPSTREAM / "policy.yaml"), "-n", "ml-train",
+                 str(src)]) == 0
+    service, rct = yaml.safe_load_all(src.read_text())
+    group = service["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]
+    assert group["rayStartParams"] == {"num-gpus": "1"}
+    assert "nvidia.com/gpu" not in group["template"]["spec"]["containers"][0]["resources"]["limits"]
+    assert rct["metadata"]["name"] == "stable-diffusion-gpu-group-gpu"
 
 
 def test_owned_objects_and_init_containers_are_left_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

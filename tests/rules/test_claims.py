@@ -120,6 +120,16 @@ def test_device_class_not_allowed_fires_on_exactly() -> None:
     assert "gpu.example.com, nic.example.com" in out.findings[0].remediation
 
 
+def test_device_class_not_allowed_offline_fix_does_not_only_name_the_migration_classes() -> None:
+    """Issue 45 item 6: offline a TPU/CPU driver's class looks like a typo; the fix says how to tell the webhook it is
+    another driver's, not only "use gpu.example.com"."""
+    out = run(claims.device_class_not_allowed, claim(deviceClassName="tpu.google.com"))
+    (finding,) = out.findings
+    assert finding.remediation.startswith("use one of the allowed DeviceClasses: gpu.example.com")
+    assert "if 'tpu.google.com' is another DRA driver's class" in finding.remediation
+    assert "--cluster-objects" in finding.remediation and "claims.allowedDeviceClasses" in finding.remediation
+
+
 def test_device_class_not_allowed_names_the_subrequest_path() -> None:
     obj = load("template-training.yaml")
     obj["spec"]["spec"]["devices"]["requests"][0]["firstAvailable"][1]["deviceClassName"] = "other.example.com"

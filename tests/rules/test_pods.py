@@ -651,3 +651,17 @@ def test_a_pod_the_daemonset_controller_made_keeps_only_its_node_affinity() -> N
     assert res.allowed and res.patched["spec"]["affinity"] == pod["spec"]["affinity"]
     assert annotation(res.patched, "node-pool") is None
     assert pool_of(run(_daemon_pod(controller=False), "mig-a").patched) == "dra"  # not its controller
+
+
+def test_training_fix_text_says_kueue_must_map_the_class_first():
+    """Issue 45 item 1: the training-job-extended-resource fix recommends claims; for a job Kueue queues whose class
+    the policy does not say Kueue maps, it says to map it first (else Kueue keeps the job suspended)."""
+    pod = manifest("pod-training", "pilot-a")
+    (plain,) = training_job_extended_resource(pod, _training_ctx()).findings
+    assert "Kueue" not in plain.remediation
+    pod["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "team-a"
+    (queued,) = training_job_extended_resource(pod, _training_ctx()).findings
+    assert "Kueue queues it (kueue.x-k8s.io/queue-name: team-a) and does not map DeviceClass gpu.example.com" \
+        in queued.remediation
+    assert "spec.quota.kueue.deviceClassMappings" in queued.remediation
+    assert queued.remediation.split("\n")[0] == plain.remediation.split("\n")[0]

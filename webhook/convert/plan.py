@@ -17,7 +17,9 @@ finds (built-in kinds and the policy's ``workloadKinds``). The forms:
 - none: the template already asks for the policy resource's own name and the scheduler serves it through DRA
   at the target stage (path ``dra-extended-resource``): it stays as it is, and ``convert`` says so.
 
-A template ``convert`` cannot rewrite without changing what it means is left alone with the reason.
+A template ``convert`` cannot rewrite without changing what it means is left alone with the reason; so is a job
+Kueue queues whose claims' DeviceClass the policy does not say Kueue maps (``spec.quota.kueue``,
+``webhook/policy/quota.py``): as claims Kueue would keep it suspended or not count it.
 """
 
 from __future__ import annotations
@@ -32,7 +34,9 @@ from webhook.objects.pods import (
     PodTemplateRef,
     active_deadlines,
     container_extended,
+    get_path,
     iter_containers,
+    kueue_queue,
     pod_claims,
     pod_labels,
     pod_templates,
@@ -41,6 +45,7 @@ from webhook.objects.pods import (
 from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.model import Resource, ScheduleEntry, Stage
 from webhook.policy.placement import hardware, plan, serves_dra, usage
+from webhook.policy.quota import kueue_advice, kueue_unmapped
 from webhook.rules.workloads import examined_owner
 
 CLAIMS, RENAME = "claims", "rename"
@@ -128,6 +133,15 @@ def _plan_template(obj: Mapping[str, Any], kind: str, group: str, ref: PodTempla
                                "come on top of the containers' (the scheduler reuses an init container's extended "
                                "resources)")
             return
+        ray = _ray_gpus_unstated(obj, group, ref, asks)
+        if ray:
+            out.reasons.append(where + ray)
+            return
+        queue = kueue_queue(obj, ref)
+        unmapped = kueue_unmapped(policy, (a.resource.deviceClassName for a in asks)) if queue else []
+        if unmapped:
+            out.reasons.append(where + kueue_advice(queue, unmapped))
+            return
         tolerations = tuple(policy.device_tolerations) if training else ()
         out.edits.append(TemplateEdit(ref, CLAIMS, asks, tolerations, training))
     elif u.legacy:
@@ -165,6 +179,32 @@ def _asks(spec: Mapping[str, Any], policy: CompiledPolicy) -> list[DeviceAsk]:
             if res is not None and count > 0:
                 out.append(DeviceAsk(c, res, (name,), count))
     return out
+
+
+def _ray_gpus_unstated(obj: Mapping[str, Any], group: str, ref: PodTemplateRef, asks: tuple[DeviceAsk, ...]) -> str:
+    """Why a KubeRay group's GPUs cannot become claims: Ray would no longer see them ("" when it would).
+
+    KubeRay starts Ray with ``--num-gpus`` from the Ray container's (containers[0]) limits unless the group's
+    ``rayStartParams`` sets ``num-gpus`` (ray-project/kuberay ``ray-operator/controllers/ray/common/pod.go``
+    ``generateRayStartCommand`` -> ``addWellKnownAcceleratorResources``, "if _, ok := rayStartParams["num-gpus"];
+    !ok", master read at the corpus commits), and the Ray autoscaler counts a group's GPUs the same way
+    (ray-project/ray ``python/ray/autoscaler/_private/kuberay/autoscaling_config.py`` ``_get_num_gpus``: the
+    ``num-gpus`` start param first, else a limit or request whose name ends in ``gpu``; read at 0219fc3e). Claims
+    leave no GPU in the limits, so Ray would start with no GPUs and never scale the group. ``convert`` does not
+    write ``rayStartParams`` itself (the Ray configuration is the Ray user's: a fractional or logical count there
+    is deliberate); once it states ``num-gpus`` the claims change nothing in Ray's view.
+    """
+    if group != "ray.io" or len(ref.path) < 2:
+        return ""
+    params = get_path(obj, (*ref.path[:-1], "rayStartParams"))
+    if isinstance(params, Mapping) and "num-gpus" in params:
+        return ""
+    count = sum(a.count for a in asks if a.container.field == "containers" and a.container.index == 0)
+    if not count:
+        return ""
+    return (f"KubeRay starts Ray with --num-gpus from the Ray container's limits and the Ray autoscaler counts the "
+            f"group's GPUs the same way: as claims Ray would see no GPU and never scale the group. Set the group's "
+            f'rayStartParams num-gpus: "{count}" (what Ray reads first), then convert')
 
 
 def claim_names(spec: Mapping[str, Any]) -> set[str]:

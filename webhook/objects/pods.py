@@ -286,6 +286,27 @@ def pod_labels(obj: Mapping[str, Any], kind: str, ref: PodTemplateRef, group: st
     return {str(k): str(v) for k, v in labels.items()}
 
 
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+"""Kueue's queue label (kubernetes-sigs/kueue pkg/controller/constants ``QueueLabel``)."""
+
+
+def kueue_queue(obj: Mapping[str, Any], ref: PodTemplateRef) -> str:
+    """The Kueue LocalQueue the object or its pod template names ("": none).
+
+    kubernetes-sigs/kueue ``pkg/controller/jobframework`` ``QueueNameForObject`` (main, read at 98e197c6) reads the
+    job object's label ``kueue.x-k8s.io/queue-name`` (releases before v0.10 fell back to an annotation of that
+    name); a plain Pod carries it itself, and Kueue's Deployment/StatefulSet/LeaderWorkerSet integrations put it on
+    the pod template too, so the template's label counts as well.
+    """
+    meta = _dict(obj.get("metadata"))
+    for value in (_dict(meta.get("labels")).get(KUEUE_QUEUE_LABEL),
+                  _dict(meta.get("annotations")).get(KUEUE_QUEUE_LABEL),
+                  _dict(ref.metadata(obj).get("labels")).get(KUEUE_QUEUE_LABEL)):
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
 def active_deadlines(obj: Mapping[str, Any], ref: PodTemplateRef) -> list[int]:
     """``activeDeadlineSeconds`` of the pod spec and of the enclosing JobSpec, where set."""
     out = []

@@ -316,6 +316,29 @@ class Migration(Strict):
         return v
 
 
+class KueueDeviceClassMapping(Strict):
+    name: str = Field(min_length=1, description="The logical resource name Kueue charges the devices to (its "
+                      "ClusterQueues' coveredResources).")
+    deviceClassNames: list[str] = Field(min_length=1, description="DeviceClasses Kueue counts under that name.")
+
+
+class Kueue(Strict):
+    deviceClassMappings: list[KueueDeviceClassMapping] = Field(
+        default_factory=list,
+        description="The cluster's Kueue Configuration `resources.deviceClassMappings`, copied as it is. `convert` "
+        "writes explicit claims for a job Kueue queues (label kueue.x-k8s.io/queue-name) only when its DeviceClass "
+        "is listed here: Kueue keeps a job whose claim's class it does not map suspended (\"DeviceClass ... is not "
+        "mapped in DRA configuration\"), or, with its DRA integration off, does not charge the claim to the quota.",
+    )
+
+    def mapped(self) -> frozenset[str]:
+        return frozenset(c for m in self.deviceClassMappings for c in m.deviceClassNames)
+
+
+class Quota(Strict):
+    kueue: Kueue = Field(default_factory=Kueue, description="What the cluster's Kueue counts (quota beside DRA).")
+
+
 class PolicySpec(Strict):
     annotationPrefix: str = Field(
         default="dra-migration.io", description="DNS subdomain; annotation keys written are <prefix>/<name>."
@@ -377,6 +400,9 @@ class PolicySpec(Strict):
         "(kubernetes/kubernetes#141290, fixed by PR #142289). `auto` reads the API server's version; "
         "`evicted` / `notEvicted` state it, e.g. for a patch release that ships the fix before this webhook "
         "knows it. Used by `preflight` and the taint_unevictable gauge.",
+    )
+    quota: Quota = Field(
+        default_factory=Quota, description="Quota systems beside the webhook: what they count in DRA form (Kueue)."
     )
     workloadKinds: list[WorkloadKindSpec] = Field(
         default_factory=list,

@@ -33,6 +33,7 @@ from webhook.objects.claims import (
 from webhook.objects.pods import DEVICECLASS_PREFIX, field_path, pod_claims, requested_names
 from webhook.policy import rule_ids as ids
 from webhook.policy.placement import Usage, usage
+from webhook.policy.scope import MigrationScope
 from webhook.rules.base import NO_OUTCOME, Context, Finding, Outcome, rule
 from webhook.rules.workloads import examined_templates, pod_rule
 
@@ -96,6 +97,18 @@ def _namespace(obj: dict[str, Any], ctx: Context) -> str:
     return ctx.namespace or str((obj.get("metadata") or {}).get("namespace") or "")
 
 
+def _other_driver_hint(name: Any, scope: MigrationScope, known: Mapping[str, Mapping[str, Any]] | None,
+                       drivers: frozenset[str] | None) -> str:
+    """For a class outside the migration whose DeviceClass is not known (offline): it may be another driver's
+    (CPU, NIC, TPU, memory), which the allowed list above, the migration's own classes, would not fit (issue 45
+    item 6)."""
+    if scope.covers(name, known, drivers) or (known and name in known):
+        return ""
+    return (f"; if {name!r} is another DRA driver's class (CPU, NIC, TPU, memory...), it is outside the migration "
+            "once the webhook sees its DeviceClass: give check the DeviceClass (in the input or --cluster-objects) "
+            "or list the class in claims.allowedDeviceClasses")
+
+
 @rule(ids.DEVICE_CLASS_NOT_ALLOWED, _CLAIM_KINDS, operations=("CREATE",))
 def device_class_not_allowed(obj: dict[str, Any], ctx: Context) -> Outcome:
     """Requests, subrequests and a Pod's implicit class names use a class from ``claims.allowedDeviceClasses``.
@@ -119,7 +132,8 @@ def device_class_not_allowed(obj: dict[str, Any], ctx: Context) -> Outcome:
             ids.DEVICE_CLASS_NOT_ALLOWED,
             f"request {slot.name!r} uses DeviceClass {slot.body.get('deviceClassName')!r}, "
             "which the migration policy does not allow",
-            f"use one of the allowed DeviceClasses: {shown}",
+            f"use one of the allowed DeviceClasses: {shown}"
+            + _other_driver_hint(slot.body.get("deviceClassName"), scope, known, drivers),
             (f"{slot.path}.deviceClassName",),
         )
         for slot in iter_requests(obj, ctx.kind)

@@ -26,6 +26,7 @@ from webhook.objects.pods import (
     extended_requests,
     field_path,
     iter_containers,
+    kueue_queue,
     object_name,
     pod_claims,
     pod_labels,
@@ -34,7 +35,17 @@ from webhook.objects.pods import (
 from webhook.policy import rule_ids as ids
 from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.model import Resource
-from webhook.policy.placement import DEFAULT_SCHEDULER, Usage, hardware, per_node, plan, serves_dra, usage
+from webhook.policy.placement import (
+    DEFAULT_SCHEDULER,
+    Usage,
+    hardware,
+    per_node,
+    plan,
+    pool_path,
+    serves_dra,
+    usage,
+)
+from webhook.policy.quota import kueue_advice, kueue_unmapped
 from webhook.rules.base import Context, Finding, Outcome
 from webhook.rules.view import OFFLINE, Lookup
 from webhook.rules.workloads import AFFINITY, examined_templates, pod_rule, template_writes
@@ -359,6 +370,18 @@ _DRA_EXTENDED_PATHS = ("dra-extended-resource", "mixed")
 """Paths on which DRA serves an extended resource through the scheduler's claim (issue 24 item 9)."""
 
 
+def _extended_on_dra(u: Usage, stage: str, policy: CompiledPolicy) -> bool:
+    """Whether DRA serves one of the Pod's extended resources (through the scheduler's claim). Path ``mixed`` says
+    so only when it is not just a claim beside names the pool's device plugin serves: a job whose GPUs stay on the
+    device-plugin pool with an IMEX channel claim is not on the extended-resource-via-DRA path (issue 45 item 6)."""
+    p = plan(u, stage, policy)
+    if p.path not in _DRA_EXTENDED_PATHS:
+        return False
+    if p.path == "mixed" and u.claims and p.pool is not None:
+        return pool_path(replace(u, claims=()), p.pool, policy) != "device-plugin"
+    return True
+
+
 @pod_rule(ids.TRAINING_JOB_EXTENDED_RESOURCE)
 def training_job_extended_resource(obj: dict[str, Any], ctx: Context) -> Outcome:
     """A long training job on the extended-resource path cannot tolerate device taints (advisory).
@@ -380,7 +403,7 @@ def training_job_extended_resource(obj: dict[str, Any], ctx: Context) -> Outcome
     evicted = policy.source.spec.extendedResourceTaintEviction == "evicted"
     findings = []
     for ref in examined_templates(obj, ctx):
-        if plan(usage(ref.spec_as_run(obj), policy), ctx.stage, policy).path not in _DRA_EXTENDED_PATHS:
+        if not _extended_on_dra(usage(ref.spec_as_run(obj), policy), ctx.stage, policy):
             continue  # the device plugin serves it (whatever the stage), or no extended resource at all
         deadlines = active_deadlines(obj, ref)
         if not policy.is_training_job(pod_labels(obj, ctx.kind, ref, ctx.group), max(deadlines) if deadlines else None):
@@ -393,8 +416,10 @@ def training_job_extended_resource(obj: dict[str, Any], ctx: Context) -> Outcome
                                                       else None)
                 if res is not None and count > 0:
                     by_res.setdefault(res.name, []).append((c, count))
+        queue = kueue_queue(obj, ref)
         for res_name, counts in by_res.items():
             res = policy.resources[res_name]
+            unmapped = kueue_unmapped(policy, [res.deviceClassName]) if queue else []
             snippet = claim_template_snippet(
                 object_name(obj), ctx.namespace, res, counts, list(policy.device_tolerations),
                 {str(e.get("name")) for e in pod_claims(spec)},
@@ -406,6 +431,8 @@ def training_job_extended_resource(obj: dict[str, Any], ctx: Context) -> Outcome
                           + ("a NoExecute device taint evicts it at once, with no checkpoint window" if evicted else
                              "no device taint moves it, it keeps running on a device under maintenance")),
                     "use a ResourceClaimTemplate with device tolerations instead\n"
+                    + (f"# Not before Kueue counts it: {kueue_advice(queue, unmapped)} (dra-webhook convert leaves "
+                       "it alone until then).\n" if unmapped else "")
                     + (_EVICTED_AT_ONCE if evicted else _NEVER_EVICTED)
                     + "# A claim with these tolerations is evicted after a checkpoint window. Ready to apply:\n"
                     f"{snippet}",

@@ -29,8 +29,13 @@ from webhook.cli import main
 
 pytestmark = pytest.mark.controllers
 UPSTREAM = Path(__file__).resolve().parents[1] / "data" / "upstream"
-POLICY = policy_variant({"legacyNames: [vendor.example.com/gpu]":
-                         "legacyNames: [vendor.example.com/gpu, nvidia.com/gpu, amd.com/gpu]"})
+LEGACY_NAMES = {"legacyNames: [vendor.example.com/gpu]":
+                "legacyNames: [vendor.example.com/gpu, nvidia.com/gpu, amd.com/gpu]"}
+UNMAPPED = policy_variant(LEGACY_NAMES)
+# Issue 45 item 1: the cluster's Kueue maps the suite's GPU class (its Configuration resources.deviceClassMappings),
+# as the policy states, so convert rewrites Kueue-queued jobs (Kueue's provisioning sample) into claims.
+POLICY = policy_variant({**LEGACY_NAMES, "  defaultStage: legacy\n": "  defaultStage: legacy\n  quota:\n    kueue:\n"
+                         "      deviceClassMappings: [{name: example.com/gpu, deviceClassNames: [gpu.example.com]}]\n"})
 LWS_GROUP, LWS_KIND, LWS_PLURAL = "leaderworkerset.x-k8s.io", "LeaderWorkerSet", "leaderworkersets"
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 RESOURCES.setdefault(LWS_KIND, (LWS_PLURAL, True))
@@ -95,12 +100,24 @@ def test_converted_deployment(kube, namespace, converted_policy, tmp_path):
     _assert_on_dra_node(pairs, "mistral-7b")
 
 
-def test_converted_job(kube, namespace, converted_policy, tmp_path):
+def test_converted_job(kube, namespace, converted_policy, tmp_path, capsys):
+    """Kueue's provisioning sample (label kueue.x-k8s.io/queue-name): left alone while the policy does not say
+    Kueue maps the class (README "Kueue"), converted once it does; the webhook admits the converted Job on the
+    dra-claim path, and its Pods get the devices through their claims, the queue label kept."""
     ns = namespace("mig")
+    (tmp_path / "unmapped.yaml").write_text(UNMAPPED)
+    src = tmp_path / "as-is.yaml"
+    src.write_text((UPSTREAM / "kueue-provisioning-job.yaml").read_text())
+    assert main(["convert", "-w", "--claims", "--policy", str(tmp_path / "unmapped.yaml"), str(src)]) == 0
+    assert src.read_text() == (UPSTREAM / "kueue-provisioning-job.yaml").read_text()
+    assert "does not map DeviceClass gpu.example.com" in capsys.readouterr().err
     templates, job = _converted(tmp_path, "kueue-provisioning-job.yaml", ns, "Job")
     for t in templates:
         kube.create(t)
-    name = kube.create(job).obj["metadata"]["name"]  # generateName: sample-job-xxxxx
+    created = kube.create(job).obj
+    assert created["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "user-queue"
+    assert created["metadata"]["annotations"]["dra-migration.io/path"] == "dra-claim"
+    name = created["metadata"]["name"]  # generateName: sample-job-xxxxx
     pairs = _allocated(kube, ns, f"batch.kubernetes.io/job-name={name}", 3)
     _assert_on_dra_node(pairs, "dummy-job")
     assert len({c["metadata"]["name"] for _, c in pairs}) == 3  # a claim per Pod, from the one template

@@ -149,7 +149,10 @@ def training_checks(policy: CompiledPolicy) -> list[Check]:
                  if n == res.name or hardware(policy, n) is res]
         asked = " || ".join(f"variables.containers.exists(c, {asks_for('c', n)})" for n in names)
         # trainJob first: a Pod that is no training job (most) never computes the plan (bench/results.md).
-        finding = f"variables.trainJob && variables.trainPath in ['dra-extended-resource', 'mixed'] && ({asked})"
+        # trkPlanPath is the path without the spec's claims: GPUs the device plugin serves beside a claim (an IMEX
+        # channel) are not on DRA's extended-resource path (rules.pods ``_extended_on_dra``, issue 45 item 6).
+        finding = (f"variables.trainJob && variables.trainPath in ['dra-extended-resource', 'mixed'] && "
+                   f"variables.trkPlanPath != 'device-plugin' && ({asked})")
         text = f"training job requests {res.name} as an extended resource: {why}"
         text = text if len(text) <= MESSAGE_MAX else text[: MESSAGE_MAX - 3] + "..."  # as rules.pods clips
         checks.append(Check(ids.TRAINING_JOB_EXTENDED_RESOURCE, STAGES, finding, lit(text),

@@ -41,7 +41,6 @@ from webhook.policy.placement import (
     hardware,
     per_node,
     plan,
-    pool_path,
     serves_dra,
     usage,
 )
@@ -372,14 +371,12 @@ _DRA_EXTENDED_PATHS = ("dra-extended-resource", "mixed")
 
 def _extended_on_dra(u: Usage, stage: str, policy: CompiledPolicy) -> bool:
     """Whether DRA serves one of the Pod's extended resources (through the scheduler's claim). Path ``mixed`` says
-    so only when it is not just a claim beside names the pool's device plugin serves: a job whose GPUs stay on the
-    device-plugin pool with an IMEX channel claim is not on the extended-resource-via-DRA path (issue 45 item 6)."""
-    p = plan(u, stage, policy)
-    if p.path not in _DRA_EXTENDED_PATHS:
+    so only when the plan without the spec's claims is not ``device-plugin``: a job whose GPUs stay on the
+    device-plugin pool beside an IMEX channel claim is not on the extended-resource-via-DRA path (issue 45 item 6;
+    the compiled form, ``compile/checks.py`` ``training_checks``, tests ``trkPlanPath`` the same way)."""
+    if plan(u, stage, policy).path not in _DRA_EXTENDED_PATHS:
         return False
-    if p.path == "mixed" and u.claims and p.pool is not None:
-        return pool_path(replace(u, claims=()), p.pool, policy) != "device-plugin"
-    return True
+    return not u.claims or plan(replace(u, claims=()), stage, policy).path != "device-plugin"
 
 
 @pod_rule(ids.TRAINING_JOB_EXTENDED_RESOURCE)

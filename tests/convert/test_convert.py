@@ -248,6 +248,56 @@ def test_a_quantity_that_is_none_is_an_input_error(tmp_path: Path, capsys: pytes
     assert "example.com/gpu: 1  # one card" in src.read_text() and "$GPU_PER_NODE" in src.read_text()
 
 
+NOISY = """\
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: c}
+---
+
+apiVersion: batch/v1
+kind: Job
+metadata: {name: train, labels: {workload.example.com/kind: training}}
+spec:
+  template:
+    spec:
+      restartPolicy: Never\x20
+      containers:
+      - name: trainer
+        image: registry.example.com/trainer:1.0
+        resources:
+          limits:
+            vendor.example.com/gpu: 2
+      - name: helper
+        image: registry.example.com/helper:1.0
+        command:
+           - sh
+           - -c
+           - |
+              cat <<EOF
+              ready
+              EOF
+        env: [{name: A, value: "1"}, {name: B, value: "2"}]
+"""
+
+
+def test_lines_outside_the_edit_stay_byte_for_byte(tmp_path: Path) -> None:
+    """Issue 45 item 6: a sibling with 3-space indentation and a heredoc, a flow mapping, a trailing space and a blank
+    line after `---` come out as they were; the diff removes only the device ask."""
+    import difflib
+
+    src = tmp_path / "train.yaml"
+    src.write_text(NOISY)
+    assert main(["convert", "-w", "-n", "ml-a", str(src)]) == 0
+    after = src.read_text()
+    removed = [line for line in difflib.ndiff(NOISY.splitlines(keepends=True), after.splitlines(keepends=True))
+               if line.startswith("- ")]
+    assert removed == ["-           limits:\n", "-             vendor.example.com/gpu: 2\n"]
+    job = list(yaml.safe_load_all(after))[1]
+    assert job["spec"]["template"]["spec"]["resourceClaims"] == [{"name": "gpu", "resourceClaimTemplateName":
+                                                                  "train-gpu"}]
+    assert main(["convert", "--check", "-n", "ml-a", str(src)]) == 0  # and a second run changes nothing
+
+
 def test_policy_workload_kinds_are_converted(tmp_path: Path) -> None:
     """The bundled policy names SparkApplication (spec.driver.template, spec.executor.template)."""
     src = tmp_path / "spark.yaml"

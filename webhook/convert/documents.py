@@ -125,6 +125,37 @@ _OPENS = re.compile(r"[^#]*:[ \t]*(#.*)?")
 _DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
+def keep_untouched(before: str, after: str) -> str:
+    """``after`` (the round-trip dump of an edited document) with every run of lines the edit did not need put back
+    as ``before`` had it, byte for byte (issue 45 item 6).
+
+    ruamel.yaml re-emits a whole document: a sibling block with 3-space indentation, a flow mapping, a trailing
+    space or a blank line at the top can come out different although nothing in them changed. Each differing run
+    of lines (difflib's opcodes) is put back to the original text if the document still reads as the same data as
+    ``after`` (PyYAML, as ``check`` reads it); a run that carries the edit, or that only parses within the new
+    indentation, stays as dumped. So the result always means exactly what ``after`` means.
+    """
+    import difflib
+
+    old, new = before.splitlines(keepends=True), after.splitlines(keepends=True)
+    target, problem = _load(after)
+    if problem is not None:
+        return after
+    pieces: list[list[str]] = []
+    choices: list[tuple[int, list[str]]] = []  # (index in pieces, the original lines of that run)
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+        if tag != "equal":
+            choices.append((len(pieces), old[i1:i2]))
+        pieces.append(new[j1:j2])
+    for index, original in choices:
+        dumped = pieces[index]
+        pieces[index] = original
+        value, problem = _load("".join(line for piece in pieces for line in piece))
+        if problem is not None or value != target:
+            pieces[index] = dumped
+    return "".join(line for piece in pieces for line in piece)
+
+
 def dump_new(data: Any) -> str:
     """A new document (the generated ResourceClaimTemplates: plain data, no comments to keep), in block style.
 

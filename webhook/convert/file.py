@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from webhook.admission.review import AdmissionRequest
-from webhook.convert.documents import Document, NotConvertible, Tree, dump_new, join, split
+from webhook.convert.documents import Document, NotConvertible, Tree, dump_new, join, keep_untouched, split
 from webhook.convert.plan import Plan, plan_object
 from webhook.convert.rewrite import apply, template_name
 from webhook.objects.pods import bad_quantities, object_name
@@ -156,7 +156,7 @@ def _convert_doc(doc: Document, obj: Any, source: str, settings: Settings,
     try:
         tree = Tree(doc.text)
         generated = _rewrite(tree, plan, obj, taken)
-        text = tree.dump()
+        text = keep_untouched(doc.text, tree.dump())
     except NotConvertible as exc:
         return Entry(source, what, "skipped", reason=str(exc)), []
     except Exception as exc:  # noqa: BLE001 - a document shape nobody foresaw: left as it is, never a traceback

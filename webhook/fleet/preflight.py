@@ -39,6 +39,7 @@ from typing import Any
 import yaml
 
 from webhook.policy.compiled import CompiledPolicy
+from webhook.policy.yaml_lines import FAST_LOADER, first_alias
 
 AT_ONCE, AFTER, NEVER = "at-once", "after", "never"
 EFFECTS = ("NoExecute", "NoSchedule", "None")
@@ -113,8 +114,11 @@ def load_rule(text: str, source: str = "-") -> tuple[DeviceSelector | None, Tain
 
 def _the_rule(text: str, source: str) -> dict[str, Any]:
     """The one DeviceTaintRule among the YAML documents of ``text``."""
+    alias = first_alias(text)
+    if alias is not None:
+        raise InputError(f"{source}:{alias.line}: {alias.message}")
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        docs = [d for d in yaml.load_all(text, Loader=FAST_LOADER) if d is not None]  # noqa: S506 - a safe loader
     except yaml.YAMLError as exc:
         raise InputError(f"{source}: not valid YAML: {exc}") from None
     rules = [d for d in docs if isinstance(d, dict) and d.get("kind") == "DeviceTaintRule"]

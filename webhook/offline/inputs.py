@@ -21,6 +21,7 @@ from webhook.admission import review
 from webhook.objects.jsonish import as_dict
 from webhook.objects.pods import NO_NAMED_KINDS, TemplateFinder, bad_quantities
 from webhook.offline.dates import parse_time as parse_time  # the one date parser, re-exported
+from webhook.policy.yaml_lines import FAST_LOADER, first_alias
 
 NAMESPACED_DEFAULT = "default"
 CLUSTER_SCOPED = frozenset({
@@ -102,8 +103,12 @@ def _read(path: str, namespace: str | None, operation: str, errors: list[str]) -
     except (OSError, UnicodeDecodeError) as exc:
         errors.append(f"{path}: cannot read: {exc}")
         return []
+    alias = first_alias(text)  # before anything is built: a few hundred bytes of aliases can expand to gigabytes
+    if alias is not None:
+        errors.append(f"{path}:{alias.line}: {alias.message}")
+        return []
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        docs = [d for d in yaml.load_all(text, Loader=FAST_LOADER) if d is not None]  # noqa: S506 - a safe loader
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark else ""

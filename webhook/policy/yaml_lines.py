@@ -65,6 +65,54 @@ Yaml12Loader.add_implicit_resolver(
 
 _MERGE = "tag:yaml.org,2002:merge"
 
+FAST_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""PyYAML's C-accelerated safe loader when libyaml is built in (several times faster on large files), else
+the pure-Python one: the same safe constructor, resolver, error marks and line numbers."""
+
+_ALIAS_SUSPECT = r"(?:^|[\s\[{,:])\*[^\s\]},]"
+"""A ``*`` that may start an alias (after a line start, blank or flow indicator): a cheap scan that lets almost
+every file skip the exact check. It also matches a glob or cron ``*/5``; the exact check decides."""
+_SUSPECT_TEXT = re.compile(_ALIAS_SUSPECT, re.M)
+_SUSPECT_BYTES = re.compile(_ALIAS_SUSPECT.encode(), re.M)
+
+
+@dataclass(frozen=True, slots=True)
+class Alias:
+    """The first YAML alias (``*name``) of a stream: where it is and in which document (1-based)."""
+
+    line: int
+    document: int
+    name: str
+
+    @property
+    def message(self) -> str:
+        """What is wrong, without the line (the caller puts ``file:line`` in front)."""
+        return (f"document {self.document}: YAML alias *{self.name} refused: an alias repeats what its anchor "
+                "holds, so a file of a few hundred bytes can expand to gigabytes; write the values out")
+
+
+def first_alias(text: str | bytes) -> Alias | None:
+    """The first alias in a YAML stream, or None; the one check every reader of untrusted YAML makes first.
+
+    Exact (PyYAML's own parser events, C-accelerated when available) but run only when the cheap scan finds a
+    ``*`` where an alias could start. Anchors alone are harmless and allowed. A syntax error ends the scan: the
+    reader that loads the stream reports it.
+    """
+    suspect = _SUSPECT_BYTES.search(text) if isinstance(text, bytes) else _SUSPECT_TEXT.search(text)
+    if suspect is None:
+        return None
+    document = 0
+    try:
+        for event in yaml.parse(text, Loader=FAST_LOADER):
+            if isinstance(event, yaml.DocumentStartEvent):
+                document += 1
+            elif isinstance(event, yaml.AliasEvent):
+                line = event.start_mark.line + 1 if event.start_mark is not None else 0
+                return Alias(line, document, str(event.anchor))
+    except yaml.YAMLError:
+        return None
+    return None
+
 
 @dataclass
 class Document:
@@ -160,6 +208,9 @@ def parse_documents(file: str, raw: bytes) -> tuple[list[Document], list[Problem
     """All non-empty documents of one file, with their key lines."""
     docs: list[Document] = []
     problems: list[Problem] = []
+    alias = first_alias(raw)
+    if alias is not None:
+        return docs, [Problem(file, alias.line, "", alias.message)]
     loader = None
     try:
         loader = Yaml12Loader(raw)  # reads ahead: may already raise on bad bytes

@@ -76,8 +76,8 @@ def test_a_pod_pinning_mig_nodes_stays_on_the_device_plugin_pool_in_pilot() -> N
     assert pool_of(r.patched) == "devicePlugin"
     assert annotation(r.patched, "path") == "device-plugin"
     text = " ".join(r.warnings)
-    assert f"Pod pins nodeSelector {MIG_LABEL}=1g.10gb, where example.com/gpu is a MIG slice: kept on the devicePlugin pool" \
-        in text
+    assert (f"Pod pins nodeSelector {MIG_LABEL}=1g.10gb, where example.com/gpu is a MIG slice: "
+            "kept on the devicePlugin pool") in text
     assert "DeviceClass mig.example.com" in text
 
 

@@ -324,6 +324,8 @@ def test_stdin_and_write_print_the_converted_text(monkeypatch: pytest.MonkeyPatc
     ("kai-gpu-pod.yaml", 'schedulerName "kai-scheduler" does not allocate DRA devices'),
     ("hami-default-use.yaml", "asks for nvidia.com/gpumem, which no policy resource maps"),
     ("trainer-runtime-torchtune-llama3-2-1b.yaml", "name it in the policy's spec.workloadKinds"),
+    # issue 45 item 5 (device-plugin-slice): a MIG-single Pod asks for a slice; a claim on gpu.nvidia.com is a GPU
+    ("nvidia-docs-mig-single-pod.yaml", "MIG slice: DRA would give a whole device; ask DeviceClass mig.nvidia.com"),
 ])
 def test_corpus_objects_left_alone_say_why(file: str, reason: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["convert", "--claims", "-o", "json", "--policy", str(UPSTREAM / "policy.yaml"), "-n", "ml-train",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.e2e.conftest import policy_variant
 from tests.e2e.objects import GPU_NODE, claim, claim_template, pod
 from tests.e2e.waits import eventually
 
@@ -94,3 +95,32 @@ def test_template_without_training_labels_is_stored_unchanged(kube, namespace):
     stored = kube.get("resource.k8s.io/v1", "ResourceClaimTemplate", "plain", ns)
     assert "tolerations" not in stored["spec"]["spec"]["devices"]["requests"][0]["exactly"]
     assert "dra-migration.io/tolerations-injected" not in (stored["metadata"].get("annotations") or {})
+
+
+# Issue 45 item 5: the GPU feature discovery label of the NVIDIA device plugin's MIG "single" strategy, for the
+# suite's example.com/gpu (the bundled defaults name nvidia.com/gpu).
+MIG_POLICY = {"  defaultStage: legacy\n": (
+    "  sliceNodeLabels:\n"
+    "  - {key: nvidia.com/gpu.product, values: ['*-MIG-*'], sharing: MIG, deviceClassName: mig.example.com,\n"
+    "     resourceNames: [example.com/gpu]}\n"
+    "  defaultStage: legacy\n")}
+
+
+@pytest.mark.rule("device-plugin-slice")
+def test_mig_pinned_pod_stays_on_the_device_plugin_pool_with_the_mig_class(kube, namespace, policy):
+    policy(policy_variant(MIG_POLICY))
+    ns = namespace("pilot")
+    pinned = kube.create(pod("mig", ns, nodeSelector={"nvidia.com/gpu.product": "A100-SXM4-40GB-MIG-1g.5gb"}))
+    stored = kube.get("v1", "Pod", "mig", ns)
+    annotations = stored["metadata"]["annotations"]
+    assert annotations["dra-migration.io/node-pool"] == "devicePlugin"
+    assert annotations["dra-migration.io/path"] == "device-plugin"
+    assert _required_terms(stored) == [DP_POOL]
+    assert stored["spec"]["nodeSelector"] == {"nvidia.com/gpu.product": "A100-SXM4-40GB-MIG-1g.5gb"}
+    assert pinned.warnings == [
+        "device-plugin-slice (pilot): Pod pins nodeSelector nvidia.com/gpu.product=A100-SXM4-40GB-MIG-1g.5gb, where "
+        "example.com/gpu is a MIG slice: kept on the devicePlugin pool; fix: to use DRA, claim DeviceClass "
+        "mig.example.com and drop the node pin"]
+    # The same Pod pinning a whole-GPU product goes to the dra pool as every pilot GPU Pod does.
+    kube.create(pod("whole", ns, nodeSelector={"nvidia.com/gpu.product": "A100-SXM4-40GB"}))
+    assert kube.get("v1", "Pod", "whole", ns)["metadata"]["annotations"]["dra-migration.io/node-pool"] == "dra"

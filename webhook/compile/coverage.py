@@ -59,6 +59,11 @@ NOT_COMPILED: dict[str, str] = {
     ids.DEVICE_CLASS_TAKEOVER: f"{CLUSTER_VIEW}: the other DeviceClasses and their extendedResourceName",
     ids.SHARED_CLAIM_LIMIT: f"{CLUSTER_VIEW}: HorizontalPodAutoscalers, PodGroups and the claims' other users",
     ids.UNSATISFIABLE_CLAIM: f"{CLUSTER_VIEW}: the ResourceSlices a claim's CEL selectors must match",
+    ids.DEVICE_PLUGIN_NIC_BESIDE_DRA: "reads only the object, not compiled yet (per container: the names DRA serves "
+                                      "on the planned pool beside spec.topologyAlignedResources globs); advisory",
+    ids.DEVICE_PLUGIN_SLICE: "reads only the object, not compiled yet (advisory); its effect on placement is "
+                             "compiled: the plan of steer-node-pool, track-rollout and training-job-extended-resource "
+                             "keeps a Pod pinning slice nodes off the dra pool (trkSlice)",
 }
 """Rule id -> why ``compile`` leaves it to the webhook."""
 

@@ -117,6 +117,17 @@ def job_scheduling(layout: Layout) -> str:
     return " && ".join(guards)
 
 
+_NAMED_IN_C = ("((has(c.resources.limits) ? c.resources.limits.filter(k, k.contains('/')) : []) + "
+               "(has(c.resources.requests) ? c.resources.requests.filter(k, k.contains('/')) : []))")
+"""CEL: the names with '/' a container ``c`` limits or requests (a name in both is listed twice)."""
+
+
+def _pinned_named(spec: str) -> str:
+    """CEL: the spec pins nodes (a nodeSelector or a node affinity) and a container asks for a name with '/'."""
+    return (f"(has({spec}.nodeSelector) || (has({spec}.affinity) && has({spec}.affinity.nodeAffinity))) && "
+            f"{_containers(spec)}.exists(c, has(c.resources) && {_NAMED_IN_C}.size() > 0)")
+
+
 @dataclass(frozen=True, slots=True)
 class Atom:
     """A predicate a rule acts on, as CEL at one of three levels, so ``predicate`` walks the containers once: on the
@@ -137,10 +148,14 @@ ATOMS: dict[str, Atom] = {
                    container="has(c.resources.claims) && size(c.resources.claims) > 0"),
     "group": Atom(spec=lambda layout, spec: f"has({spec}.schedulingGroup)"),  # gate GenericWorkload
     "job-scheduling": Atom(spec=lambda layout, spec: job_scheduling(layout)),  # gate WorkloadWithJob
+    "two-named": Atom(container=f"{_NAMED_IN_C}.exists(a, {_NAMED_IN_C}.exists(b, a != b))"),
+    "pinned-named": Atom(spec=lambda layout, spec: _pinned_named(spec)),
 }
 """What a rule's predicate is made of: ``named`` (any name with '/'), ``unowned`` (one the policy does not own),
 ``implicit`` (a DeviceClass's implicit name), ``claims`` (``spec.resourceClaims`` or a container's
-``resources.claims``), ``group`` (``schedulingGroup``), ``job-scheduling`` (a Job's ``spec.scheduling``)."""
+``resources.claims``), ``group`` (``schedulingGroup``), ``job-scheduling`` (a Job's ``spec.scheduling``),
+``two-named`` (a container asking for two names with '/': a GPU beside a NIC), ``pinned-named`` (a spec pinning
+nodes and asking for a name with '/': a slice pin)."""
 
 DEVICES = frozenset({"named", "claims"})
 CLAIMS = frozenset({"claims"})
@@ -167,6 +182,8 @@ FIRES: dict[str, frozenset[str]] = {
     ids.SHARED_CLAIM_LIMIT: CLAIMS,
     # Pods too: a Pod's extended resources that a DeviceClass maps (satisfiable._pod_requests), any name.
     ids.UNSATISFIABLE_CLAIM: DEVICES,
+    ids.DEVICE_PLUGIN_NIC_BESIDE_DRA: frozenset({"two-named"}),  # a GPU name beside a NIC name in one container
+    ids.DEVICE_PLUGIN_SLICE: frozenset({"pinned-named"}),  # a device name and a node pin
 }
 """Rule id -> the ``ATOMS`` of the pod specs the rule can act on, when it runs on the layout's kinds."""
 

@@ -8,10 +8,11 @@ Reads ``variables.containers``, ``variables.spec`` and ``variables.stage`` (``sh
 
 from __future__ import annotations
 
-from webhook.compile.cel import asks_for, lit, str_list
+from webhook.compile.cel import asks_for, glob_regex, lit, str_list
 from webhook.compile.layouts import POD, Layout
 from webhook.objects.pods import DEVICECLASS_PREFIX
 from webhook.policy.compiled import CompiledPolicy
+from webhook.policy.model import SliceLabel
 from webhook.policy.placement import DEFAULT_SCHEDULER, hardware
 
 
@@ -22,6 +23,30 @@ def name_lists(policy: CompiledPolicy) -> tuple[list[str], list[str], list[str]]
     served = [n for n in served if hardware(policy, n) is not None and n not in policy.legacy]
     advertised = sorted({n for names in policy.advertised.values() for n in names} - {*legacy, *served})
     return legacy, served, advertised
+
+
+def _means_slice(v: str, entry: SliceLabel) -> str:
+    """CEL: the label value ``v`` (a string) names slice nodes (``slices.CompiledSlice.means_slice``)."""
+    if entry.values:
+        return f"{v}.matches({lit(glob_regex(entry.values))})"
+    return f"({v}.matches('^[0-9]{{1,9}}$') && int({v}) > {entry.greaterThan})"
+
+
+def slice_pin(policy: CompiledPolicy) -> str:
+    """``slices.slice_pin`` in CEL (true: the spec requests an entry's name and pins its slice nodes by nodeSelector or
+    a required node affinity ``In``), after ``trkLegacy``/``trkEr``; 'false' when the policy lists no entries."""
+    terms = ("variables.spec.?affinity.?nodeAffinity.?requiredDuringSchedulingIgnoredDuringExecution"
+             ".?nodeSelectorTerms.orValue([])")
+    out = []
+    for s in policy.slices:
+        e = s.entry
+        key = lit(e.key)
+        asked = f"(variables.trkLegacy + variables.trkEr).exists(n, n in {str_list(sorted(e.resourceNames))})"
+        selector = f"variables.spec.?nodeSelector[?{key}].orValue('')"
+        affinity = (f"{terms}.exists(t, t.?matchExpressions.orValue([]).exists(x, x.key == {key} && "
+                    f"x.operator == 'In' && x.?values.orValue([]).exists(v, {_means_slice('v', e)})))")
+        out.append(f"({asked} && ({_means_slice(selector, e)} || {affinity}))")
+    return " || ".join(out) or "false"
 
 
 def plan_variables(policy: CompiledPolicy) -> list[dict[str, str]]:
@@ -47,7 +72,7 @@ def plan_variables(policy: CompiledPolicy) -> list[dict[str, str]]:
         "'mixed' : 'device-plugin') : ''")
     gpu = "(variables.trkLegacy.size() + variables.trkEr.size() > 0)"
     serves = (f"(variables.spec.?schedulerName.orValue({lit(DEFAULT_SCHEDULER)}) in "
-              f"{str_list(sorted(policy.dra_schedulers))})")
+              f"{str_list(sorted(policy.dra_schedulers))} && !variables.trkSlice)")  # placement.dra_pool_allowed
     plan = (f"{gpu} && variables.trkDpOk && (!{serves} || variables.stage == 'legacy' || !variables.trkDraOk) ? "
             f"variables.trkDpPath : {gpu} && {serves} && variables.trkDraOk ? variables.trkDraPath : "
             "variables.trkStagePath")
@@ -56,6 +81,7 @@ def plan_variables(policy: CompiledPolicy) -> list[dict[str, str]]:
         {"name": "trkEr", "expression": f"{str_list(served)}.filter(n, {asked})"},
         {"name": "trkShared", "expression": f"{str_list(shared)}.filter(n, {asked})"},
         {"name": "trkDraOnly", "expression": f"variables.trkEr.exists(n, n.startsWith({implicit}))"},
+        {"name": "trkSlice", "expression": slice_pin(policy)},
         *pool_vars,
         {"name": "trkStagePath", "expression": stage_path},
         {"name": "trkPlanPath", "expression": plan},

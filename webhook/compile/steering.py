@@ -125,7 +125,7 @@ def pool_variables(policy: CompiledPolicy) -> list[dict[str, str]]:
     """``placement.plan``'s pool (``stpPool``; '' for None), after ``plan_variables``: what steering steers to, and
     what track-rollout's stored path compares the marker with (``stored_path``)."""
     serves = (f"(variables.spec.?schedulerName.orValue({lit(DEFAULT_SCHEDULER)}) in "
-              f"{str_list(sorted(policy.dra_schedulers))})")
+              f"{str_list(sorted(policy.dra_schedulers))} && !variables.trkSlice)")  # placement.dra_pool_allowed
     return [{"name": "stpClaims", "expression": "variables.spec.?resourceClaims.orValue([]).size() > 0"},
             *({"name": n, "expression": e} for n, e in POOL_INPUTS),
             {"name": "stpServes", "expression": serves},
@@ -193,7 +193,7 @@ def steering_variables(policy: CompiledPolicy, layout: Layout) -> list[dict[str,
         *pool_variables(policy),
     ]
     if DEFAULT_SCHEDULER in policy.dra_schedulers and "dra" in selectors:  # the other-scheduler check reads it
-        out.append({"name": "stpPoolDefault", "expression": _pool("true")})
+        out.append({"name": "stpPoolDefault", "expression": _pool("!variables.trkSlice")})
     for pool, short in POOLS:
         if pool not in selectors:
             continue

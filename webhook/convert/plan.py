@@ -117,6 +117,9 @@ def _plan_template(obj: Mapping[str, Any], kind: str, group: str, ref: PodTempla
     problem = _cannot(spec, u.shared, policy) or (
         None if serves_dra(u, policy) else f'schedulerName "{u.scheduler}" does not allocate DRA devices (not in '
         "spec.draSchedulers): the device plugin keeps serving it")
+    if problem is None and u.slice is not None:  # issue 45 item 5: on the DRA pool the name is a whole GPU
+        problem = (f"pins {u.slice.where}, nodes where the name is a {u.slice.entry.sharing} slice: DRA would give a "
+                   f"whole device; ask DeviceClass {u.slice.entry.deviceClassName} by claim instead")
     if problem:
         out.reasons.append(where + problem)
         return

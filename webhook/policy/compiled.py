@@ -31,6 +31,7 @@ from webhook.policy.model import (
     ScheduleEntry,
 )
 from webhook.policy.scope import MigrationScope, scope_of
+from webhook.policy.slices import CompiledSlice, compile_slices
 
 
 class CompileError(ValueError):
@@ -189,6 +190,16 @@ class CompiledPolicy:
             stated = pool.advertises if pool is not None else None
             out[name] = default if stated is None else frozenset(stated)
         return out
+
+    @cached_property
+    def slices(self) -> tuple[CompiledSlice, ...]:
+        """``spec.sliceNodeLabels`` compiled (``slices.slice_pin``)."""
+        return compile_slices(self.spec.sliceNodeLabels)
+
+    @cached_property
+    def topology_aligned(self) -> re.Pattern[str] | None:
+        """``spec.topologyAlignedResources`` compiled: device-plugin NIC/RDMA names the Topology Manager aligns."""
+        return _glob(self.spec.topologyAlignedResources)
 
     @cached_property
     def dra_schedulers(self) -> frozenset[str]:

@@ -244,6 +244,67 @@ class DeviceToleration(Strict):
         return out
 
 
+class SliceLabel(Strict):
+    """A node label whose value says that a device plugin's name there is a slice of a device, not a whole one."""
+
+    key: str = Field(description="Node label key, e.g. nvidia.com/gpu.product (NVIDIA GPU feature discovery).")
+    values: list[str] = Field(
+        default_factory=list,
+        description="Globs of label values that mean a slice (e.g. *-MIG-*); a Pod pins such nodes with a nodeSelector "
+        "or a required node affinity `In` with a matching value.",
+    )
+    greaterThan: int | None = Field(
+        default=None, ge=0, description="Or: an integer value above this means a slice (nvidia.com/gpu.replicas > 1)."
+    )
+    sharing: Literal["MIG", "TimeSlicing"] = Field(description="What the slice is: a MIG device or a time-shared GPU.")
+    deviceClassName: str = Field(description="The DeviceClass that serves such a slice through DRA (mig.nvidia.com).")
+    resourceNames: list[str] = Field(
+        default_factory=lambda: ["nvidia.com/gpu"],
+        description="Requested names that mean the slice on such nodes (default nvidia.com/gpu).",
+    )
+
+    @field_validator("key")
+    @classmethod
+    def _key(cls, v: str) -> str:
+        return k8s_names.require("key", v, k8s_names.qualified_name(v))
+
+    @model_validator(mode="after")
+    def _one_test(self) -> SliceLabel:
+        if bool(self.values) == (self.greaterThan is not None):
+            raise ValueError("set exactly one of values and greaterThan")
+        return self
+
+
+def _nvidia_slice_labels() -> list[SliceLabel]:
+    """What NVIDIA GPU feature discovery writes on a node where ``nvidia.com/gpu`` is not a whole GPU.
+
+    NVIDIA/k8s-device-plugin (which holds GFD), internal/lm/resource.go ``productLabel`` (model, then ``MIG`` and the
+    MIG profile: ``A100-SXM4-40GB-MIG-1g.5gb``; ``-SHARED`` appended when a resource is time-sliced and not renamed)
+    and ``replicasLabel`` (``nvidia.com/gpu.replicas``, above 1 when shared), read at 02f65cca; internal/lm/
+    mig-strategy.go ``newMigStrategySingleLabeler`` (resource name ``nvidia.com/gpu`` for the MIG devices) and the
+    ``nvidia.com/mig.strategy`` label, read at 062f0903; README (1b826acc) "renameByDefault=false". The DRA classes:
+    NVIDIA/k8s-dra-driver-gpu deployments/helm/dra-driver-nvidia-gpu/templates/deviceclass-mig.yaml (``mig.nvidia.com``,
+    ``type == 'mig'``) and deviceclass-gpu.yaml (``gpu.nvidia.com``, ``type == 'gpu'``), 22407113.
+    """
+    return [
+        SliceLabel(key="nvidia.com/gpu.product", values=["*-MIG-*"], sharing="MIG", deviceClassName="mig.nvidia.com"),
+        SliceLabel(key="nvidia.com/mig.strategy", values=["single"], sharing="MIG", deviceClassName="mig.nvidia.com"),
+        SliceLabel(key="nvidia.com/gpu.product", values=["*-SHARED"], sharing="TimeSlicing",
+                   deviceClassName="gpu.nvidia.com"),
+        SliceLabel(key="nvidia.com/gpu.replicas", greaterThan=1, sharing="TimeSlicing",
+                   deviceClassName="gpu.nvidia.com"),
+    ]
+
+
+TOPOLOGY_ALIGNED_DEFAULT = ("vpc.amazonaws.com/efa", "rdma/*", "intel.com/*")
+"""Device-plugin NIC and RDMA names whose devices the kubelet's Topology Manager aligns with the GPUs: the AWS EFA
+device plugin's ``vpc.amazonaws.com/efa`` (aws-samples/awsome-distributed-training
+micro-benchmarks/nccl-tests/kubernetes/nccl-tests.yaml, 0162aacd), the RDMA shared device plugin's ``rdma/...``
+(NVIDIA/cloud-native-docs gpu-operator/manifests/input/gpu-direct-rdma-demo-pod-1.yaml, 52dcb7b8) and the SR-IOV
+network device plugin's default prefix ``intel.com`` (k8snetworkplumbingwg/sriov-network-device-plugin
+cmd/sriovdp/main.go ``flagInit``: ``--resource-prefix`` default ``intel.com``)."""
+
+
 class TrainingJobs(Strict):
     labels: dict[str, str] = Field(default_factory=dict, description="All of these labels mark a training job.")
     anyLabelKeys: list[str] = Field(default_factory=list, description="Any of these label keys marks one.")
@@ -403,6 +464,18 @@ class PolicySpec(Strict):
     )
     quota: Quota = Field(
         default_factory=Quota, description="Quota systems beside the webhook: what they count in DRA form (Kueue)."
+    )
+    sliceNodeLabels: list[SliceLabel] = Field(
+        default_factory=_nvidia_slice_labels,
+        description="Node labels that say a device plugin's name is a slice there (MIG single strategy, time-slicing "
+        "without renaming). A Pod that pins such nodes stays on the devicePlugin pool (device-plugin-slice says which "
+        "DeviceClass serves the slice through DRA). Default: the NVIDIA GPU feature discovery labels.",
+    )
+    topologyAlignedResources: list[str] = Field(
+        default_factory=lambda: list(TOPOLOGY_ALIGNED_DEFAULT),
+        description="Globs of device-plugin NIC/RDMA names the kubelet's Topology Manager aligns with the GPUs "
+        "(device-plugin-nic-beside-dra warns when a container's GPUs move to DRA beside one). Default: "
+        "vpc.amazonaws.com/efa, rdma/*, intel.com/*; add your SR-IOV operator's prefix (e.g. openshift.io/*).",
     )
     workloadKinds: list[WorkloadKindSpec] = Field(
         default_factory=list,

@@ -15,6 +15,7 @@ from typing import Any
 from webhook.objects.pods import DEVICECLASS_PREFIX, pod_claims, requested_names
 from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.model import Resource
+from webhook.policy.slices import SlicePin, slice_pin
 
 
 def hardware(policy: CompiledPolicy, name: str) -> Resource | None:
@@ -39,6 +40,7 @@ class Usage:
     claims: tuple[str, ...]  # spec.resourceClaims[].name
     scheduler: str = DEFAULT_SCHEDULER  # spec.schedulerName
     shared: tuple[str, ...] = ()  # other names some pool advertises (HAMi nvidia.com/gpumem, nvidia.com/gpu.shared)
+    slice: SlicePin | None = None  # the spec pins nodes where a requested name is a slice (spec.sliceNodeLabels)
 
     @property
     def gpu(self) -> bool:
@@ -71,7 +73,15 @@ def usage(podspec: Mapping[str, Any], policy: CompiledPolicy) -> Usage:
         elif any(name in names for names in policy.advertised.values()):
             shared.append(name)
     claims = tuple(str(c.get("name", "")) for c in pod_claims(podspec))
-    return Usage(er, legacy, claims, str(podspec.get("schedulerName") or DEFAULT_SCHEDULER), tuple(shared))
+    pin = slice_pin(podspec, (*er, *legacy), policy.slices) if er or legacy else None
+    return Usage(er, legacy, claims, str(podspec.get("schedulerName") or DEFAULT_SCHEDULER), tuple(shared), pin)
+
+
+def dra_pool_allowed(u: Usage, policy: CompiledPolicy) -> bool:
+    """Whether ``plan`` may send the Pod to the DRA pool: its scheduler allocates DRA devices (``serves_dra``) and it
+    pins no slice nodes (``slices.slice_pin``: there the name is a MIG device or a time-shared GPU, on the DRA pool
+    a whole GPU; issue 45 item 5)."""
+    return serves_dra(u, policy) and u.slice is None
 
 
 def serves_dra(u: Usage, policy: CompiledPolicy) -> bool:
@@ -156,18 +166,19 @@ def plan(u: Usage, stage: str, policy: CompiledPolicy) -> Plan:
     the other pool if that can, with the path the scheduler takes there. A legacy-stage Pod asking for a DRA-mapped
     name the device-plugin nodes do not advertise runs only on the DRA pool, through DRA. When neither pool can
     serve the Pod, the stage decides alone (other rules say what is wrong with it). A Pod whose scheduler does not
-    allocate DRA devices (``serves_dra``) is never planned for the DRA pool (issue 24 item 3)."""
+    allocate DRA devices (``serves_dra``, issue 24 item 3) or that pins slice nodes (issue 45 item 5) is never
+    planned for the DRA pool (``dra_pool_allowed``)."""
     if u.gpu:
         order: tuple[str, ...] = ("devicePlugin", "dra") if stage == "legacy" else ("dra", "devicePlugin")
-        if not serves_dra(u, policy):
+        if not dra_pool_allowed(u, policy):
             order = ("devicePlugin",)
         for pool in order:
             path = pool_path(u, pool, policy)
             if path is not None:
                 return Plan(pool, "mixed" if u.claims else path)
     fallback = _stage_pool(u, stage)
-    if (fallback == "dra" and not serves_dra(u, policy)) or u.shared:
-        fallback = None  # never a pool that cannot serve it: the scheduler's, or a sharing name's
+    if (fallback == "dra" and not dra_pool_allowed(u, policy)) or u.shared:
+        fallback = None  # never a pool that cannot serve it: the scheduler's, a slice's, or a sharing name's
 
     return Plan(fallback, _stage_path(u, stage))
 

@@ -18,6 +18,8 @@ TRACK_ROLLOUT = "track-rollout"
 DEVICE_CLASS_TAKEOVER = "device-class-takeover"
 SHARED_CLAIM_LIMIT = "shared-claim-limit"
 UNSATISFIABLE_CLAIM = "unsatisfiable-claim"
+DEVICE_PLUGIN_NIC_BESIDE_DRA = "device-plugin-nic-beside-dra"
+DEVICE_PLUGIN_SLICE = "device-plugin-slice"
 # Not a rule: the status of a rule that raised instead of judging the object (Kyverno's RuleStatusError).
 # It is reported under the failing rule's id; policy.spec.enforcement.ruleErrors picks its action.
 RULE_ERROR = "rule-error"
@@ -41,4 +43,6 @@ RULE_IDS: tuple[str, ...] = (
     DEVICE_CLASS_TAKEOVER,
     SHARED_CLAIM_LIMIT,
     UNSATISFIABLE_CLAIM,
+    DEVICE_PLUGIN_NIC_BESIDE_DRA,
+    DEVICE_PLUGIN_SLICE,
 )

@@ -195,6 +195,19 @@ EXAMPLES: dict[str, Example] = {
             "`dra-webhook report`.",
         ),
         Example(
+            ids.DEVICE_PLUGIN_NIC_BESIDE_DRA,
+            _pod("nccl-0", {"example.com/gpu": "8", "vpc.amazonaws.com/efa": "32"}),
+            "Move the NIC to DRA too (a claim with a GPU and a NIC request and a matchAttribute constraint on "
+            "resource.kubernetes.io/pcieRoot), or keep the job on the device-plugin pool until the NIC moves: the "
+            "kubelet's Topology Manager does not align DRA devices with device-plugin ones.",
+        ),
+        Example(
+            ids.DEVICE_PLUGIN_SLICE,
+            _pod("mig-1", {"example.com/gpu": "1"}, nodeSelector={"gpu.example.com/mig-profile": "1g.10gb"}),
+            "Nothing breaks: the Pod stays where the device plugin serves the name as a MIG slice. To move it, "
+            "request the slice by claim on the MIG DeviceClass the finding names and drop the node pin.",
+        ),
+        Example(
             ids.SHARED_CLAIM_LIMIT,
             {
                 "apiVersion": "apps/v1",

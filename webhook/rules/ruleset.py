@@ -18,7 +18,8 @@ from webhook.objects.pods import WORKLOAD_KINDS
 from webhook.policy.rule_ids import TRACK_ROLLOUT
 from webhook.rules.base import Rule, RuleFn, declared_rules
 
-MODULES = ("gates", "claims", "tolerations", "pods", "workloads", "tracking", "shared_claims", "satisfiable")
+MODULES = ("gates", "claims", "tolerations", "pods", "workloads", "tracking", "shared_claims", "satisfiable",
+           "node_devices")
 """The rule modules of the standard set, in the order their rules run (within each group of ``select``)."""
 
 

@@ -9,6 +9,7 @@ the namespace globs and the cohort/stage expression mean what ``CompiledPolicy``
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import fnmatch
 import json
@@ -182,7 +183,7 @@ def test_bindings_take_the_namespaces_of_the_webhook_configuration(capsys, tmp_p
     tier = {"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["batch"]}]}
     for doc in docs:
         for hook in doc["webhooks"]:
-            hook["namespaceSelector"] = tier
+            hook["namespaceSelector"] = copy.deepcopy(tier)  # one object per hook: a shared one dumps as an alias
     path = tmp_path / "hooks.yaml"
     path.write_text(yaml.safe_dump_all(docs))
     policy = str(ROOT / "tests" / "e2e" / "data" / "compile-policy.yaml")
@@ -407,7 +408,7 @@ def test_named_cohort_is_true_only_where_no_label_is_read(tmp_path):
 
     def known(names: list[list[str] | None], labelled: list[bool], ns: str) -> bool:
         doc["spec"]["cohorts"] = [
-            {**cohorts[0], "name": f"c{i}", "namespaces": {**({"names": n} if n else {}),
+            {**copy.deepcopy(cohorts[0]), "name": f"c{i}", "namespaces": {**({"names": n} if n else {}),
                                                            **({"selector": {"matchLabels": {"a": "b"}}} if s else {})}}
             for i, (n, s) in enumerate(zip(names, labelled, strict=True))]
         path = tmp_path / "named-cohort.yaml"

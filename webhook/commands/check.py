@@ -159,7 +159,7 @@ def _delivery(config: Path | None) -> delivery.Delivery:
     if config is None:
         return delivery.shipped()
     try:
-        docs = [i.request.object or {} for i in read_items(str(config), None, "CREATE", [])]
+        docs = [i.request.object or {} for i in read_items(str(config), None, "CREATE")]
         return delivery.from_configs(docs, str(config))
     except (OSError, ValueError, InputError) as exc:
         raise CliError(f"input error: --webhook-config {config}: {exc}") from None

@@ -123,7 +123,7 @@ def _existing(kubeconfig: str | None) -> frozenset[str]:
 def _configs(config: Path) -> list[dict[str, Any]]:
     """The Mutating/ValidatingWebhookConfigurations in ``config``."""
     try:
-        docs = [i.request.object or {} for i in read_items(str(config), None, "CREATE", [])]
+        docs = [i.request.object or {} for i in read_items(str(config), None, "CREATE")]
     except (OSError, ValueError, InputError) as exc:
         raise CliError(f"input error: --webhook-config {config}: {exc}") from None
     return [d for d in docs if d.get("kind") in CONFIG_KINDS]

@@ -103,7 +103,8 @@ def test_converted_deployment(kube, namespace, converted_policy, tmp_path):
 def test_converted_job(kube, namespace, converted_policy, tmp_path, capsys):
     """Kueue's provisioning sample (label kueue.x-k8s.io/queue-name): left alone while the policy does not say
     Kueue maps the class (docs/running-beside-other-systems.md "Kueue (quota)"), converted once it does; the
-    webhook admits the converted Job on the dra-claim path, and its Pods get the devices through their claims, the queue label kept."""
+    webhook admits the converted Job on the dra-claim path, and its Pods get the devices through their claims, the
+    queue label kept."""
     ns = namespace("mig")
     (tmp_path / "unmapped.yaml").write_text(UNMAPPED)
     src = tmp_path / "as-is.yaml"

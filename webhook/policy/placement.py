@@ -90,7 +90,8 @@ def serves_dra(u: Usage, policy: CompiledPolicy) -> bool:
     Only the scheduler named in ``spec.schedulerName`` places the Pod (kubernetes v1.36
     pkg/scheduler/eventhandlers.go ``responsibleForPod``: ``profiles.HandlesSchedulerName(pod.Spec.SchedulerName)``),
     and DRA claims, including the extended-resource claim, are allocated by kube-scheduler's DynamicResources plugin
-    (pkg/scheduler/framework/plugins/dynamicresources). Another scheduler may not allocate them at all (docs/running-beside-other-systems.md).
+    (pkg/scheduler/framework/plugins/dynamicresources).
+    Another scheduler may not allocate them at all (docs/running-beside-other-systems.md).
     """
     return u.scheduler in policy.dra_schedulers
 

@@ -343,8 +343,9 @@ class PolicySpec(Strict):
     annotationPrefix: str = Field(
         default="dra-migration.io", description="DNS subdomain; annotation keys written are <prefix>/<name>."
     )
-    kubernetesVersion: Literal["1.36", "1.37"] = Field(
-        default="1.37", description='Picks the feature-gate defaults; quote it ("1.37").'
+    kubernetesVersion: Literal["1.36", "1.37", "1.38"] = Field(
+        default="1.37", description='Picks the feature-gate defaults; quote it ("1.37"). 1.38 is provisional '
+        "(read from its alpha releases; `dra-webhook gates --version 1.38` marks the rows).",
     )
     featureGates: Literal["auto"] | dict[str, bool | Literal["auto"]] = Field(
         default_factory=dict,

@@ -434,6 +434,23 @@ def test_cli_1_36_only_gates_are_na_in_1_37(capsys: pytest.CaptureFixture[str]) 
     assert lines["GangScheduling"].split()[1:3] == ["-", "n/a"]
 
 
+def test_cli_1_38_marks_its_provisional_rows(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 46 item 4: 1.38 is a choice; the rows its pre-release changelog changes are marked and cited."""
+    from webhook.commands import gates as cmd
+
+    assert cmd.run(_cli(["gates", "--version", "1.38"])) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split()[:4] == ["GATE", "STAGE", "1.38", "DEFAULT"]
+    lines = {line.split()[0]: line for line in out[1:] if line.strip() and not line.startswith("*")}
+    assert lines["DynamicResourceAllocation"].split()[1:4] == ["*", "-", "removed"]
+    assert "kubernetes/kubernetes#141946" in lines["DynamicResourceAllocation"]
+    assert lines["DRADeviceTaints"].split()[1:5] == ["*", "GA", "on", "(locked)"]
+    assert "kubernetes/kubernetes#140256" in lines["DRADeviceTaintRules"]
+    assert lines["DRAConsumableCapacity"].split()[1:3] == ["beta", "on"]  # unchanged: 1.37's row
+    assert out[-1].startswith("* provisional: Kubernetes 1.38 is not released")
+    assert effective_gates("1.38", {})["DynamicResourceAllocation"] is True  # removed because it graduated
+
+
 # --- 1.36-only gates (issue 13 item 8) ------------------------------------------------------------
 
 V1ALPHA2_PODGROUP = {
@@ -546,7 +563,9 @@ def test_engine_refuses_with_gate_off(gate: str, index: int, case: dict[str, Any
     off = handle(parse_request(request), phase, _deny_policy(gate, version), OfflineView(), NOW)
     on = handle(parse_request(request), phase, _deny_policy(None, version), OfflineView(), NOW)
     assert on.allowed and GATED_FEATURE not in [v.rule for v in on.verdicts]
-    if phase not in case.get("phases", PHASES):
+    stage = GATES_BY_NAME[gate].stage_in(version)
+    if (stage is not None and stage.locked) or phase not in case.get("phases", PHASES):
+        # a locked gate cannot be off (issue 46 item 1): nothing dropped, nothing denied
         assert off.allowed and GATED_FEATURE not in [v.rule for v in off.verdicts]
     elif case.get("advisory") or obj["kind"] == "ResourceSlice":  # slices are never denied (issue 13 item 4)
         assert off.allowed

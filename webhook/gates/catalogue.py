@@ -443,6 +443,16 @@ def removed_on(version: str, gate: str) -> bool:
                for v in VERSIONS[2 : VERSIONS.index(version) + 1])
 
 
+def fixed_value(version: str, gate: str) -> bool | None:
+    """The value ``gate`` always has in ``version`` (locked, or removed because it graduated), else None.
+
+    Neither a policy nor a cluster reading can change it: ``featureGates: auto`` leaves such a gate out."""
+    stage = GATES_BY_NAME[gate].stage_in(version)
+    if stage is not None:
+        return stage.default if stage.locked else None
+    return True if removed_on(version, gate) else None
+
+
 def known_in(version: str, gate: str) -> bool:
     """Whether ``gate`` exists in Kubernetes ``version`` (enabling one that does not is a lint error)."""
     row = GATES_BY_NAME.get(gate)
@@ -450,20 +460,23 @@ def known_in(version: str, gate: str) -> bool:
 
 
 def gate_setting_error(version: str, gate: str, value: bool) -> str | None:
-    """Why no cluster of ``version`` runs with ``--feature-gates=gate=value``, or None when one can.
+    """Why no cluster of ``version`` runs with ``--feature-gates=gate=value`` as the policy says, or None.
 
-    component-base ``featuregate`` (``(*featureGate).SetFromMap``) refuses both: a gate the binary does not
-    know ("unrecognized feature gate") and a locked gate set to the other value ("cannot set feature gate %v to
-    %v, feature is locked to %v"): the component exits at start (tests/e2e/test_locked_gates.py shows it on
-    v1.36.2). ``gate`` must be in the catalogue.
+    component-base ``featuregate`` (``(*featureGate).unsafeSetFromMap``, called by ``SetFromMap``) refuses a
+    locked gate set to the other value ("cannot set feature gate %v to %v, feature is locked to %v"): the
+    component exits at start. A gate the binary does not know is "unrecognized feature gate": the v1.36.2
+    components log it as a warning and start with the setting ignored. tests/e2e/test_locked_gates.py shows
+    both on v1.36.2. Either way the policy describes gate values no cluster of ``version`` has, so the loader
+    refuses it. ``gate`` must be in the catalogue.
     """
     row = GATES_BY_NAME[gate]
     stage = row.stage_in(version)
     if stage is None:
         gone = gone_in(version, gate)
         why = f" ({gone})" if gone else f" (it is not added before {_first_version(row)})"
-        return (f"feature gate {gate} does not exist in Kubernetes {version}{why}: a component started with it "
-                "set does not start (\"unrecognized feature gate\"); remove it from spec.featureGates")
+        return (f"feature gate {gate} does not exist in Kubernetes {version}{why}: its components do not know "
+                "it (\"unrecognized feature gate\") and ignore the setting, so no cluster of that version has it "
+                f"{'on' if value else 'off'}; remove it from spec.featureGates")
     if stage.locked and value != stage.default:
         on = "true" if stage.default else "false"
         return (f"feature gate {gate} is locked to {on} in Kubernetes {version} ({stage.describe()}): a component "
@@ -493,10 +506,8 @@ def effective_gates(version: str, overrides: Mapping[str, bool]) -> dict[str, bo
     for name, value in overrides.items():
         if name not in gates:
             raise KeyError(name)
-        stage = GATES_BY_NAME[name].stage_in(version)
-        if (stage is None and removed_on(version, name)) or (stage is not None and stage.locked):
-            continue
-        gates[name] = value
+        if fixed_value(version, name) is None:
+            gates[name] = value
     return gates
 
 

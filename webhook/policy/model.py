@@ -398,9 +398,10 @@ class PolicySpec(Strict):
     extendedResourceTaintEviction: Literal["auto", "evicted", "notEvicted"] = Field(
         default="auto",
         description="Whether a NoExecute device taint evicts Pods on the extended-resource path "
-        "(kubernetes/kubernetes#141290, fixed by PR #142289). `auto` reads the API server's version; "
-        "`evicted` / `notEvicted` state it, e.g. for a patch release that ships the fix before this webhook "
-        "knows it. Used by `preflight` and the taint_unevictable gauge.",
+        "(kubernetes/kubernetes#141290, fixed by PR #142289 in 1.38.0). `auto` reads the API server's version, "
+        "else kubernetesVersion; `evicted` / `notEvicted` state it, e.g. for a patch release that ships the fix "
+        "before this webhook knows it. Used by `preflight`, the taint_unevictable gauge and "
+        "training-job-extended-resource.",
     )
     quota: Quota = Field(
         default_factory=Quota, description="Quota systems beside the webhook: what they count in DRA form (Kueue)."

@@ -33,7 +33,10 @@ def policy(version: str = "1.37", **gates: bool) -> CompiledPolicy:
 
 
 def all_on_except(*off: str, version: str = "1.37") -> CompiledPolicy:
-    return policy(version, **{g.name: g.name not in off for g in GATES})
+    """Every gate ``version`` lets a cluster set, on, except ``off``; a locked gate stays at its lock (no
+    cluster runs otherwise, and the loader refuses it) and a gate the version lacks is left out."""
+    return policy(version, **{g.name: g.name not in off for g in GATES
+                              if (st := g.stage_in(version)) is not None and not st.locked})
 
 
 def run(

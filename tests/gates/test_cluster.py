@@ -116,7 +116,46 @@ def test_parse_metrics_without_samples_is_an_error_not_all_gates_off(text: str) 
 
 def test_auto_for_every_gate() -> None:
     sources = policy("auto").gate_sources
-    assert sources.explicit == {} and sources.auto == {g.name for g in GATES}
+    locked = {g.name for g in GATES if (st := g.stage_in("1.37")) is not None and st.locked}
+    assert sources.explicit == {} and sources.auto == {g.name for g in GATES} - locked
+    assert {"DRAExtendedResource", "DynamicResourceAllocation"} <= locked  # their lock decides, not the cluster
+
+
+# Issue 46 item 4: a 1.38 API server's /metrics has no DynamicResourceAllocation (removed by
+# kubernetes/kubernetes#141946); DRADeviceTaints is locked on (#140256), so a reading of 0 cannot happen.
+METRICS_1_38 = """\
+kubernetes_feature_enabled{name="DRAConsumableCapacity",stage="BETA"} 0
+kubernetes_feature_enabled{name="DRADeviceTaints",stage=""} 0
+kubernetes_feature_enabled{name="DRAListTypeAttributes",stage="ALPHA"} 1
+"""
+DRA_POD: dict[str, Any] = {
+    "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ml"},
+    "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "gpu"}],
+             "containers": [{"name": "c", "image": "registry.example.com/c:1",
+                             "resources": {"claims": [{"name": "gpu"}]}}]},
+}
+CAPACITY_CLAIM: dict[str, Any] = {
+    **LIST_CLAIM,
+    "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+        "deviceClassName": "gpu.example.com", "capacity": {"requests": {"memory": "8Gi"}}}}]}},
+}
+
+
+def test_auto_on_1_38_uses_the_cluster_except_for_removed_and_locked_gates() -> None:
+    doc = {"apiVersion": "dra-migration.io/v1alpha1", "kind": "MigrationPolicy", "metadata": {"name": "auto"},
+           "spec": {"kubernetesVersion": "1.38", "featureGates": "auto"}}
+    pol = compile_policy(MigrationPolicy.model_validate(doc), b"1.38")
+    assert "DynamicResourceAllocation" not in pol.gate_sources.auto
+    assert "DRADeviceTaints" not in pol.gate_sources.auto and "DRAConsumableCapacity" in pol.gate_sources.auto
+    enabled, stages = parse_metrics(METRICS_1_38.splitlines())
+    view = GateView(ClusterGates(MappingProxyType(enabled), MappingProxyType(stages)))
+    pod_ctx = Context(policy=pol, kind="Pod", group="", version="v1", operation="CREATE", namespace="ml",
+                      phase="validate", now=NOW, cohort=None, stage="migrated", view=view)
+    assert gated_feature(DRA_POD, pod_ctx).findings == []  # not "unrecognized": always served in 1.38
+    assert run(TOLERATION_CLAIM, pol, view)[0] == []  # locked on: the reading cannot turn it off
+    assert run(LIST_CLAIM, pol, view) == ([], ())  # alpha, on in the cluster
+    (f,) = run(CAPACITY_CLAIM, pol, view)[0]
+    assert "DRAConsumableCapacity" in f.message and "off in the cluster" in f.message
 
 
 def test_star_auto_with_explicit_overrides_and_per_gate_auto() -> None:

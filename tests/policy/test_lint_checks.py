@@ -139,23 +139,55 @@ def test_device_class_mapped_twice(tmp_path: Path) -> None:
            "is mapped twice (example.com/gpu and example.com/gpu-mig)" in w
 
 
-def test_gate_enabled_that_the_version_lacks(tmp_path: Path) -> None:
-    text = POLICY.replace('kubernetesVersion: "1.37"', 'kubernetesVersion: "1.36"\n  featureGates:\n'
-                          '    DRADerivedAttributes: true\n    DRADeviceCompatibilityGroups: false\n'
-                          '    DRAPrioritizedList: true')
-    [w] = _warnings(tmp_path, text)
-    assert f":{_line(text, 'DRADerivedAttributes')}: spec.featureGates.DRADerivedAttributes: feature gate " \
-           "DRADerivedAttributes is enabled but does not exist in Kubernetes 1.36" in w
+def _gate_errors(tmp: Path, version: str, gates: str) -> list[str]:
+    text = POLICY.replace('kubernetesVersion: "1.37"', f'kubernetesVersion: "{version}"\n  featureGates:\n{gates}')
+    report = lint_report(_write(tmp, text), today=dt.date(2027, 1, 1))
+    return [str(e) for e in report.errors]
 
 
-def test_gate_that_only_1_36_has_in_a_1_37_policy(tmp_path: Path) -> None:
-    """Named at all (on or off), a 1.36-only gate means nothing in 1.37: lint says where it went."""
-    text = POLICY.replace('kubernetesVersion: "1.37"', 'kubernetesVersion: "1.37"\n  featureGates:\n'
-                          '    WorkloadAwarePreemption: false')
-    [w] = _warnings(tmp_path, text)
-    assert f":{_line(text, 'WorkloadAwarePreemption')}: spec.featureGates.WorkloadAwarePreemption: feature gate " \
-           "WorkloadAwarePreemption exists only in Kubernetes 1.36 (1.37 merged it into GenericWorkload)" in w
-    assert _warnings(tmp_path, text.replace('"1.37"', '"1.36"', 1)) == []
+@pytest.mark.parametrize(("version", "gate", "value", "why"), [
+    ("1.36", "DRADerivedAttributes", "true", "(it is not added before 1.37)"),
+    ("1.36", "DRADerivedAttributes", "false", "(it is not added before 1.37)"),  # unknown whatever the value
+    ("1.37", "WorkloadAwarePreemption", "false", "(1.37 merged it into GenericWorkload)"),
+    ("1.37", "GangScheduling", "true", "(1.37 does not have it)"),
+    ("1.38", "DynamicResourceAllocation", "true",
+     "(1.38 removed it: its fields are always served, kubernetes/kubernetes#141946"),
+])
+def test_gate_the_version_does_not_have_is_an_error(tmp_path: Path, version: str, gate: str, value: str,
+                                                     why: str) -> None:
+    """Issue 46 item 1: component-base featuregate refuses a gate the binary does not know ("unrecognized
+    feature gate"), so no cluster of that version runs with it: lint errors at its line, exit 1."""
+    [e] = _gate_errors(tmp_path, version, f"    DRAPrioritizedList: true\n    {gate}: {value}")
+    text = (tmp_path / "policy.yaml").read_text()
+    assert f":{_line(text, gate + ':')}: spec.featureGates.{gate}: feature gate {gate} does not exist in " \
+           f"Kubernetes {version} {why}" in e
+    assert '"unrecognized feature gate"' in e and "remove it from spec.featureGates" in e
+    assert main(["lint", str(tmp_path / "policy.yaml")]) == 1
+
+
+@pytest.mark.parametrize(("version", "gate"), [
+    ("1.36", "DRAAdminAccess"),
+    ("1.36", "DynamicResourceAllocation"),
+    ("1.37", "DRAExtendedResource"),
+    ("1.37", "DynamicResourceAllocation"),
+    ("1.38", "DRADeviceTaints"),
+    ("1.38", "DRADeviceTaintRules"),
+])
+def test_locked_gate_set_against_its_lock_is_an_error(tmp_path: Path, version: str, gate: str) -> None:
+    """Issue 46 item 1: "cannot set feature gate X to false, feature is locked to true" (component-base
+    featuregate; tests/e2e/test_locked_gates.py shows v1.36.2 refuse it); set to its lock it is fine."""
+    [e] = _gate_errors(tmp_path, version, f"    {gate}: false")
+    text = (tmp_path / "policy.yaml").read_text()
+    assert f":{_line(text, gate + ':')}: spec.featureGates.{gate}: feature gate {gate} is locked to true in " \
+           f"Kubernetes {version}" in e
+    assert f'"cannot set feature gate {gate} to false, feature is locked to true"' in e
+    assert main(["lint", str(tmp_path / "policy.yaml")]) == 1
+    assert _gate_errors(tmp_path, version, f"    {gate}: true") == []
+
+
+def test_switchable_gate_off_in_each_version_is_fine(tmp_path: Path) -> None:
+    for version in ("1.36", "1.37", "1.38"):
+        assert _gate_errors(tmp_path, version, "    DRAConsumableCapacity: false") == [], version
 
 
 def test_unbounded_injected_toleration(tmp_path: Path) -> None:

@@ -179,7 +179,7 @@ MISTAKES = [
         "  featureGates:\n",
         "  kubernetesVersion: 1.37\n  featureGates:\n",
         "kubernetesVersion",
-        'spec.kubernetesVersion: 1.37 (a number) is not one of 1.36, 1.37: quote it ("1.37")',
+        'spec.kubernetesVersion: 1.37 (a number) is not one of 1.36, 1.37, 1.38: quote it ("1.37")',
         id="version-as-number",
     ),
     pytest.param(

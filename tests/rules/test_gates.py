@@ -111,6 +111,11 @@ def test_predicate_returns_the_paths(gate: str, index: int, case: dict[str, Any]
 def test_reported_when_only_its_gate_is_off(gate: str, index: int, case: dict[str, Any], phase: str) -> None:
     version = case.get("version", "1.37")
     findings, _ = run(case["object"], all_on_except(gate, version=version), phase)
+    stage = GATES_BY_NAME[gate].stage_in(version)
+    assert stage is not None
+    if stage.locked:  # a locked gate is always at its lock: its fields are never reported as dropped
+        assert findings == []
+        return
     if phase not in case.get("phases", PHASES):
         assert findings == []
         return
@@ -123,14 +128,8 @@ def test_reported_when_only_its_gate_is_off(gate: str, index: int, case: dict[st
     assert f.advisory is case.get("advisory", False)
     for path in case["paths"][:3]:
         assert path in f.message
-    stage = GATES_BY_NAME[gate].stage_in(version)
-    assert stage is not None
-    if stage.locked:
-        assert f"locked on in {version}; off in this policy" in f.message
-        assert "cannot be disabled" in f.remediation
-    else:
-        assert f"--feature-gates={gate}=true" in f.remediation
-        assert f"spec.featureGates.{gate}: true" in f.remediation
+    assert f"--feature-gates={gate}=true" in f.remediation
+    assert f"spec.featureGates.{gate}: true" in f.remediation
 
 
 @pytest.mark.parametrize("phase", PHASES)
@@ -145,7 +144,8 @@ def test_allowed_when_every_gate_is_on(gate: str, index: int, case: dict[str, An
 def test_objects_not_using_gated_fields_are_untouched(entry: dict[str, Any], phase: str) -> None:
     kubernetes_validate.validate(entry["object"], "1.37.0", strict=True)
     needs = set(entry.get("needs", ()))
-    pol = policy(**{g.name: g.name in needs for g in GATES})
+    pol = policy(**{g.name: g.name in needs for g in GATES
+                    if (st := g.stage_in("1.37")) is not None and not st.locked})
     findings, _ = run(entry["object"], pol, phase)
     assert findings == []
 
@@ -186,10 +186,22 @@ def test_message_for_gated_kind_and_policy_override() -> None:
     assert "DRADeviceTaintRules also needs DRADeviceTaints" in f.remediation
 
 
-def test_locked_gate_switched_off_says_so() -> None:
-    (f,) = run(_case("DRAAdminAccess", "ResourceClaim"), policy(DRAAdminAccess=False))[0]
-    assert "(GA, locked on in 1.37; off in this policy)" in f.message
-    assert "cannot be disabled" in f.remediation
+@pytest.mark.parametrize(("version", "gate", "kind"), [
+    ("1.36", "DRAAdminAccess", "ResourceClaim"),
+    ("1.37", "DRAExtendedResource", "DeviceClass"),
+    ("1.37", "DynamicResourceAllocation", "Pod"),
+    ("1.38", "DRADeviceTaints", "ResourceClaim"),
+])
+def test_locked_gate_is_never_reported_as_dropped(version: str, gate: str, kind: str) -> None:
+    """gated-feature: a locked gate's fields are kept whatever a policy says (issue 46 item 1): the engine's
+    gate values hold the lock, and a policy that sets it against the lock does not load."""
+    from webhook.gates.catalogue import effective_gates
+    from webhook.policy.compiled import CompileError
+
+    assert effective_gates(version, {gate: False})[gate] is True
+    with pytest.raises(CompileError, match=f"locked to true in Kubernetes {version}"):
+        policy(version, **{gate: False})
+    assert run(_case(gate, kind), policy(version, **{gate: True}))[0] == []
 
 
 def test_many_paths_are_summarised() -> None:
@@ -422,6 +434,23 @@ def test_cli_1_36_only_gates_are_na_in_1_37(capsys: pytest.CaptureFixture[str]) 
     assert lines["GangScheduling"].split()[1:3] == ["-", "n/a"]
 
 
+def test_cli_1_38_marks_its_provisional_rows(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 46 item 4: 1.38 is a choice; the rows its pre-release changelog changes are marked and cited."""
+    from webhook.commands import gates as cmd
+
+    assert cmd.run(_cli(["gates", "--version", "1.38"])) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split()[:4] == ["GATE", "STAGE", "1.38", "DEFAULT"]
+    lines = {line.split()[0]: line for line in out[1:] if line.strip() and not line.startswith("*")}
+    assert lines["DynamicResourceAllocation"].split()[1:4] == ["*", "-", "removed"]
+    assert "kubernetes/kubernetes#141946" in lines["DynamicResourceAllocation"]
+    assert lines["DRADeviceTaints"].split()[1:5] == ["*", "GA", "on", "(locked)"]
+    assert "kubernetes/kubernetes#140256" in lines["DRADeviceTaintRules"]
+    assert lines["DRAConsumableCapacity"].split()[1:3] == ["beta", "on"]  # unchanged: 1.37's row
+    assert out[-1].startswith("* provisional: Kubernetes 1.38 is not released")
+    assert effective_gates("1.38", {})["DynamicResourceAllocation"] is True  # removed because it graduated
+
+
 # --- 1.36-only gates (issue 13 item 8) ------------------------------------------------------------
 
 V1ALPHA2_PODGROUP = {
@@ -506,7 +535,8 @@ def _deny_policy(off: str | None, version: str = "1.37") -> CompiledPolicy:
         "metadata": {"name": "gates-deny"},
         "spec": {
             "kubernetesVersion": version,
-            "featureGates": {g.name: g.name != off for g in GATES},
+            "featureGates": {g.name: g.name != off for g in GATES
+                             if (st := g.stage_in(version)) is not None and not st.locked},
             "enforcement": {"rules": {GATED_FEATURE: "Deny"}},
         },
     }
@@ -533,7 +563,9 @@ def test_engine_refuses_with_gate_off(gate: str, index: int, case: dict[str, Any
     off = handle(parse_request(request), phase, _deny_policy(gate, version), OfflineView(), NOW)
     on = handle(parse_request(request), phase, _deny_policy(None, version), OfflineView(), NOW)
     assert on.allowed and GATED_FEATURE not in [v.rule for v in on.verdicts]
-    if phase not in case.get("phases", PHASES):
+    stage = GATES_BY_NAME[gate].stage_in(version)
+    if (stage is not None and stage.locked) or phase not in case.get("phases", PHASES):
+        # a locked gate cannot be off (issue 46 item 1): nothing dropped, nothing denied
         assert off.allowed and GATED_FEATURE not in [v.rule for v in off.verdicts]
     elif case.get("advisory") or obj["kind"] == "ResourceSlice":  # slices are never denied (issue 13 item 4)
         assert off.allowed

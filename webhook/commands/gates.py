@@ -1,7 +1,8 @@
 """``dra-webhook gates``: print the feature-gate catalogue, optionally next to a policy's settings.
 
 Platform teams use it to see which DRA fields a policy lets through before they roll it out, and
-what a Kubernetes upgrade (1.36 -> 1.37) changes in the defaults.
+what a Kubernetes upgrade (1.36 -> 1.37 -> 1.38) changes in the defaults. A version read from pre-releases
+(``PROVISIONAL``: 1.38) is marked: its changed rows name their source, and a note says the rest are 1.37's.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from webhook.commands import Subparsers, load_policy
-from webhook.gates.catalogue import GATES, VERSIONS, Gate
+from webhook.gates.catalogue import GATES, PROVISIONAL, VERSIONS, Gate
 
 
 def add_parser(subparsers: Subparsers) -> None:
@@ -77,18 +78,21 @@ def rows(version: str, policy: Any = None, cluster: Any = None) -> list[tuple[st
     out: list[tuple[str, ...]] = []
     for gate in GATES:
         stage = gate.stage_in(version)
+        change = gate.change_in(version) if version in PROVISIONAL else None
+        name = gate.name + (" *" if change is not None else "")
         if stage is None:
-            cells: tuple[str, ...] = (gate.name, "-", "n/a")
+            cells: tuple[str, ...] = (name, "-", "n/a" if change is None else "removed")
         else:
             locked = " (locked)" if stage.locked else ""
-            cells = (gate.name, stage.stage, ("on" if stage.default else "off") + locked)
+            cells = (name, stage.stage, ("on" if stage.default else "off") + locked)
         if policy is not None:
             cells += (_policy_state(gate, policy),)
         if cluster is not None:
             cells += (_cluster_state(gate, version, cluster),)
             if policy is not None:
                 cells += (_in_force(gate, policy, cluster),)
-        out.append((*cells, gate.guards))
+        guards = gate.guards if change is None else f"{gate.guards} [provisional: {change.source}]"
+        out.append((*cells, guards))
     return out
 
 
@@ -135,4 +139,7 @@ def run(args: argparse.Namespace) -> int:
         header += ("CLUSTER", "IN FORCE") if policy is not None else ("CLUSTER",)
     header += ("GUARDS",)
     print(_format(header, rows(version, policy, cluster)))
+    if version in PROVISIONAL:
+        print(f"\n* provisional: Kubernetes {version} is not released; the rows marked * are read from its "
+              "pre-release changelog, the others are assumed unchanged from the version before")
     return 0

@@ -23,7 +23,6 @@ warnings (exit 0; printed as file:line: warning: ...):
   - schedule entries out of date order, or two on the same date
   - a deviceClassName mapped by two resources
   - a deviceClassName of resources that spec.migration.deviceClasses leaves out (no spec.migration.drivers)
-  - a feature gate enabled that the policy's kubernetesVersion does not have
   - trainingJobs.deviceTolerations that tolerate NoExecute without a bound
   - with --kubeconfig: DeviceClasses named by the policy that do not exist in the cluster, or whose
     spec.extendedResourceName is not the resource the policy maps them to
@@ -34,6 +33,9 @@ with --kubeconfig, the DRA drivers those classes select): claims of other driver
 
 --webhook-rules: print (on stdout) the kustomize patches that add the webhook configuration rules for the
 CRDs the policy names in spec.workloadKinds; warnings then go to stderr.
+
+errors include a feature gate the policy's kubernetesVersion does not have (removed, or not yet added) and a
+locked gate set against its lock: the Kubernetes components refuse both at start.
 
 exit status: 0 the policy loads (warnings or not), 1 it has errors
 """

@@ -116,7 +116,8 @@ def _read_and_analyse(api: Any, selector: DeviceSelector | None, taint: Taint, p
     from webhook.gates.eviction import decide
 
     step = "resourceclaims"
-    extended = decide(policy.source.spec.extendedResourceTaintEviction, None)
+    extended = decide(policy.source.spec.extendedResourceTaintEviction, None,
+                      policy_version=policy.spec.kubernetesVersion)
 
     def read() -> Preflight:
         nonlocal step, extended
@@ -131,7 +132,8 @@ def _read_and_analyse(api: Any, selector: DeviceSelector | None, taint: Taint, p
         groups = cluster.podgroup_uids(api, reserving_groups(every))
         del every
         # After the first list: an unreachable cluster is one error line, not a version-read note first.
-        extended = decide(policy.source.spec.extendedResourceTaintEviction, cluster.server_version(api))
+        extended = decide(policy.source.spec.extendedResourceTaintEviction, cluster.server_version(api),
+                          policy_version=policy.spec.kubernetesVersion)
         step = "pods"
         return analyse_by_namespace(
             selector, taint, claims, lambda ns: kube_lists.stream(api, "pods", ns, project=keep, on_page=progress.page),

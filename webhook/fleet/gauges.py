@@ -65,7 +65,7 @@ FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
     "dra_webhook_migration_taint_unevictable_pods": (
         "Bound Pods on the DRA extended-resource path: a NoExecute device taint does not evict them, because "
         "the eviction controller only follows spec.resourceClaims (kubernetes issue 141290); 0 on a cluster "
-        "version with the fix (PR 142289) or with policy extendedResourceTaintEviction: evicted.",
+        "version with the fix (PR 142289, 1.38.0) or with policy extendedResourceTaintEviction: evicted.",
         ("cohort",),
     ),
     "dra_webhook_migration_cohort_stage": (
@@ -120,7 +120,8 @@ def samples(policy: CompiledPolicy, now: dt.datetime, objs: ClusterObjects) -> l
     from webhook.gates.eviction import decide
 
     report = build_report(policy, now, objs.namespaces, objs.pods, objs.claims, objs.device_classes)
-    evicted = decide(policy.source.spec.extendedResourceTaintEviction, objs.server_version).evicted
+    evicted = decide(policy.source.spec.extendedResourceTaintEviction, objs.server_version,
+                     policy_version=policy.spec.kubernetesVersion).evicted
     return _from_report(policy, report, now, extended_evicted=evicted)
 
 

@@ -44,7 +44,12 @@ from webhook.gates.fields import (
 )
 from webhook.objects.pods import KINDS as POD_TEMPLATE_KINDS
 
-VERSIONS: tuple[str, ...] = ("1.36", "1.37")
+VERSIONS: tuple[str, ...] = ("1.36", "1.37", "1.38")
+#: Versions whose rows are read from pre-releases (``gates`` marks them): 1.38 from kubernetes/kubernetes
+#: CHANGELOG/CHANGELOG-1.38.md (v1.38.0-alpha.1, commit 0411cc70) on top of the newest stored kube_features.go
+#: (staging/src/k8s.io/kube-scheduler/pkg/features/kube_features.go @ead35706, which has no 1.38 entry yet).
+#: Drop a version from here once its .0 changelog has been read.
+PROVISIONAL: frozenset[str] = frozenset({"1.38"})
 
 _CONTROL_PLANE = ("kube-apiserver", "kube-scheduler", "kube-controller-manager")
 WITH_KUBELET = (*_CONTROL_PLANE, "kubelet")
@@ -80,6 +85,16 @@ class GateStage:
 
 
 @dataclass(frozen=True, slots=True)
+class Change:
+    """How a version after 1.37 changes a gate: its new stage (None: removed), and the upstream source."""
+
+    stage: GateStage | None
+    source: str
+    # A removed gate whose fields stay served (it graduated): the value its fields have from then on.
+    removed_on: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Gate:
     """One row of the catalogue."""
 
@@ -105,9 +120,18 @@ class Gate:
     def stage_in(self, version: str) -> GateStage | None:
         if version == "1.36":
             return self.v1_36
-        if version == "1.37":
-            return self.v1_37
-        raise ValueError(f"unknown Kubernetes version {version!r}; known: {', '.join(VERSIONS)}")
+        if version not in VERSIONS:
+            raise ValueError(f"unknown Kubernetes version {version!r}; known: {', '.join(VERSIONS)}")
+        stage = self.v1_37
+        for later in VERSIONS[2 : VERSIONS.index(version) + 1]:  # 1.38 on: the changes row by row
+            changes = LATER_CHANGES.get(later, {})
+            if self.name in changes:
+                stage = changes[self.name].stage
+        return stage
+
+    def change_in(self, version: str) -> Change | None:
+        """The change ``version`` makes to this gate (1.38 on), or None when it keeps the earlier row."""
+        return LATER_CHANGES.get(version, {}).get(self.name)
 
     def predicate(self, obj: dict[str, Any]) -> list[str]:
         """JSON paths of this gate's fields that ``obj`` uses (kind taken from the object itself)."""
@@ -383,13 +407,50 @@ GONE_IN_1_37: Mapping[str, str] = {
     "GangScheduling": "1.37 does not have it",
 }
 
+# What each version after 1.37 changes, gate by gate (a version not listed keeps the rows before it). Read in
+# kubernetes/kubernetes CHANGELOG/CHANGELOG-1.38.md, v1.38.0-alpha.1 (commit 0411cc70): provisional (PROVISIONAL).
+_CL_1_38 = "CHANGELOG-1.38.md v1.38.0-alpha.1"
+LATER_CHANGES: Mapping[str, Mapping[str, Change]] = {
+    "1.38": {
+        # "The DynamicResourceAllocation feature gate, which has been locked to default on since v1.35, has been
+        # removed. Dynamic resource allocation is now unconditionally enabled."
+        "DynamicResourceAllocation": Change(None, f"kubernetes/kubernetes#141946 ({_CL_1_38})", removed_on=True),
+        # "DRADeviceTaints and DRADeviceTaintRules feature gates are now locked to true (GA) in 1.38."
+        "DRADeviceTaints": Change(_GA_LOCKED, f"kubernetes/kubernetes#140256 ({_CL_1_38})"),
+        "DRADeviceTaintRules": Change(_GA_LOCKED, f"kubernetes/kubernetes#140256 ({_CL_1_38})"),
+    },
+}
+
 
 def gone_in(version: str, gate: str) -> str | None:
-    """Why ``gate`` (known in an earlier version) is not in ``version``, or None."""
+    """Why ``gate`` (known in an earlier version) is not in ``version``, or None (known there, or not yet added)."""
     row = GATES_BY_NAME.get(gate)
     if row is None or row.stage_in(version) is not None or version == VERSIONS[0]:
         return None
+    for later in reversed(VERSIONS[2 : VERSIONS.index(version) + 1]):
+        change = LATER_CHANGES.get(later, {}).get(gate)
+        if change is not None and change.stage is None:
+            kept = ": its fields are always served" if change.removed_on else ""
+            return f"{later} removed it{kept}, {change.source}"
     return GONE_IN_1_37.get(gate)
+
+
+def removed_on(version: str, gate: str) -> bool:
+    """Whether ``gate`` is gone from ``version`` because it graduated: its fields are always served there."""
+    if gone_in(version, gate) is None:
+        return False
+    return any((c := LATER_CHANGES.get(v, {}).get(gate)) is not None and c.removed_on
+               for v in VERSIONS[2 : VERSIONS.index(version) + 1])
+
+
+def fixed_value(version: str, gate: str) -> bool | None:
+    """The value ``gate`` always has in ``version`` (locked, or removed because it graduated), else None.
+
+    Neither a policy nor a cluster reading can change it: ``featureGates: auto`` leaves such a gate out."""
+    stage = GATES_BY_NAME[gate].stage_in(version)
+    if stage is not None:
+        return stage.default if stage.locked else None
+    return True if removed_on(version, gate) else None
 
 
 def known_in(version: str, gate: str) -> bool:
@@ -398,21 +459,55 @@ def known_in(version: str, gate: str) -> bool:
     return row is not None and row.stage_in(version) is not None
 
 
+def gate_setting_error(version: str, gate: str, value: bool) -> str | None:
+    """Why no cluster of ``version`` runs with ``--feature-gates=gate=value`` as the policy says, or None.
+
+    component-base ``featuregate`` (``(*featureGate).unsafeSetFromMap``, called by ``SetFromMap``) refuses a
+    locked gate set to the other value ("cannot set feature gate %v to %v, feature is locked to %v"): the
+    component exits at start. A gate the binary does not know is "unrecognized feature gate": the v1.36.2
+    components log it as a warning and start with the setting ignored. tests/e2e/test_locked_gates.py shows
+    both on v1.36.2. Either way the policy describes gate values no cluster of ``version`` has, so the loader
+    refuses it. ``gate`` must be in the catalogue.
+    """
+    row = GATES_BY_NAME[gate]
+    stage = row.stage_in(version)
+    if stage is None:
+        gone = gone_in(version, gate)
+        why = f" ({gone})" if gone else f" (it is not added before {_first_version(row)})"
+        return (f"feature gate {gate} does not exist in Kubernetes {version}{why}: its components do not know "
+                "it (\"unrecognized feature gate\") and ignore the setting, so no cluster of that version has it "
+                f"{'on' if value else 'off'}; remove it from spec.featureGates")
+    if stage.locked and value != stage.default:
+        on = "true" if stage.default else "false"
+        return (f"feature gate {gate} is locked to {on} in Kubernetes {version} ({stage.describe()}): a component "
+                f"started with {gate}={'true' if value else 'false'} does not start (\"cannot set feature gate "
+                f"{gate} to {'true' if value else 'false'}, feature is locked to {on}\"); remove it or set it "
+                f"to {on}")
+    return None
+
+
+def _first_version(row: Gate) -> str:
+    return next((v for v in VERSIONS if row.stage_in(v) is not None), "a later release")
+
+
 def effective_gates(version: str, overrides: Mapping[str, bool]) -> dict[str, bool]:
     """Defaults for the Kubernetes version with the policy's overrides; KeyError on an unknown gate.
 
-    A gate the version does not have defaults to off; an override of it is kept (lint reports it).
+    A gate the version does not have defaults to off, unless it was removed because it graduated (its fields
+    are always served). A locked gate keeps its locked value whatever ``overrides`` say: no cluster runs
+    otherwise (``gate_setting_error``; the loader refuses such a policy).
     """
     if version not in VERSIONS:
         raise ValueError(f"unknown Kubernetes version {version!r}; known: {', '.join(VERSIONS)}")
     gates: dict[str, bool] = {}
     for row in GATES:
         stage = row.stage_in(version)
-        gates[row.name] = stage.default if stage is not None else False
+        gates[row.name] = stage.default if stage is not None else removed_on(version, row.name)
     for name, value in overrides.items():
         if name not in gates:
             raise KeyError(name)
-        gates[name] = value
+        if fixed_value(version, name) is None:
+            gates[name] = value
     return gates
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
-from webhook.gates.catalogue import effective_gates
+from webhook.gates.catalogue import effective_gates, fixed_value, gate_setting_error
 from webhook.gates.cluster import GateSources
 from webhook.objects.pods import TemplateFinder
 from webhook.policy import workload_kinds as custom_kinds
@@ -374,11 +374,15 @@ def _compile_gates(
     except KeyError as exc:
         gate = exc.args[0]
         raise CompileError(("spec", "featureGates", gate), f"unknown feature gate {gate!r}") from None
+    for gate, value in explicit.items():  # a locked gate against its lock, a gate the version lacks
+        if (why := gate_setting_error(version, gate, value)) is not None:
+            raise CompileError(("spec", "featureGates", gate), why)
     if auto is None:  # "auto" for every gate the policy does not set
         auto = frozenset(gates) - frozenset(explicit)
     for gate in auto - frozenset(gates):
         raise CompileError(("spec", "featureGates", gate), f"unknown feature gate {gate!r}")
-    return gates, explicit, auto
+    # A gate locked (or removed as graduated) in the version has one value whatever the cluster reports.
+    return gates, explicit, frozenset(g for g in auto if fixed_value(version, g) is None)
 
 
 def _compile_cohort(index: int, c: Cohort) -> CompiledCohort:

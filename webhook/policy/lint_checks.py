@@ -13,7 +13,6 @@ import fnmatch
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from webhook.gates.catalogue import gone_in, known_in
 from webhook.objects.claims import describe_toleration
 from webhook.policy.compiled import CompiledPolicy
 
@@ -40,7 +39,6 @@ def warnings(
     found += _schedule_order(policy)
     found += _classes_mapped_twice(policy)
     found += _mapped_classes_outside_the_migration(policy)
-    found += _gates_not_in_version(policy)
     found += _broken_gate_dependencies(policy)
     found += _unbounded_injected_tolerations(policy)
     found += _unstated_plugin_names(policy)
@@ -151,21 +149,6 @@ def _mapped_classes_outside_the_migration(policy: CompiledPolicy) -> list[tuple[
              f"DeviceClass {res.deviceClassName!r} serves {res.name} but is not in spec.migration.deviceClasses: "
              "claims on it get no claim rules or tolerations and are not counted as migrated")
             for i, res in enumerate(policy.spec.resources) if res.deviceClassName not in scope.classes]
-
-
-def _gates_not_in_version(policy: CompiledPolicy) -> list[tuple[Loc, str]]:
-    version = policy.spec.kubernetesVersion
-    out: list[tuple[Loc, str]] = []
-    for gate, on in policy.gate_sources.explicit.items():
-        if gone := gone_in(version, gate):  # a 1.36-only gate, on or off: the setting means nothing in 1.37
-            out.append((("spec", "featureGates", gate),
-                        f"feature gate {gate} exists only in Kubernetes 1.36 ({gone}): remove it from a "
-                        f"policy for {version}"))
-        elif on and not known_in(version, gate):
-            out.append((("spec", "featureGates", gate),
-                        f"feature gate {gate} is enabled but does not exist in Kubernetes {version}: the API "
-                        "server drops its fields, so the webhook lets through objects that lose them"))
-    return out
 
 
 def _broken_gate_dependencies(policy: CompiledPolicy) -> list[tuple[Loc, str]]:

@@ -404,8 +404,9 @@ class PolicySpec(Strict):
     annotationPrefix: str = Field(
         default="dra-migration.io", description="DNS subdomain; annotation keys written are <prefix>/<name>."
     )
-    kubernetesVersion: Literal["1.36", "1.37"] = Field(
-        default="1.37", description='Picks the feature-gate defaults; quote it ("1.37").'
+    kubernetesVersion: Literal["1.36", "1.37", "1.38"] = Field(
+        default="1.37", description='Picks the feature-gate defaults; quote it ("1.37"). 1.38 is provisional '
+        "(read from its alpha releases; `dra-webhook gates --version 1.38` marks the rows).",
     )
     featureGates: Literal["auto"] | dict[str, bool | Literal["auto"]] = Field(
         default_factory=dict,
@@ -458,9 +459,10 @@ class PolicySpec(Strict):
     extendedResourceTaintEviction: Literal["auto", "evicted", "notEvicted"] = Field(
         default="auto",
         description="Whether a NoExecute device taint evicts Pods on the extended-resource path "
-        "(kubernetes/kubernetes#141290, fixed by PR #142289). `auto` reads the API server's version; "
-        "`evicted` / `notEvicted` state it, e.g. for a patch release that ships the fix before this webhook "
-        "knows it. Used by `preflight` and the taint_unevictable gauge.",
+        "(kubernetes/kubernetes#141290, fixed by PR #142289 in 1.38.0). `auto` reads the API server's version, "
+        "else kubernetesVersion; `evicted` / `notEvicted` state it, e.g. for a patch release that ships the fix "
+        "before this webhook knows it. Used by `preflight`, the taint_unevictable gauge and "
+        "training-job-extended-resource.",
     )
     quota: Quota = Field(
         default_factory=Quota, description="Quota systems beside the webhook: what they count in DRA form (Kueue)."

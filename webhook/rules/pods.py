@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from webhook.gates.eviction import decide
 from webhook.objects import claims as claim_objects
 from webhook.objects.jsonish import metadata_annotations
 from webhook.objects.node_affinity import steer
@@ -392,12 +393,14 @@ def training_job_extended_resource(obj: dict[str, Any], ctx: Context) -> Outcome
     kubernetes/kubernetes#141290), so a NoExecute maintenance taint does not move the job at all: it keeps
     running on a device under maintenance. The remediation is a ready ResourceClaimTemplate with the
     policy's ``trainingJobs.deviceTolerations``, which gives a real checkpoint window. Where the policy states
-    that the cluster has the fix (``extendedResourceTaintEviction: evicted``, webhook/gates/eviction.py), the
-    job is evicted at once instead, still without a window: the advice stays, the reason changes. (The request
-    path does not read the cluster's version; ``auto`` keeps the behaviour of every released version.)
+    that the cluster has the fix (``extendedResourceTaintEviction: evicted``, or ``auto`` with a
+    ``kubernetesVersion`` whose .0 release ships PR #142289, 1.38: webhook/gates/eviction.py), the job is evicted
+    at once instead, still without a window: the advice stays, the reason changes. (The request path does not
+    read the cluster's version.)
     """
     policy = ctx.policy
-    evicted = policy.source.spec.extendedResourceTaintEviction == "evicted"
+    evicted = decide(policy.source.spec.extendedResourceTaintEviction, None,
+                     policy_version=policy.spec.kubernetesVersion).evicted
     findings = []
     for ref in examined_templates(obj, ctx):
         if not _extended_on_dra(usage(ref.spec_as_run(obj), policy), ctx.stage, policy):

@@ -513,3 +513,55 @@ def test_every_template_layout_is_converted(tmp_path: Path, obj: dict, spec_path
     assert spec["containers"][0]["resources"] == {"claims": [{"name": "gpu", "request": "main"}]}
     assert rct["metadata"]["name"] == template
     assert rct["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] == 2
+
+
+CONVERTED = SERVING.replace("vendor.example.com/gpu", "example.com/gpu")
+
+
+def _tree_with_links(tmp_path: Path) -> tuple[Path, Path]:
+    """``repo/`` holds a file, a link to it, and a relative and an absolute link into ``other/`` (another checkout)."""
+    repo, other = tmp_path / "repo", tmp_path / "other"
+    (repo / "apps").mkdir(parents=True)
+    other.mkdir()
+    (repo / "apps" / "serve.yaml").write_text(SERVING)
+    (other / "theirs.yaml").write_text(SERVING)
+    (other / "abs.yaml").write_text(SERVING)
+    (repo / "apps" / "alias.yaml").symlink_to("serve.yaml")
+    (repo / "rel.yaml").symlink_to(Path("..") / "other" / "theirs.yaml")
+    (repo / "abs.yaml").symlink_to(other / "abs.yaml")
+    return repo, other
+
+
+def test_write_never_goes_through_a_link_out_of_the_tree(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 47 item 3: ``convert -R -w repo`` rewrote other/ through repo's relative and absolute links."""
+    repo, other = _tree_with_links(tmp_path)
+    assert main(["convert", "-R", "-w", "-n", "ml-a", str(repo)]) == 0
+    err = capsys.readouterr().err
+    assert (other / "theirs.yaml").read_text() == SERVING
+    assert (other / "abs.yaml").read_text() == SERVING
+    for link, target in (("rel.yaml", "theirs.yaml"), ("abs.yaml", "abs.yaml")):
+        assert (f"{repo / link}: not written: a symbolic link to {(other / target).resolve()}, outside the paths "
+                f"given ({repo}); name that file to convert it") in err
+    assert (repo / "apps" / "serve.yaml").read_text() == CONVERTED
+    assert (repo / "apps" / "alias.yaml").is_symlink()  # written through, not replaced by a copy
+    assert f"{repo / 'apps' / 'serve.yaml'}: not written: the same file as {repo / 'apps' / 'alias.yaml'}" in err
+
+
+def test_a_link_named_on_the_command_line_is_followed(tmp_path: Path) -> None:
+    repo, other = _tree_with_links(tmp_path)
+    assert main(["convert", "-w", "-n", "ml-a", str(repo / "rel.yaml")]) == 0
+    assert (other / "theirs.yaml").read_text() == CONVERTED
+    assert (repo / "rel.yaml").is_symlink()
+
+
+def test_a_file_name_with_a_newline_is_quoted_in_the_diff(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 47 item 6: a name with a newline forged a line of the diff header (``+++ b/x`` then a free line)."""
+    src = tmp_path / "a\n+++ b" / "evil.yaml"
+    src.parent.mkdir()
+    src.write_text(SERVING)
+    assert main(["convert", "-n", "ml-a", str(src)]) == 0
+    out = capsys.readouterr()
+    name = str(src).lstrip("/").replace("\n", "\\n")
+    assert out.out.splitlines()[:2] == [f'--- "a/{name}"', f'+++ "b/{name}"']
+    assert not [line for line in out.err.splitlines() if line.startswith("+++ b")]  # no forged line on stderr
+    assert f'"{str(src)}#1"'.replace("\n", "\\n") in out.err

@@ -137,6 +137,17 @@ def test_text_rendering_names_the_drift() -> None:
     text = render_text(build_report(make_policy(), NOW, [namespace("ml-a")], pods))
     assert "pilot-teams: pilot, migrated in 12 days" in text
     assert "DRIFT" in text and "drifted" in text
+    assert "No rule judged" not in text
+
+
+def test_text_says_an_unannotated_pod_was_never_judged() -> None:
+    """Issue 47 item 6: a Pod admitted while the webhook was down was listed as unannotated only; the report now says
+    no rule judged it and gives the command that does (namespace labels included, so the stage is the live one)."""
+    text = render_text(build_report(make_policy(), NOW, [namespace("ml-a")], [_pod("ml-a", "outage", requests=GPU)]))
+    assert "outage" in text.split("NOT ANNOTATED")[1]
+    assert "No rule judged these Pods when they were created: one may break a Deny rule of its stage." in text
+    assert "(kubectl get ns NAMESPACE -o yaml; echo ---; kubectl get pod -n NAMESPACE POD -o yaml) | dra-webhook check -" \
+        in text
 
 
 # -- the command, against the fake API server ----------------------------------------------------------------

@@ -215,3 +215,26 @@ def test_a_value_that_is_no_quantity_is_denied_and_never_logged(live_server: Ser
     assert "example.com/gpu" in response["status"]["message"]
     client.admit("/validate", review(gpu_pod(namespace="mig-a"), namespace="mig-a"))  # a later request, logged after
     assert SECRET not in live_server.output()[before:]
+
+
+def _tls12_suites_accepted(server: Server) -> list[str]:
+    """Every TLS 1.2 suite this Python's OpenSSL knows, offered one at a time: the ones the server takes."""
+    every = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    every.set_ciphers("ALL:@SECLEVEL=0")
+    accepted = []
+    for suite in sorted({c["name"] for c in every.get_ciphers() if c["protocol"] == "TLSv1.2"}):
+        ctx = _tls_client(server, ssl.TLSVersion.TLSv1_2)
+        ctx.set_ciphers(f"{suite}:@SECLEVEL=0")
+        try:
+            _handshake(server, ctx)
+        except ssl.SSLError:
+            continue
+        accepted.append(suite)
+    return accepted
+
+
+def test_tls_1_2_takes_only_forward_secret_aead_suites(live_server: Server):
+    """Issue 47 item 6: TLS 1.2 took ECDHE-ECDSA-AES128-SHA256 and ECDHE-ECDSA-AES256-SHA384 (CBC)."""
+    accepted = _tls12_suites_accepted(live_server)
+    assert accepted, "no TLS 1.2 suite accepted at all"
+    assert [s for s in accepted if not (s.startswith(("ECDHE-", "DHE-")) and ("GCM" in s or "CHACHA20" in s))] == []

@@ -20,7 +20,7 @@ import orjson
 
 from webhook.commands import EXIT_INPUT, EXIT_NO, EXIT_OK, CliError, Subparsers, at_or_now, load_policy
 from webhook.convert.plan import STAGES, pinned
-from webhook.offline.inputs import NAMESPACED_DEFAULT, expand_paths
+from webhook.offline.inputs import NAMESPACED_DEFAULT, expand_paths, quoted, write_target
 from webhook.policy.defaults import default_policy
 
 if TYPE_CHECKING:
@@ -45,6 +45,10 @@ the policy's spec.workloadKinds):
 Comments, key order, quoting and formatting of everything else are kept; documents that do not change are
 written back byte for byte. Every rewritten object is run through the webhook's engine (mutate, then validate)
 at the target stage before it is written: a rewrite the webhook would deny is not made.
+
+With -w a file is written in place; through a symbolic link only when the link was named on the command line
+or resolves to a file inside the paths given (a link in a directory that points elsewhere is skipped, with the
+reason), and a file two links name is written once.
 
 Left untouched, with the reason on stderr (and in -o json): templates (Helm '{{ }}'), kinds the webhook does
 not examine that hold pod templates, names no policy resource maps (HAMi's nvidia.com/gpumem, retired names),
@@ -104,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"input error: {err}", file=sys.stderr)
     _report(results, args)
     if args.write:
-        _write(results)
+        _write(results, [p for p in paths if p != "-"])
     if errors or any(e.status == "invalid" for r in results for e in r.entries):
         return EXIT_INPUT
     return EXIT_NO if args.check and any(r.changed for r in results) else EXIT_OK
@@ -129,30 +133,39 @@ def _report(results: list[Converted], args: argparse.Namespace) -> None:
     for r in results:
         for e in r.entries:
             if e.status == "skipped":
-                print(f"{e.source}: {e.object}: not converted: {e.reason}", file=sys.stderr)
+                print(f"{quoted(e.source)}: {e.object}: not converted: {e.reason}", file=sys.stderr)
             elif e.status == "invalid":
-                print(f"input error: {e.source}: {e.object}: {e.reason}", file=sys.stderr)
+                print(f"input error: {quoted(e.source)}: {e.object}: {e.reason}", file=sys.stderr)
             elif e.status == "converted":
                 made = f" (+ {', '.join(e.generated)})" if e.generated else ""
-                print(f"{e.source}: {e.object}: {e.form}{made}", file=sys.stderr)
+                print(f"{quoted(e.source)}: {e.object}: {e.form}{made}", file=sys.stderr)
             for note in e.notes:
-                print(f"{e.source}: {e.object}: {note}", file=sys.stderr)
+                print(f"{quoted(e.source)}: {e.object}: {note}", file=sys.stderr)
         if args.check and r.changed:
-            print(f"would convert {r.path}", file=sys.stderr)
+            print(f"would convert {quoted(r.path)}", file=sys.stderr)
         if args.check or not r.changed or (args.write and r.path != "-"):
             continue
         if args.write:  # '-' with -w: the converted text, like a formatter reading stdin
             sys.stdout.write(r.after)
             continue
-        name = "stdin" if r.path == "-" else r.path
+        name = "stdin" if r.path == "-" else r.path.lstrip("/")
         before, after = r.before.splitlines(keepends=True), r.after.splitlines(keepends=True)
-        sys.stdout.writelines(difflib.unified_diff(before, after, f"a/{name.lstrip('/')}", f"b/{name.lstrip('/')}"))
+        sys.stdout.writelines(difflib.unified_diff(before, after, quoted(f"a/{name}"), quoted(f"b/{name}")))
 
 
-def _write(results: list[Converted]) -> None:
+def _write(results: list[Converted], roots: list[str]) -> None:
+    """Each changed file written in place, through a symbolic link only to a file inside the paths given: a link
+    found in a directory that resolves elsewhere (another checkout on the same CI runner) is skipped, with why."""
+    written: dict[Path, str] = {}
     for r in results:
-        if r.changed and r.path != "-":
-            try:
-                Path(r.path).write_text(r.after, encoding="utf-8")
-            except OSError as exc:
-                raise CliError(f"cannot write {r.path}: {exc}", EXIT_NO) from None
+        if not r.changed or r.path == "-":
+            continue
+        target, reason = write_target(r.path, roots, written)
+        if target is None:
+            print(f"{quoted(r.path)}: not written: {reason}", file=sys.stderr)
+            continue
+        try:
+            target.write_text(r.after, encoding="utf-8")
+        except OSError as exc:
+            raise CliError(f"cannot write {quoted(r.path)}: {exc}", EXIT_NO) from None
+        written[target] = r.path

@@ -516,6 +516,10 @@ def render_text(report: Report) -> str:
     if report.unannotated:
         out += ["", "NOT ANNOTATED (created while the webhook was down, or excluded from it)"]
         out.append(table(["NAMESPACE", "POD", "ACTUAL"], [[p.namespace, p.name, p.actual] for p in report.unannotated]))
+        out.append("  No rule judged these Pods when they were created: one may break a Deny rule of its stage. "
+                   "Judge one (its namespace's labels included) with:")
+        out.append("  (kubectl get ns NAMESPACE -o yaml; echo ---; kubectl get pod -n NAMESPACE POD -o yaml)"
+                   " | dra-webhook check -")
     if report.injected:
         out += ["", "CLAIMS WITH INJECTED TOLERATIONS"]
         out.append(table(["NAMESPACE", "CLAIM", "TOLERATIONS", "OWNER"],

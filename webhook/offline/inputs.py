@@ -72,6 +72,31 @@ def expand_paths(paths: list[str], recursive: bool, errors: list[str], suffixes:
     return out
 
 
+def write_target(path: str, roots: list[str], written: dict[Path, str]) -> tuple[Path | None, str]:
+    """Where writing ``path`` in place lands, or None and why not. The file is resolved through every symbolic link;
+    it is written only when that lands inside one of ``roots`` (the paths the user gave, resolved the same way: a
+    link named on the command line is followed, a link met inside a directory only to a file of that directory)
+    and not already written in this run through another name (``written``: resolved target -> name)."""
+    target = Path(path).resolve()
+    if not any(target.is_relative_to(Path(r).resolve()) for r in roots):
+        return None, (f"a symbolic link to {quoted(str(target))}, outside the paths given "
+                      f"({', '.join(quoted(r) for r in roots)}); name that file to convert it")
+    if target in written:
+        return None, f"the same file as {quoted(written[target])}, already written"
+    return target, ""
+
+
+_ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r", '"': '\\"', "\\": "\\\\"}
+
+
+def quoted(name: str) -> str:
+    """A file name as git shows one: as it is when printable, else in double quotes with C escapes, so a name with
+    a newline cannot start a forged line in a diff header or a message."""
+    if name.isprintable() and '"' not in name and "\\" not in name:
+        return name
+    return '"' + "".join(_ESCAPES.get(c) or (c if c.isprintable() else f"\\u{ord(c):04x}") for c in name) + '"'
+
+
 def subject_of(req: review.AdmissionRequest) -> str:
     """``Pod ml-a/train-0``: the object a request is about, for reports."""
     meta = (req.object or req.old_object or {}).get("metadata") or {}

@@ -34,6 +34,11 @@ EXPIRY_WARNING = dt.timedelta(days=7)
 _Fingerprint = tuple[Any, ...]
 
 
+# TLS 1.2 suites: forward-secret AEAD only (Mozilla's "intermediate" set); OpenSSL's default also offers CBC with
+# SHA-2 (ECDHE-ECDSA-AES128-SHA256, -AES256-SHA384). Go's crypto/tls client (kube-apiserver) prefers these anyway.
+# TLS 1.3 suites are all AEAD and not set by this string.
+TLS12_CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20:DHE+AESGCM:DHE+CHACHA20:!aNULL"
+
 class CertificateNotLoaded(RuntimeError):
     """No usable certificate/key pair has been loaded yet; the message says why."""
 
@@ -167,6 +172,7 @@ class CertReloader:
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.minimum_version = self.min_version
         ctx.options |= ssl.OP_NO_RENEGOTIATION | ssl.OP_NO_COMPRESSION
+        ctx.set_ciphers(TLS12_CIPHERS)
         ctx.set_alpn_protocols(["http/1.1"])
         # Raises ssl.SSLError on a cert/key mismatch (KEY_VALUES_MISMATCH) or garbage.
         ctx.load_cert_chain(certfile=cert_real, keyfile=key_real)

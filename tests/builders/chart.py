@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import jsonpatch
 import yaml
 
 from tests import helm_cli
@@ -60,3 +63,17 @@ def assert_same(chart: list[dict[str, Any]], overlay: list[dict[str, Any]]) -> N
     assert not [k for k in ours if k[0] == "Namespace"], "Helm must not own its release namespace"
     for key, obj in theirs.items():
         assert ours[key] == obj, f"{key}: the chart renders it differently from the overlay"
+
+
+def with_lint_patches(objs: list[dict[str, Any]], policy: Path) -> list[dict[str, Any]]:
+    """``objs`` with the kustomize patches ``dra-webhook lint --webhook-rules POLICY`` prints applied."""
+    proc = subprocess.run([sys.executable, "-m", "webhook", "lint", "--webhook-rules", str(policy)],
+                          capture_output=True, text=True, check=True)
+    patches = yaml.safe_load(proc.stdout)["patches"]
+    out = []
+    for obj in objs:
+        for p in patches:
+            if (obj["kind"], obj["metadata"]["name"]) == (p["target"]["kind"], p["target"]["name"]):
+                obj = jsonpatch.apply_patch(obj, yaml.safe_load(p["patch"]))
+        out.append(obj)
+    return out

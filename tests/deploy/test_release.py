@@ -34,7 +34,8 @@ def test_every_stated_version_in_deploy_and_the_dockerfile_is_the_package_versio
     files = [*sorted((ROOT / "deploy").rglob("*.yaml")), ROOT / "Dockerfile"]
     for path in files:
         text = path.read_text()
-        for pattern in (r"app\.kubernetes\.io/version:\s*\"?([^\"\s]+)", r"dra-migration-webhook:(\d[^\s\"'.]*\.\d+\.\d+)",
+        for pattern in (r"app\.kubernetes\.io/version:\s*\"?([^\"\s]+)",
+                        r"dra-migration-webhook:(\d[^\s\"'.]*\.\d+\.\d+)",
                         r"org\.opencontainers\.image\.version=\"([^\"]+)\""):
             stated += [(str(path.relative_to(ROOT)), m) for m in re.findall(pattern, text)]
     assert stated, "no version found: the patterns are wrong"

@@ -110,8 +110,8 @@ def test_packaged_chart_carries_the_linked_files(helm: Path, helm_home: Path, tm
     helm_cli.run(helm, helm_home, "package", str(helm_cli.CHART), "-d", str(tmp_path))
     (tgz,) = tmp_path.glob("dra-migration-webhook-*.tgz")
     from_dir = template(helm, helm_home)
-    proc = helm_cli.run(helm, helm_home, "template", RELEASE, str(tgz), "-n", NAMESPACE)
-    assert [doc for doc in yaml.safe_load_all(proc.stdout) if doc] == from_dir
+    assert template(helm, helm_home, chart=tgz) == from_dir
+    assert template(helm, helm_home, chart=tgz, hooks=True) == template(helm, helm_home, hooks=True)
     assert len(from_dir) > 10
 
 

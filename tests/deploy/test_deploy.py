@@ -173,7 +173,7 @@ def test_builtin_objects_validate_strictly(rendered: tuple[str, list[dict[str, A
             errors.append(f"{obj['kind']}/{obj['metadata']['name']}: {e.message} at {'.'.join(map(str, e.path))}")
     assert not errors, f"{overlay}: " + "\n".join(errors)
     expected = {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
-                "ResourceQuota", "ConfigMap",
+                "ResourceQuota", "ConfigMap", "Lease",
                 "Deployment", "Service", "NetworkPolicy", "MutatingWebhookConfiguration",
                 "ValidatingWebhookConfiguration"}
     expected |= {"PodDisruptionBudget"} if overlay == "cert-manager" else {"Secret"}

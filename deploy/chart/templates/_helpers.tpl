@@ -97,3 +97,21 @@ field, every rule) is `dra-webhook lint`'s, in the pre-install/pre-upgrade hook 
 {{- range (list "metadata" "spec") }}{{ if not (hasKey $p .) }}{{ fail (printf "%s: required key %q is missing" $what .) }}{{ end }}{{ if not (kindIs "map" (get $p .)) }}{{ fail (printf "%s: %s must be a mapping" $what .) }}{{ end }}{{ end }}
 {{- $text }}
 {{- end -}}
+
+{{- /* The release's image, as the Deployment runs it: the values' repository and tag over the base's. */ -}}
+{{- define "dra.image" -}}
+{{- $c := first (first (include "dra.docs" (dict "ctx" $ "path" "files/base/deployment.yaml") | fromYaml).items).spec.template.spec.containers }}
+{{- $image := splitList ":" $c.image }}
+{{- printf "%s:%s" (.Values.image.repository | default (first $image)) (.Values.image.tag | default (last $image)) }}
+{{- end -}}
+
+{{- /* A hook or test Pod's spec parts: the restricted Pod Security profile the namespace enforces, small requests. */ -}}
+{{- define "dra.hookContainerSecurity" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+runAsNonRoot: true
+runAsUser: 65532
+runAsGroup: 65532
+capabilities: {drop: [ALL]}
+seccompProfile: {type: RuntimeDefault}
+{{- end -}}

@@ -221,3 +221,24 @@ def test_schema_rejects_bad_values_with_the_path(
                         values_file(tmp_path, values), check=False)
     assert proc.returncode != 0
     assert message in proc.stderr, proc.stderr
+
+
+def test_chart_readme_is_generated_from_values_and_schema() -> None:
+    """Issue 48 item 5: deploy/chart/README.md is what ``python -m tests.builders.chart_readme`` writes."""
+    from tests.builders import chart_readme
+
+    text = chart_readme.render()
+    for key in ("policy.inline", "webhooks.extraRules", "certs.certManager.enabled", "monitoring.dashboard.enabled"):
+        assert f"| `{key}` |" in text
+    assert (helm_cli.CHART / "README.md").read_text() == text, "regenerate: python -m tests.builders.chart_readme"
+
+
+def test_notes_say_what_was_installed(helm: Path, helm_home: Path, tmp_path: Path) -> None:
+    values = values_file(tmp_path, {"policy": {"inline": CRD_POLICY}})
+    proc = helm_cli.run(helm, helm_home, "install", RELEASE, str(helm_cli.CHART), "-n", NAMESPACE, "--dry-run=client",
+                        "-f", values)
+    notes = proc.stdout.split("NOTES:", 1)[1]
+    assert f"helm test {RELEASE} -n {NAMESPACE} --logs" in notes
+    assert "from the policy's workloadKinds: sparkapplications.sparkoperator.k8s.io trainjobs.trainer.example.com" \
+        in notes or "workloadKinds: trainjobs.trainer.example.com sparkapplications.sparkoperator.k8s.io" in notes
+    assert "kubectl delete mutatingwebhookconfiguration,validatingwebhookconfiguration dra-migration-webhook" in notes

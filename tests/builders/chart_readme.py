@@ -80,7 +80,8 @@ def _type(node: dict[str, Any]) -> str:
     return " or ".join(kind) if isinstance(kind, list) else str(kind)
 
 
-def _rows(values: Any, path: tuple[str, ...], comments: dict[tuple[str, ...], str], schema: dict[str, Any]) -> list[str]:
+def _rows(values: Any, path: tuple[str, ...], comments: dict[tuple[str, ...], str],
+          schema: dict[str, Any]) -> list[str]:
     rows = []
     for key, value in values.items():
         here = (*path, key)

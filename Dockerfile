@@ -1,5 +1,5 @@
 # dra-migration-webhook image.
-#   docker build -t dra-migration-webhook:0.1.0 .
+#   docker build -t dra-migration-webhook:0.2.0 .
 # Two stages: the builder installs the package and its dependencies (all from wheels) into a
 # virtualenv; the final stage copies only that virtualenv onto a fresh slim base, so it carries no
 # pip caches, no build tools and no compilers (python:3.11-slim has none to begin with).
@@ -23,7 +23,7 @@ RUN /opt/venv/bin/pip wheel --no-deps --wheel-dir /wheels . \
 FROM ${PYTHON_IMAGE}
 LABEL org.opencontainers.image.title="dra-migration-webhook" \
       org.opencontainers.image.description="Admission webhook moving GPU workloads from device plugins to Kubernetes DRA" \
-      org.opencontainers.image.version="0.1.0"
+      org.opencontainers.image.version="0.2.0"
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \

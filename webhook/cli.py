@@ -23,6 +23,7 @@ COMMANDS = (
     "explain",
     "convert",
     "compile",
+    "reconcile",
 )
 
 DESCRIPTION = """\

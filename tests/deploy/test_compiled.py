@@ -99,7 +99,8 @@ RECONCILER = {("ServiceAccount", "dra-webhook-reconciler"), ("Lease", "dra-webho
               ("Deployment", "dra-webhook-reconciler"), ("NetworkPolicy", "dra-webhook-reconciler"),
               ("ClusterRole", "dra-migration-webhook-reconciler"),
               ("ClusterRoleBinding", "dra-migration-webhook-reconciler"),
-              ("Role", "dra-migration-webhook-reconciler-lease"), ("RoleBinding", "dra-migration-webhook-reconciler-lease")}
+              ("Role", "dra-migration-webhook-reconciler-lease"),
+              ("RoleBinding", "dra-migration-webhook-reconciler-lease")}
 WRITES = {"create", "update", "patch", "delete", "deletecollection", "*"}
 
 

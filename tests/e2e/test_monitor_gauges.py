@@ -45,13 +45,17 @@ def _own_leases(kube):
     """The shipped Role lets the webhook's ServiceAccount change its own Lease only (dra-webhook-gauges, by
     resourceNames): grant it this file's Leases too, as `serve --lease-name` needs (deploy/base/rbac.yaml)."""
     meta = {"name": "e2e-gauge-leases", "namespace": NAMESPACE}
-    if kube.get_or_none("rbac.authorization.k8s.io/v1", "Role", meta["name"], NAMESPACE) is None:
-        kube.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta, "rules": [
-            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": list(LEASES),
-             "verbs": ["get", "update"]}]})
-        kube.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
-                     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": meta["name"]},
-                     "subjects": [{"kind": "ServiceAccount", "name": "dra-webhook", "namespace": NAMESPACE}]})
+    rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NAMESPACE}"
+    if meta["name"] in {r["metadata"]["name"] for r in kube.call("GET", f"{rbac}/roles").obj["items"]}:
+        return
+    kube.call("POST", f"{rbac}/roles", {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                                        "metadata": meta, "rules": [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": list(LEASES),
+         "verbs": ["get", "update"]}]})
+    kube.call("POST", f"{rbac}/rolebindings", {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": meta["name"]},
+        "subjects": [{"kind": "ServiceAccount", "name": "dra-webhook", "namespace": NAMESPACE}]})
 
 
 def _gauges(server) -> dict[str, dict[tuple, float]]:

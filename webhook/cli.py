@@ -24,6 +24,7 @@ COMMANDS = (
     "explain",
     "convert",
     "compile",
+    "reconcile",
 )
 
 DESCRIPTION = """\

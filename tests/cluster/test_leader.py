@@ -188,3 +188,22 @@ def test_the_lease_namespace_follows_flag_then_downward_api_then_service_account
 def test_candidates_on_one_host_have_distinct_identities() -> None:
     a, b = identity({"POD_NAME": "dra-webhook-7c9f-abcde"}), identity({"POD_NAME": "dra-webhook-7c9f-abcde"})
     assert a != b and a.startswith("dra-webhook-7c9f-abcde_") and b.startswith("dra-webhook-7c9f-abcde_")
+
+
+def test_the_holder_writes_its_annotations_with_the_next_renewal_and_keeps_others(fake) -> None:
+    """The compiled-policy reconciler publishes its last pass on its Lease this way (webhook.serve.reconciler)."""
+    api, client, clock = fake
+    api.put({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+             "metadata": {"name": NAME, "namespace": NS, "annotations": {"someone/else": "kept"}}, "spec": {}})
+    a = _elector(client, clock, "a")
+    assert a.tick()
+    assert api._store["leases"][(NS, NAME)]["metadata"]["annotations"] == {"someone/else": "kept"}
+    a.annotations = {"dra-migration.io/reconciled-objects": "4"}
+    clock.t += 2
+    assert a.tick()
+    assert api._store["leases"][(NS, NAME)]["metadata"]["annotations"] == {
+        "someone/else": "kept", "dra-migration.io/reconciled-objects": "4"}
+    a.release()  # a released Lease still says what the last pass did
+    stored = api._store["leases"][(NS, NAME)]
+    assert stored["spec"]["holderIdentity"] == "" and \
+        stored["metadata"]["annotations"]["dra-migration.io/reconciled-objects"] == "4"

@@ -569,12 +569,18 @@ def test_rbac_is_read_only_and_limited_to_the_cluster_view(rendered: tuple[str, 
 def test_the_only_write_is_the_gauge_writers_lease_in_the_webhook_namespace(
     rendered: tuple[str, list[dict[str, Any]]],
 ) -> None:
-    """webhook.cluster.leader GETs, creates and updates one Lease; the Role grants that, in its own namespace only."""
+    """webhook.cluster.leader GETs and updates one Lease; the Role grants that, in its own namespace only, get and
+    update by name (its own Lease; it may read the compiled-policy reconciler's, never renew or take it over: issue
+    #47). No create, which cannot be limited by name (a POST has none when it is authorized): the Lease ships with
+    the install (deploy/base/lease.yaml), so the token cannot create the reconciler's Lease either."""
     _, objs = rendered
     role, binding = one(objs, "Role"), one(objs, "RoleBinding")
     assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == NAMESPACE
-    assert role["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-                              "verbs": ["get", "create", "update"]}]
+    leases = {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"]}
+    assert role["rules"] == [{**leases, "resourceNames": ["dra-webhook-gauges"], "verbs": ["get", "update"]},
+                             {**leases, "resourceNames": ["dra-webhook-compiled"], "verbs": ["get"]}]
+    (lease,) = [o for o in objs if o["kind"] == "Lease"]
+    assert (lease["metadata"]["name"], lease["metadata"]["namespace"]) == ("dra-webhook-gauges", NAMESPACE)
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
                                   "name": role["metadata"]["name"]}
     sa = one(objs, "ServiceAccount")["metadata"]

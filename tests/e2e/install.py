@@ -78,12 +78,14 @@ def apply(cp: ControlPlane, objects: list[dict[str, Any]], workdir: Path, name: 
                     "--field-manager", "e2e-install", "-f", str(path)], check=True, capture_output=True, text=True)
 
 
-def service_account_kubeconfig(cp: ControlPlane, workdir: Path) -> Path:
-    """A kubeconfig with a TokenRequest token of the webhook's ServiceAccount (what its Pod would mount)."""
+def service_account_kubeconfig(cp: ControlPlane, workdir: Path, account: str = SERVICE_ACCOUNT) -> Path:
+    """A kubeconfig with a TokenRequest token of a ServiceAccount of the install (default the webhook's): what its
+    Pod would mount."""
     core = client.CoreV1Api(cp.api())
     token = core.create_namespaced_service_account_token(
-        SERVICE_ACCOUNT, NAMESPACE, {"spec": {"expirationSeconds": 24 * 3600}}).status.token
-    return cp.pki.kubeconfig(workdir / "webhook.kubeconfig", cp.server, SERVICE_ACCOUNT, token=token)
+        account, NAMESPACE, {"spec": {"expirationSeconds": 24 * 3600}}).status.token
+    name = "webhook" if account == SERVICE_ACCOUNT else account
+    return cp.pki.kubeconfig(workdir / f"{name}.kubeconfig", cp.server, account, token=token)
 
 
 class Webhook:
@@ -104,6 +106,7 @@ class Webhook:
         self.proc: procs.Proc | None = None
         self._refuser: tuple[threading.Thread, threading.Event] | None = None
         self._ctx = ssl.create_default_context(cafile=str(cert_dir / "ca.crt"))
+        self.extra_args: list[str] = []  # more `serve` flags for every (re)start
         self.write_policy(policy_src.read_text())
 
     # -- process ------------------------------------------------------------------------------------------
@@ -121,7 +124,7 @@ class Webhook:
                 # Owner-Pod lookups (training-job claims) must not fall back to "unknown" because a loaded
                 # 2-core CI machine answered a GET in 250 ms: the budget's own behaviour is unit-tested.
                 "--lookup-budget", "1.5",
-                "--kubeconfig", str(self.kubeconfig)]
+                "--kubeconfig", str(self.kubeconfig), *self.extra_args]
         self.proc = procs.Proc("dra-webhook", argv, self.log, env=env, pass_fds=[self.listener.fileno()], cwd=ROOT)
         eventually(lambda: self._synced(synced),
                    f"dra-webhook serve ready with {', '.join(synced) or 'nothing'} synced", 60, alive=self.dead)

@@ -37,6 +37,27 @@ MONITOR_POLICY = policy_variant({
 })
 
 
+LEASES = ("e2e-gauges-follow", "e2e-gauges-takeover")
+
+
+@pytest.fixture(autouse=True)
+def _own_leases(kube):
+    """The shipped Role lets the webhook's ServiceAccount change its own Lease only (dra-webhook-gauges, by
+    resourceNames): grant it this file's Leases too, as `serve --lease-name` needs (deploy/base/rbac.yaml)."""
+    meta = {"name": "e2e-gauge-leases", "namespace": NAMESPACE}
+    rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NAMESPACE}"
+    if meta["name"] in {r["metadata"]["name"] for r in kube.call("GET", f"{rbac}/roles").obj["items"]}:
+        return
+    kube.call("POST", f"{rbac}/roles", {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                                        "metadata": meta, "rules": [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": list(LEASES),
+         "verbs": ["get", "update"]}]})
+    kube.call("POST", f"{rbac}/rolebindings", {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": meta["name"]},
+        "subjects": [{"kind": "ServiceAccount", "name": "dra-webhook", "namespace": NAMESPACE}]})
+
+
 def _gauges(server) -> dict[str, dict[tuple, float]]:
     client = server.client()
     try:
@@ -74,7 +95,7 @@ def test_gauges_follow_the_cluster(cluster, kube, namespace, policy, tmp_path):
     policy_file = tmp_path / "policy.yaml"
     policy_file.write_text(MONITOR_POLICY)
     server = start_server(tmp_path, policy_file, "--kubeconfig", str(cluster.webhook.kubeconfig),
-                          "--gauge-interval", "1", "--lease-name", "e2e-gauges-follow", workers=2, offline=False)
+                          "--gauge-interval", "1", "--lease-name", LEASES[0], workers=2, offline=False)
     try:
         expected_pods = {
             ("pilot", "dra-extended-resource", "dra-extended-resource"): 1,
@@ -120,7 +141,7 @@ def _exports_counts(server) -> bool:
 def test_one_writer_per_cluster_and_takeover(cluster, kube, tmp_path):
     """Two replicas, one Lease: exactly one exports the gauges; killed outright (no release), the other takes
     the Lease once it expires (15 s) and exports them."""
-    lease = "e2e-gauges-takeover"
+    lease = LEASES[1]
     policy_file = tmp_path / "policy.yaml"
     policy_file.write_text(MONITOR_POLICY)
     servers = []

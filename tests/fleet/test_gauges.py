@@ -96,8 +96,10 @@ def test_collector_drops_stale_counts_but_keeps_the_health_gauges(tmp_path) -> N
 
 
 def test_collector_keeps_family_names_help_and_labels(tmp_path) -> None:
-    """The exposition is prometheus_client's, with the names, help texts and label names of FAMILIES."""
-    gauges.Exporter(str(tmp_path), StaticPolicy(make_policy()), scenario, clock=lambda: NOW).refresh()
+    """The exposition is prometheus_client's, with the names, help texts and label names of FAMILIES (the compiled
+    mode's from the reconciler's Lease, here given)."""
+    gauges.Exporter(str(tmp_path), StaticPolicy(make_policy()), scenario, clock=lambda: NOW,
+                    compiled=lambda: [(n, {}, 1.0) for n in sorted(gauges.COMPILED)]).refresh()
     text = _exposition(tmp_path, NOW.timestamp()).decode()
     for name, (help_text, _) in gauges.FAMILIES.items():
         assert f"# HELP {name} {help_text}\n# TYPE {name} gauge\n" in text

@@ -58,4 +58,4 @@ def test_the_entry_point_and_the_verbs_stay():
     from webhook import cli
 
     assert cli.COMMANDS == ("serve", "check", "lint", "test", "certs", "gates", "report", "preflight", "schema",
-                            "replay", "explain", "convert", "compile")
+                            "replay", "explain", "convert", "compile", "reconcile")

@@ -196,104 +196,156 @@ def test_losing_the_lease_mid_pass_stops_the_writes():
     assert len(applied) == 2
 
 
-def test_the_server_forks_the_reconciler_only_in_compiled_mode(tmp_path):
-    from webhook.serve.server import ServeOptions, reconciler_supervisor
+def test_serve_has_no_compiled_mode_and_forks_no_reconciler(tmp_path, capsys):
+    """Issue #47 item 4: the network-facing server never writes admission policies; `dra-webhook reconcile` does."""
+    import dataclasses
 
-    opts = {"policy": default_policy(), "cert_dir": tmp_path}
-    assert reconciler_supervisor(ServeOptions(**opts, offline=False)) is None
-    assert reconciler_supervisor(ServeOptions(**opts, offline=True, compiled_policies=True)) is None
-    child = reconciler_supervisor(ServeOptions(**opts, offline=False, compiled_policies=True))
-    assert child is not None and child.name == "compiled-policy reconciler"
+    from webhook.cli import main
+    from webhook.serve import server
+
+    with pytest.raises(SystemExit) as exc:
+        main(["serve", "--offline", "--compiled-policies", "--dev-certs", "--cert-dir", str(tmp_path)])
+    assert exc.value.code == 2 and "unrecognized arguments: --compiled-policies" in capsys.readouterr().err
+    assert "compiled_policies" not in {f.name for f in dataclasses.fields(server.ServeOptions)}
+    assert not hasattr(server, "reconciler_supervisor")
 
 
-def test_serve_refuses_the_compiled_mode_offline(tmp_path, capsys):
+def test_reconcile_refuses_without_the_cluster_or_a_policy(tmp_path, capsys, monkeypatch):
     from webhook.cli import main
 
-    assert main(["serve", "--offline", "--compiled-policies", "--dev-certs", "--cert-dir", str(tmp_path)]) == 2
-    assert "--compiled-policies needs the cluster" in capsys.readouterr().err
+    for var in ("KUBERNETES_SERVICE_HOST", "KUBECONFIG"):
+        monkeypatch.delenv(var, raising=False)
+    assert main(["reconcile"]) == 2
+    assert "reconcile needs the cluster" in capsys.readouterr().err
+    assert main(["reconcile", "--kubeconfig", "k", "--policy", str(tmp_path / "none.yaml")]) == 2
+    assert "none.yaml does not exist" in capsys.readouterr().err
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("apiVersion: dra-migration.io/v1alpha1\nkind: MigrationPolicy\nspec: {cohorts: 3}\n")
+    assert main(["reconcile", "--kubeconfig", "k", "--policy", str(broken)]) == 2
+    assert "policy error" in capsys.readouterr().err
 
 
-def test_a_repair_pass_that_applies_the_same_objects_logs_one_short_line(fake, client, caplog):
-    caplog.set_level("INFO", logger="webhook.reconciler")
+def test_reconcile_runs_a_pass_and_leaves_it_on_its_lease(fake, tmp_path, monkeypatch):
+    """The verb alone against the fake API server: it takes the Lease, applies the compiled objects, and the Lease it
+    releases on SIGTERM carries the pass (what the webhook's gauge writer exports)."""
+    import signal
+    import threading
+
+    from webhook.cli import main
+    from webhook.serve import reconciler
+
+    monkeypatch.setenv("POD_NAMESPACE", "dra-webhook")
+    passes: list[reconciler.Pass] = []
+
+    class StopAfterPass(reconciler.Reconciler):
+        def tick(self, leading):  # the first successful pass ends the process, as SIGTERM would
+            ran = super().tick(leading)
+            if self.last is not None and not passes:
+                passes.append(self.last)
+                signal.raise_signal(signal.SIGTERM)
+            return ran
+
+    monkeypatch.setattr(reconciler, "Reconciler", StopAfterPass)
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        assert threading.current_thread() is threading.main_thread()
+        assert main(["reconcile", "--kubeconfig", fake.write_kubeconfig(tmp_path), "--period", "60"]) == 0
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     policy = load_policy(default_policy())
-    clock = Clock("2026-12-05T10:00:00+00:00")
-    rec = Reconciler(lambda: policy, KubeWriter(client), now=clock)
-    rec.tick(always)
-    assert "MutatingAdmissionPolicy gpu-fleet-pods-mutate" in caplog.text
-    count = len(compile_admission(policy, clock()).objects)
-    caplog.clear()
-    clock.set("2026-12-05T10:05:00+00:00")
-    rec.tick(always)
-    assert f"applied {count} objects (the same as before)" in caplog.text and "gpu-fleet-pods" not in caplog.text
+    assert stored(fake) == names(policy, passes[0].at.isoformat())
+    lease = fake._store["leases"][("dra-webhook", "dra-webhook-compiled")]
+    notes = lease["metadata"]["annotations"]
+    assert notes[reconciler.RECONCILED_OBJECTS] == str(len(passes[0].applied)) and \
+        notes[reconciler.RECONCILED_POLICY] == policy.name
+    assert dt.datetime.fromisoformat(notes[reconciler.RECONCILED_AT]) == passes[0].at.replace(microsecond=0)
+    assert lease["spec"]["holderIdentity"] == ""  # released
+    samples = dict((n, v) for n, _, v in reconciler.lease_samples(lease))
+    assert samples == {"dra_webhook_compiled_policies_reconciled_timestamp_seconds":
+                       passes[0].at.replace(microsecond=0).timestamp(),
+                       "dra_webhook_compiled_policies_objects": float(len(passes[0].applied))}
 
 
-def _excluded(fake: FakeAPI, name: str) -> list[str]:
-    """The names the binding ``name`` leaves out beyond the shipped selector (``shared.skip_settled``)."""
-    binding = fake._store["validatingadmissionpolicybindings"][("", name)]
-    exprs = binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"]
-    return [v for e in exprs[1:] for v in e["values"]]
+def _lease(holder: str, notes: dict[str, str]) -> dict[str, Any]:
+    return {"metadata": {"annotations": notes}, "spec": {"holderIdentity": holder}}
 
 
-def test_bindings_leave_out_the_namespaces_whose_name_settles_another_stage(fake, client, caplog):
-    """Each pass lists the namespaces: one the policy's first cohort takes by name (``ml-*``, pilot) leaves the
-    legacy-only Audit policy's binding, not the pilot Warn policy's; one only labels could place stays in both. A
-    namespace created later is left out from the next pass on; a failed list leaves nobody out and the pass goes
-    on."""
-    policy = load_policy(default_policy())
-    fake.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml-a"}},
-             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "research-x"}})
-    writer = KubeWriter(client)
-    clock = Clock("2026-12-05T10:00:00+00:00")
-    rec = Reconciler(lambda: policy, writer, namespaces=writer.namespaces, now=clock)
-    assert rec.tick(always)
-    assert _excluded(fake, "gpu-fleet-pods-audit.dra-migration.io") == ["ml-a"]
-    assert _excluded(fake, "gpu-fleet-pods-warn.dra-migration.io") == []
-    fake.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml-b"}})
-    clock.set("2026-12-05T10:05:00+00:00")
-    assert rec.tick(always)
-    assert _excluded(fake, "gpu-fleet-pods-audit.dra-migration.io") == ["ml-a", "ml-b"]
-    fake.fail("namespaces")
-    clock.set("2026-12-05T10:10:00+00:00")
-    assert rec.tick(always)
-    assert "cannot list namespaces" in caplog.text
-    assert _excluded(fake, "gpu-fleet-pods-audit.dra-migration.io") == []
+def test_lease_samples_say_the_last_pass_and_the_narrowing_only_while_held():
+    from webhook.serve.reconciler import Pass, lease_annotations, lease_samples
+
+    at = dt.datetime(2026, 12, 5, 10, 0, 0, tzinfo=dt.UTC)
+    done = Pass(at, ["ValidatingAdmissionPolicy a", "ValidatingAdmissionPolicyBinding a"], [], None, at, ["stale"])
+    notes = lease_annotations(done, "gpu-fleet")
+    assert lease_samples(_lease("r1", notes)) == [
+        ("dra_webhook_compiled_policies_reconciled_timestamp_seconds", {}, at.timestamp()),
+        ("dra_webhook_compiled_policies_objects", {}, 2.0),
+        ("dra_webhook_compiled_narrowing_stale", {}, 1.0)]
+    assert [n for n, _, _ in lease_samples(_lease("", notes))] == [
+        "dra_webhook_compiled_policies_reconciled_timestamp_seconds", "dra_webhook_compiled_policies_objects"]
+    unread = lease_annotations(Pass(at, [], [], None, at, None), "gpu-fleet")
+    assert "dra-migration.io/narrowing-stale" not in unread
+    assert lease_annotations(Pass(at, [], [], None, at, []), "p")["dra-migration.io/narrowing-stale"] == "false"
+    assert lease_samples(None) == [] and lease_samples(_lease("r1", {})) == []
+    assert lease_samples(_lease("r1", {**notes, "dra-migration.io/reconciled-objects": "many"})) == []
 
 
-def test_a_pass_names_what_is_stale_in_the_installed_narrowing(fake, client, caplog, tmp_path):
-    """The installed narrowing (for the shipped policy) read every pass: silent while the policy owns its names; once
-    the policy drops a legacy name, each pass warns naming it and records it (``Pass.narrowing``, the metric)."""
-    from webhook.compile import narrow
+def test_the_gauge_writer_exports_the_compiled_gauges_from_the_lease(tmp_path):
+    """The serving replicas' /metrics get the compiled-mode gauges from the reconciler's Lease, read each refresh by
+    the gauge writer (webhook.fleet.gauges.Exporter ``compiled``); an unreadable Lease leaves them out, the counts
+    still go out."""
+    from webhook.fleet.gauges import ClusterObjects, Exporter, MigrationCollector
+    from webhook.serve.reconciler import Pass, lease_annotations, lease_samples
 
-    shipped = load_policy(default_policy())
-    docs = [d for d in yaml.safe_load_all((ROOT / "deploy/base/webhooks.yaml").read_text())]
-    fake.put(*narrow.narrow_configs([d for d in docs if d], shipped))
-    edited = tmp_path / "policy.yaml"
-    edited.write_text(Path(default_policy()).read_text().replace("legacyNames: [vendor.example.com/gpu]",
-                                                                 "legacyNames: []"))
-    current = [shipped]
-    writer = KubeWriter(client)
-    clock = Clock("2026-12-05T10:00:00+00:00")
-    rec = Reconciler(lambda: current[0], writer, namespaces=writer.namespaces, installed=writer.configs, now=clock)
-    assert rec.tick(always) and rec.last is not None and rec.last.narrowing == []
-    assert "narrowed webhook configurations are stale" not in caplog.text
-    current[0] = load_policy(edited)
-    assert rec.tick(always) and rec.last.narrowing is not None and len(rec.last.narrowing) == 2
-    assert "keeps Pods asking for vendor.example.com/gpu from the webhook" in caplog.text
+    at = dt.datetime(2026, 12, 5, 10, 0, 0, tzinfo=dt.UTC)
+    lease = _lease("r1", lease_annotations(Pass(at, ["a", "b", "c"], [], None, at, []), "gpu-fleet"))
+    reads: list[Any] = [lambda: lease_samples(lease)]
+
+    class Policies:
+        current = load_policy(default_policy())
+
+    def compiled() -> list[Any]:
+        return reads[0]()
+
+    exporter = Exporter(str(tmp_path), Policies(), lambda p: ClusterObjects([], [], [], []), compiled=compiled)
+    assert exporter.refresh()
+
+    def exported() -> dict[str, float]:
+        return {s.name: s.value for f in MigrationCollector(str(tmp_path)).collect() for s in f.samples
+                if s.name.startswith("dra_webhook_compiled_")}
+
+    assert exported() == {"dra_webhook_compiled_policies_reconciled_timestamp_seconds": at.timestamp(),
+                          "dra_webhook_compiled_policies_objects": 3.0, "dra_webhook_compiled_narrowing_stale": 0.0}
+
+    def forbidden() -> list[Any]:
+        raise kube_api.ClusterError("reading the Lease: 403 Forbidden")
+
+    reads[0] = forbidden
+    assert exporter.refresh() and exported() == {}
 
 
-def test_a_narrowing_that_cannot_be_read_is_unknown_not_fine(caplog):
-    """A failed read of the configurations leaves the pass done and the narrowing unknown (None: the metric keeps its
-    last value), with a warning."""
-    def broken() -> list[dict[str, Any]]:
-        raise RuntimeError("connection refused")
+def test_the_rbac_names_every_object_compile_makes_on_any_day(capsys):
+    """``reconcile --print-rbac``: every verb on admission policies but list is limited to the names compile can give
+    this policy's objects, create included (a server-side apply that creates is authorized as create of its name);
+    and every object compiled on each schedule date of the shipped and the e2e policies has one of those names."""
+    from webhook.cli import main
+    from webhook.compile import object_names
 
-    class Writer:
-        def apply(self, obj: dict[str, Any]) -> None: ...
-
-        def prune(self, keep: list[dict[str, Any]], labels: dict[str, str]) -> list[str]:
-            return []
-
-    rec = Reconciler(lambda: load_policy(default_policy()), Writer(), installed=broken,
-                     now=Clock("2026-12-05T10:00:00+00:00"))
-    assert rec.tick(always) and rec.last is not None and rec.last.narrowing is None
-    assert "cannot read the webhook configurations' narrowing (connection refused)" in caplog.text
+    for path in (default_policy(), ROOT / "tests" / "e2e" / "data" / "compile-policy.yaml"):
+        policy = load_policy(path)
+        allowed = object_names(policy.name)
+        days = sorted({e.from_ for c in policy.cohorts for e in c.schedule} |
+                      {x.expires for x in policy.spec.exceptions if x.expires})
+        seen = set()
+        for day in [*days, *(d - dt.timedelta(days=1) for d in days), dt.date(2026, 12, 5)]:
+            at = dt.datetime.combine(day, dt.time(12), dt.UTC)
+            for obj in compile_admission(policy, at).objects:
+                assert obj["metadata"]["name"] in allowed[obj["kind"]], (path, day, obj["metadata"]["name"])
+                seen.add(obj["metadata"]["name"])
+        assert seen
+        assert main(["reconcile", "--policy", str(path), "--print-rbac"]) == 0
+        role = yaml.safe_load(capsys.readouterr().out)
+        for rule in role["rules"]:
+            if "admissionregistration.k8s.io" in rule["apiGroups"] and set(rule["verbs"]) - {"list"}:
+                assert rule.get("resourceNames"), rule
+        writes = [r for r in role["rules"] if {"create", "patch", "delete", "update"} & set(r["verbs"])]
+        assert {n for r in writes for n in r["resourceNames"]} == {n for v in allowed.values() for n in v}

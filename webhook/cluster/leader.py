@@ -22,8 +22,10 @@ runs the leader's work on a thread, it reads the wall clock (no clock to inject 
 local time, never counts ``leaseTransitions`` and never releases. This class is one non-blocking ``tick()``
 that the caller runs every retry period, so the gauge loop stays one thread.
 
-The only Kubernetes calls are GET, POST and PUT of one Lease (RBAC: get, create, update on leases in the
-Lease's namespace; deploy/base/rbac.yaml).
+The only Kubernetes calls are GET, POST and PUT of one Lease (RBAC: get and update on it, in the Lease's
+namespace, and create only where the install does not ship the Lease; deploy/base/lease.yaml ships it). A holder
+may carry ``annotations`` on the Lease with every write: the compiled-policy reconciler publishes its last pass
+there (``webhook.serve.reconciler``), so the serving replicas read it without any write right of the reconciler's.
 """
 
 from __future__ import annotations
@@ -99,6 +101,7 @@ class LeaseElector:
         self._observed_at = 0.0  # our clock when the record last changed
         self._renewed_at: float | None = None  # our clock at our last successful write as holder
         self.last_error: str | None = None
+        self.annotations: dict[str, str] = {}  # written onto the Lease with our next create or update (status)
 
     @property
     def leading(self) -> bool:
@@ -191,7 +194,7 @@ class LeaseElector:
 
     def _create(self, spec: dict[str, Any]) -> None:
         body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                "metadata": {"name": self.name, "namespace": self.namespace}, "spec": spec}
+                "metadata": self._annotated({"name": self.name, "namespace": self.namespace}), "spec": spec}
         self._lease = self._request("POST", _LEASES, body)
         self._observed_at = self._clock()
         log.info("lease %s/%s created, held by %s", self.namespace, self.name, self.identity)
@@ -199,8 +202,15 @@ class LeaseElector:
     def _write(self, spec: dict[str, Any]) -> None:
         """PUT with the resourceVersion we read: 409 Conflict if anyone wrote in between."""
         assert self._lease is not None
-        self._lease = self._request("PUT", f"{_LEASES}/{{name}}", {**self._lease, "spec": spec})
+        body = {**self._lease, "metadata": self._annotated(self._lease.get("metadata") or {}), "spec": spec}
+        self._lease = self._request("PUT", f"{_LEASES}/{{name}}", body)
         self._observed_at = self._clock()
+
+    def _annotated(self, metadata: dict[str, Any]) -> dict[str, Any]:
+        """``metadata`` with ``annotations`` over the Lease's own (those we do not set stay as they are)."""
+        if not self.annotations:
+            return metadata
+        return {**metadata, "annotations": {**(metadata.get("annotations") or {}), **self.annotations}}
 
     def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         headers = {"Accept": "application/json"}

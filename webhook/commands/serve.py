@@ -78,14 +78,6 @@ def add_parser(sub: Subparsers) -> None:
     p.add_argument("--lease-name", default="dra-webhook-gauges", metavar="NAME",
                    help="name of the gauge writers' Lease (default dra-webhook-gauges); replicas with the "
                    "same Lease elect one writer")
-    p.add_argument("--compiled-policies", action="store_true",
-                   default=os.environ.get("DRA_WEBHOOK_COMPILED_POLICIES", "").lower() in ("1", "true", "yes"),
-                   help="compiled mode (issue 28; default off, or $DRA_WEBHOOK_COMPILED_POLICIES=true): one process "
-                   "per replica competes for the Lease dra-webhook-compiled (in --lease-namespace); its holder "
-                   "server-side-applies the policy's compiled Validating/MutatingAdmissionPolicies and bindings "
-                   "(field manager dra-webhook-reconciler), deletes the stale ones, and does it again when the "
-                   "policy reloads, just after midnight UTC of the day a stage or exception changes, and every 5 "
-                   "minutes. Needs the cluster view and RBAC on those kinds (deploy/compiled)")
     p.add_argument("--record", default=None,
                    help="append every AdmissionReview answered to this JSON-lines file (redacted; for `replay`)")
     p.add_argument("--record-max-bytes", type=int, default=64 * 1024 * 1024,
@@ -110,10 +102,6 @@ def run(args: argparse.Namespace) -> int:
     offline = args.offline or not (
         os.environ.get("KUBERNETES_SERVICE_HOST") or args.kubeconfig or os.environ.get("KUBECONFIG")
     )
-    if offline and args.compiled_policies:
-        print("error: --compiled-policies needs the cluster (--kubeconfig, $KUBECONFIG or in-cluster), not "
-              "--offline", file=sys.stderr)
-        return 2
     if offline and not args.offline:
         log.info("no in-cluster config, --kubeconfig or $KUBECONFIG: running offline (no cluster view)")
     _metrics_dir()
@@ -125,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         offline=offline, kubeconfig=args.kubeconfig, lookup_budget=args.lookup_budget, max_devices=args.max_devices,
         record=args.record, record_max_bytes=args.record_max_bytes, gauge_interval=args.gauge_interval,
         gauge_read_share=args.gauge_read_share,
-        lease_namespace=args.lease_namespace, lease_name=args.lease_name, compiled_policies=args.compiled_policies,
+        lease_namespace=args.lease_namespace, lease_name=args.lease_name,
         max_connections=args.max_connections, header_timeout=args.header_timeout, body_timeout=args.body_timeout,
         log_level="debug" if args.verbose else "info",
     ))

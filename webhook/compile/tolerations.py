@@ -204,10 +204,14 @@ def _policy(layout: ClaimLayout, policy: CompiledPolicy, day: dt.date, meta: dic
     }
 
 
+RULE = "inject-device-tolerations"
+"""The name's rule part: ``<policy>-<claims|claimtemplates>-inject-device-tolerations.dra-migration.io``."""
+
+
 def compile_tolerations(policy: CompiledPolicy, day: dt.date, until: dt.date | None,
                         namespaces: dict[str, Any]) -> list[dict[str, Any]]:
     """A MutatingAdmissionPolicy and binding per claim kind, or none when the rule never injects."""
     if not tolerations_stages(policy):
         return []
-    return mutating_pairs(policy, day, until, namespaces, [CLAIM, TEMPLATE], "inject-device-tolerations",
+    return mutating_pairs(policy, day, until, namespaces, [CLAIM, TEMPLATE], RULE,
                           lambda layout, meta: _policy(layout, policy, day, meta))

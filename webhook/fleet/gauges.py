@@ -90,6 +90,21 @@ FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
         "last good read until they are stale).",
         (),
     ),
+    "dra_webhook_compiled_policies_reconciled_timestamp_seconds": (
+        "Start of the last successful reconcile of the compiled admission policies (dra-webhook reconcile), as a "
+        "Unix timestamp, from the reconciler's Lease; exported by the gauge writer's replica.",
+        (),
+    ),
+    "dra_webhook_compiled_policies_objects": (
+        "Admission policies and bindings the last successful reconcile applied (from the reconciler's Lease).",
+        (),
+    ),
+    "dra_webhook_compiled_narrowing_stale": (
+        "1 while the installed webhook configurations' not-compiled matchCondition is not the one the policy needs "
+        "(names it no longer owns, or a rule switched back on): the webhook may miss what the compiled policies "
+        "leave to it; narrow them again (compile --narrow-webhooks). From the reconciler's Lease while it is held.",
+        (),
+    ),
     WRITER: (
         "1 on the replica whose gauge writer holds the Lease and exports the other migration gauges, 0 on the "
         "replicas that serve admission only (they export no other migration gauge).",
@@ -98,6 +113,8 @@ FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 Sample = tuple[str, dict[str, str], float]
+COMPILED = frozenset(n for n in FAMILIES if n.startswith("dra_webhook_compiled_"))
+"""The compiled mode's families: what the reconciler's Lease says (``Exporter``'s ``compiled``), not counts."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +224,9 @@ def _rows(snap: dict[str, Any], now: float) -> dict[str, list[tuple[dict[str, st
     for name, labels, value in (snap.get("samples") or []) if fresh else []:
         if name in rows and name != WRITER:
             rows[name].append((labels, value))
+    for name, labels, value in snap.get("compiled") or []:  # the reconciler's Lease: read each refresh, never stale
+        if name in COMPILED:
+            rows[name].append((labels, value))
     if snap.get("successAt"):
         rows["dra_webhook_migration_last_success_timestamp_seconds"] = [({}, float(snap["successAt"]))]
     rows["dra_webhook_migration_refresh_ok"] = [({}, 0.0 if snap.get("error") else 1.0)]
@@ -266,8 +286,10 @@ class Exporter:
         clock: Callable[[], dt.datetime] | None = None,
         leading: Callable[[], bool] = lambda: True,
         release: Callable[[], None] = lambda: None,
+        compiled: Callable[[], list[Sample]] = list,
     ) -> None:
         self.directory = directory
+        self.compiled = compiled  # the compiled-mode samples (webhook.serve.reconciler.lease_samples), each refresh
         self.release = release  # drops what ``read`` keeps (the writer's watches) when the Lease is lost
         self.policies = policies
         self.read = read
@@ -303,8 +325,17 @@ class Exporter:
             "staleAfter": max(3 * self.interval, 180.0),
             "error": error,
             "samples": self._last_samples,
+            "compiled": self._compiled(),
         })
         return error is None
+
+    def _compiled(self) -> list[Sample]:
+        try:
+            return [s for s in self.compiled() if s[0] in COMPILED]
+        except Exception as exc:  # the Lease unreadable (RBAC, API down): the counts still go out
+            log.warning("migration gauges: reading the compiled-policy reconciler's Lease failed: %s",
+                        f"{type(exc).__name__}: {exc}"[:300])
+            return []
 
     def follow(self) -> None:
         """Not the writer: export no counts (the writer replica does), only ``gauge_writer 0``; stop reading."""

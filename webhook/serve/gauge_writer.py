@@ -16,7 +16,8 @@ outright.
 Inside, one thread keeps trying to acquire or renew the Lease (``webhook.cluster.leader``, every retry period, also
 while the first list is under way, so a slow list never costs the leadership) and the main thread runs
 ``webhook.fleet.gauges.Exporter``, which reads the cluster only while this process holds the Lease: one list, then
-watches (``webhook.fleet.gauge_watch``, one thread per resource) whose stores each refresh counts.
+watches (``webhook.fleet.gauge_watch``, one thread per resource) whose stores each refresh counts. Each refresh also
+reads the compiled-policy reconciler's Lease (``dra-webhook reconcile``, compiled mode) for the compiled-mode gauges.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from webhook.cluster.lists import DEFAULT_SHARE, Pacer
 from webhook.policy.compiled import CompiledPolicy
 
 if TYPE_CHECKING:
+    from webhook.fleet import gauges as gauges_module
     from webhook.fleet.gauges import Exporter
 
 log = logging.getLogger("webhook.gauge_writer")
@@ -124,7 +126,14 @@ def exporter(opts: WriterOptions, api: Any, leading: Callable[[], bool],
 
     cluster = WatchedCluster(api, stop or threading.Event(), leading, pace=pacer)
     return gauges.Exporter(opts.directory, _CheckedPolicy(opts.policy), cluster.read, interval=opts.interval,
-                           leading=leading, release=cluster.close)
+                           leading=leading, release=cluster.close, compiled=lambda: compiled_samples(api, opts))
+
+
+def compiled_samples(api: Any, opts: WriterOptions) -> list[gauges_module.Sample]:
+    """The compiled-mode gauges from the reconciler's Lease in the writer's namespace (none outside that mode)."""
+    from webhook.serve import reconciler
+
+    return reconciler.lease_samples(reconciler.read_lease(api, opts.lease_namespace))
 
 
 def run(opts: WriterOptions, stop: threading.Event) -> None:

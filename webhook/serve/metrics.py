@@ -58,24 +58,6 @@ CERT_EXPIRY = Gauge(
     "notAfter of the serving certificate currently loaded, as a Unix timestamp.",
     multiprocess_mode="livemostrecent",  # the certificate a live process loaded last
 )
-COMPILED_RECONCILED = Gauge(
-    "dra_webhook_compiled_policies_reconciled_timestamp_seconds",
-    "Start of the last successful reconcile of the compiled admission policies (serve --compiled-policies), as a "
-    "Unix timestamp; only the replica holding the reconciler's Lease sets it.",
-    multiprocess_mode="mostrecent",
-)
-COMPILED_OBJECTS = Gauge(
-    "dra_webhook_compiled_policies_objects",
-    "Admission policies and bindings the last successful reconcile applied.",
-    multiprocess_mode="mostrecent",
-)
-COMPILED_NARROWING_STALE = Gauge(
-    "dra_webhook_compiled_narrowing_stale",
-    "1 while the installed webhook configurations' not-compiled matchCondition is not the one the policy needs "
-    "(names it no longer owns, or a rule switched back on): the webhook may miss what the compiled policies leave to "
-    "it; narrow them again (compile --narrow-webhooks). Set by the replica holding the reconciler's Lease.",
-    multiprocess_mode="mostrecent",
-)
 BAD_REQUESTS = Counter(
     "dra_webhook_bad_requests_total",
     "Bodies rejected before evaluation, by HTTP status.",

@@ -1,10 +1,11 @@
-"""The in-server reconciler of the compiled admission policies (issue #28 item 2: stages follow the calendar).
+"""The compiled-policy reconciler (issue #28 item 2: stages follow the calendar), a process of its own.
 
 CEL in admission has no clock, so ``compile`` writes each cohort's stage on one day into the objects. In the
-compiled mode (``serve --compiled-policies``) one process per replica, forked by the gunicorn master like the
-gauge writer (``webhook.serve.supervisor``), competes for its own Lease (``dra-webhook-compiled``); the holder compiles
-the last good policy at now, server-side-applies every object under the field manager
-``dra-webhook-reconciler``, and deletes this policy's objects that are no longer compiled (``kube_apply.prune``).
+compiled mode ``dra-webhook reconcile`` runs this alone, under its own ServiceAccount in its own Deployment that
+serves nothing (deploy/compiled/reconciler.yaml; issue #47 item 4: the network-facing webhook Pods keep read-only
+RBAC). Its replicas compete for their own Lease (``dra-webhook-compiled``); the holder compiles the last good
+policy at now, server-side-applies every object under the field manager ``dra-webhook-reconciler``, and deletes
+this policy's objects that are no longer compiled (``kube_apply.prune``).
 
 Each pass also reads the installed webhook configurations and warns while their narrowing is not the one this
 policy needs (``narrow.drift``): the reconciler never writes webhook configurations.
@@ -12,8 +13,12 @@ policy needs (``narrow.drift``): the reconciler never writes webhook configurati
 A pass runs again when the policy reloads (another last good policy object), just after midnight UTC of the
 objects' ``valid_until`` (the next day a stage or an exception changes), and every ``period`` seconds anyway
 (drift repair: someone edited or deleted an object). A failed pass is logged and retried with backoff (2 s,
-doubling, at most ``period``); it never stops the process or the server. Not leading: no writes at all, and the
-next leadership starts with a pass.
+doubling, at most ``period``); it never stops the process. Not leading: no writes at all, and the next leadership
+starts with a pass.
+
+What the last pass did is written as annotations on the Lease (``lease_annotations``) with the holder's next
+renewal; the serving replicas' gauge writer reads them (``lease_samples``) and exports the compiled-mode metrics,
+so no write right and no network port of the reconciler's is needed for them.
 """
 
 from __future__ import annotations
@@ -236,24 +241,55 @@ def checked_policy(path: Any) -> Callable[[], CompiledPolicy | None]:
     return current
 
 
-def _record(done: Pass) -> None:
-    from webhook.serve import metrics
+ANNOTATION = "dra-migration.io/"
+RECONCILED_AT = ANNOTATION + "reconciled-at"  # RFC 3339 start of the last successful pass
+RECONCILED_OBJECTS = ANNOTATION + "reconciled-objects"  # how many objects it applied
+NARROWING_STALE = ANNOTATION + "narrowing-stale"  # "true"/"false"; absent while the configurations were unread
+RECONCILED_POLICY = ANNOTATION + "reconciled-policy"  # the policy's name
 
-    metrics.COMPILED_RECONCILED.set(done.at.timestamp())
-    metrics.COMPILED_OBJECTS.set(len(done.applied))
+
+def lease_annotations(done: Pass, policy: str) -> dict[str, str]:
+    """What the Lease says of the last successful pass (pure)."""
+    out = {RECONCILED_AT: done.at.astimezone(dt.UTC).isoformat(timespec="seconds"),
+           RECONCILED_OBJECTS: str(len(done.applied)), RECONCILED_POLICY: policy}
     if done.narrowing is not None:
-        metrics.COMPILED_NARROWING_STALE.set(1 if done.narrowing else 0)
+        out[NARROWING_STALE] = "true" if done.narrowing else "false"
+    return out
 
 
-def _not_leading() -> None:
-    from webhook.serve import metrics
+Sample = tuple[str, dict[str, str], float]
 
-    metrics.COMPILED_NARROWING_STALE.set(0)
+
+def lease_samples(lease: dict[str, Any] | None) -> list[Sample]:
+    """The compiled-mode gauges from the reconciler's Lease (pure): the last pass's time and objects whenever a pass
+    is recorded (a reconciler that stopped keeps its last time, so the staleness alert fires), the narrowing only
+    while someone holds the Lease. Nothing for a missing Lease or one no pass annotated; a malformed value is
+    left out."""
+    meta = (lease or {}).get("metadata") or {}
+    notes = meta.get("annotations") or {}
+    out: list[Sample] = []
+    try:
+        at = dt.datetime.fromisoformat(str(notes[RECONCILED_AT]))
+        out.append(("dra_webhook_compiled_policies_reconciled_timestamp_seconds", {}, at.timestamp()))
+        out.append(("dra_webhook_compiled_policies_objects", {}, float(int(notes[RECONCILED_OBJECTS]))))
+    except (KeyError, ValueError):
+        return []
+    held = bool(((lease or {}).get("spec") or {}).get("holderIdentity"))
+    if held and notes.get(NARROWING_STALE) in ("true", "false"):
+        out.append(("dra_webhook_compiled_narrowing_stale", {}, 1.0 if notes[NARROWING_STALE] == "true" else 0.0))
+    return out
+
+
+def read_lease(api: Any, namespace: str, name: str = LEASE_NAME) -> dict[str, Any] | None:
+    """The reconciler's Lease (None when there is none: not the compiled mode)."""
+    from webhook.cluster import apply as kube_apply
+
+    return kube_apply.get(api, f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}")
 
 
 def run(opts: ReconcilerOptions, stop: threading.Event) -> None:
     """The reconciler process: elect on a thread (every retry period), reconcile on this one while leading;
-    release the Lease when stopped."""
+    each pass's result goes onto the Lease with the next renewal; release the Lease when stopped."""
     from webhook.cluster import api as kube_api
     from webhook.cluster.leader import LeaseElector, campaign
 
@@ -263,15 +299,16 @@ def run(opts: ReconcilerOptions, stop: threading.Event) -> None:
              opts.lease_namespace, opts.lease_name)
     thread = campaign(elector, stop)
     writer = KubeWriter(api)
-    reconciler = Reconciler(checked_policy(opts.policy), writer, namespaces=writer.namespaces, period=opts.period,
-                            on_pass=_record, installed=writer.configs)
-    led = False
+    policy = checked_policy(opts.policy)
+
+    def record(done: Pass) -> None:
+        current = policy()
+        elector.annotations = lease_annotations(done, current.name if current else "")
+
+    reconciler = Reconciler(policy, writer, namespaces=writer.namespaces, period=opts.period,
+                            on_pass=record, installed=writer.configs)
     while not stop.is_set():
         reconciler.tick(lambda: elector.leading)
-        leading = elector.leading  # read once: it turns False by the clock alone
-        if led and not leading:  # the new leader's passes say; a stale value here would keep the alert on
-            _not_leading()
-        led = leading
         stop.wait(1.0)
     thread.join(10)
     elector.release()

@@ -49,7 +49,6 @@ class ServeOptions:
     gauge_read_share: float = 0.5  # share of a gauge read's wall time it may be busy (webhook.cluster.lists)
     lease_namespace: str | None = None  # of the gauge writers' Lease (webhook.serve.gauge_writer.lease_namespace)
     lease_name: str = "dra-webhook-gauges"
-    compiled_policies: bool = False  # run the compiled-policy reconciler (webhook.serve.reconciler); needs the cluster
 
 
 _PROCESS: dict[str, Any] = {}
@@ -120,22 +119,6 @@ def gauge_supervisor(opts: ServeOptions) -> Supervisor | None:
                       prepare=gauge_writer.lower_priority)
 
 
-def reconciler_supervisor(opts: ServeOptions) -> Supervisor | None:
-    """The compiled-policy reconciler's supervisor (``webhook.serve.reconciler``: its own Lease, one writer per
-    cluster), or None unless ``--compiled-policies`` and the cluster view are on."""
-    if opts.offline or not opts.compiled_policies:
-        return None
-    from webhook.serve import gauge_writer, reconciler
-    from webhook.serve.supervisor import Supervisor
-
-    env = dict(os.environ)
-    options = reconciler.ReconcilerOptions(
-        policy=opts.policy, kubeconfig=opts.kubeconfig, identity=gauge_writer.identity(env),
-        lease_namespace=gauge_writer.lease_namespace(opts.lease_namespace, env))
-    return Supervisor("compiled-policy reconciler", lambda stop: reconciler.run(options, stop),
-                      prepare=gauge_writer.lower_priority)
-
-
 def master_policy(opts: ServeOptions) -> Any:
     """The master's last good policy: loaded before the first fork and re-checked before every fork.
 
@@ -186,30 +169,28 @@ def device_process(opts: ServeOptions) -> Supervisor | None:
 
 
 class _Arbiter(Arbiter):
-    """gunicorn's master, also keeping the gauge writer, the device process and the compiled-policy reconciler
-    alive beside the workers (one ``webhook.serve.supervisor.Supervisor`` each)."""
+    """gunicorn's master, also keeping the gauge writer and the device process alive beside the workers (one
+    ``webhook.serve.supervisor.Supervisor`` each). The compiled-policy reconciler is not among them: it runs as
+    ``dra-webhook reconcile`` in a Deployment and under a ServiceAccount of its own (issue #47 item 4)."""
 
     def __init__(self, app: WebhookServer) -> None:
         super().__init__(app)
         self.gauges = gauge_supervisor(app.opts)
         self.devices = device_process(app.opts)
-        self.reconciler = reconciler_supervisor(app.opts)
 
     def manage_workers(self) -> None:
         super().manage_workers()
-        for child in (self.gauges, self.devices, self.reconciler):
+        for child in (self.gauges, self.devices):
             if child is not None:
                 child.close_fds = lambda: [s.fileno() for s in self.LISTENERS]
                 child.check()
 
     def stop(self, graceful: bool = True) -> None:
-        for leader in (self.gauges, self.reconciler):
-            if leader is not None:
-                leader.terminate()  # releases the Lease while the workers drain
+        if self.gauges is not None:
+            self.gauges.terminate()  # releases the Lease while the workers drain
         super().stop(graceful)
-        for leader in (self.gauges, self.reconciler):
-            if leader is not None:
-                leader.stop()
+        if self.gauges is not None:
+            self.gauges.stop()
         if self.devices is not None:
             self.devices.stop()
 

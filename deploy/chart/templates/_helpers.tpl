@@ -115,3 +115,30 @@ runAsGroup: 65532
 capabilities: {drop: [ALL]}
 seccompProfile: {type: RuntimeDefault}
 {{- end -}}
+
+{{- /* The policy's metadata.name: policy.name, else the inline or shipped policy's. */ -}}
+{{- define "dra.policyName" -}}
+{{- if .Values.policy.name -}}{{- .Values.policy.name -}}
+{{- else if .Values.policy.existingConfigMap -}}
+{{- fail "mode compiled with policy.existingConfigMap: set policy.name to the metadata.name of the policy in it (the reconciler's RBAC names its objects by it)" -}}
+{{- else -}}{{- ((include "dra.policy" .) | fromYaml).metadata.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- /* deploy/compiled/rbac.yaml's reconciler ClusterRole for the release's policy: its resourceNames, written for the
+shipped policy (gpu-fleet-*.dra-migration.io), renamed for this one (webhook/compile object_names). Input:
+{"ctx": $, "role": the ClusterRole}; changes it in place. */ -}}
+{{- define "dra.reconcilerNames" -}}
+{{- $name := include "dra.policyName" .ctx -}}
+{{- range .role.rules -}}
+{{- $rule := . -}}
+{{- if and .resourceNames (hasSuffix ".dra-migration.io" (first .resourceNames)) -}}
+{{- $names := list -}}
+{{- range .resourceNames -}}
+{{- if not (hasPrefix "gpu-fleet-" .) -}}{{- fail (printf "files/compiled/rbac.yaml: %s is not a name of the shipped policy gpu-fleet: regenerate it (tests/deploy/test_compiled.py)" .) -}}{{- end -}}
+{{- $names = append $names (printf "%s-%s" $name (trimPrefix "gpu-fleet-" .)) -}}
+{{- end -}}
+{{- $_ := set $rule "resourceNames" $names -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}

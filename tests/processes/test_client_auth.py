@@ -3,7 +3,8 @@
 ``serve --client-ca FILE --client-cn NAME --metrics-bind fd://N``: a caller without a client certificate, or with
 one from another CA, fails the TLS handshake and gets no HTTP answer at all; a certificate of the right CA naming
 someone else gets a JSON 403 (and a WARNING); the right certificate gets its AdmissionReview; the plain metrics
-port serves the probes and /metrics to anyone and nothing else.
+port serves the probes and /metrics to anyone and nothing else. The e2e suite shows it with the real API
+server presenting the certificate (tests/e2e/test_client_auth.py).
 """
 
 from __future__ import annotations

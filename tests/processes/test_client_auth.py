@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import socket
 import ssl
 import subprocess
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.pki import PKI
+from tests.e2e.waits import eventually
 from tests.helpers import ROOT, Client, Server, gpu_pod, review, start_server
 
 NAME = "kube-apiserver"
@@ -154,3 +156,31 @@ def test_an_unusable_client_ca_file_is_exit_2(tmp_path: Path, callers, content, 
 def test_inconsistent_caller_flags_are_exit_2(tmp_path: Path, args: list[str], needle: str):
     done = _serve("--cert-dir", str(tmp_path / "certs"), *args)
     assert done.returncode == 2 and needle in done.stderr, done
+
+
+def test_a_rotated_client_ca_is_followed_without_a_restart(tmp_path: Path, callers) -> None:
+    """The CA file swapped as the kubelet swaps a Secret volume: new connections are judged by the new CA."""
+    ca_dir = tmp_path / "client-ca"
+    ca_dir.mkdir()
+    bundle = ca_dir / "ca.crt"
+    bundle.write_bytes(callers["ca"][0].read_bytes())
+    server = start_server(tmp_path, None, "--client-ca", str(bundle), workers=1, client_cert=callers["right"])
+    try:
+        assert server.client().get("/healthz")[0] == 200
+        other_ca = callers["other-ca"][0].parent / "ca.crt"
+        tmp = ca_dir / ".ca.crt.tmp"
+        tmp.write_bytes(other_ca.read_bytes())
+        os.replace(tmp, bundle)
+
+        def new_ca_accepted() -> bool:  # the files are looked at on a connection, at most every 0.5 s
+            c = Client(server.port, server.ca, cert=callers["other-ca"])
+            try:
+                return c.get("/healthz")[0] == 200
+            finally:
+                c.close()
+        eventually(new_ca_accepted, "a certificate of the new client CA accepted", 30)
+        assert server.output().count("client certificates required: signed by the CA") >= 2
+        with pytest.raises((ssl.SSLError, ConnectionResetError, BrokenPipeError)):
+            _raw_exchange(server, callers["right"])  # and the old CA's is refused
+    finally:
+        server.stop()

@@ -108,9 +108,11 @@ def listening_socket() -> socket.socket:
 class Client:
     """HTTPS client that verifies the server against the generated CA and reuses its connection."""
 
-    def __init__(self, port: int, ca: Path, host: str = "127.0.0.1") -> None:
+    def __init__(self, port: int, ca: Path, host: str = "127.0.0.1", cert: tuple[Path, Path] | None = None) -> None:
         self.port, self.host = port, host
         self.ctx = ssl.create_default_context(cafile=str(ca))
+        if cert is not None:  # a client certificate (serve --client-ca)
+            self.ctx.load_cert_chain(str(cert[0]), str(cert[1]))
         self.conn: http.client.HTTPSConnection | None = None
 
     def request(self, method: str, path: str, body: bytes | None = None,
@@ -160,12 +162,14 @@ class Server:
     proc: subprocess.Popen
     log: Path
     extra: dict[str, Any] = field(default_factory=dict)
+    client_cert: tuple[Path, Path] | None = None  # what client() presents (serve --client-ca)
+    metrics_port: int | None = None  # the plain --metrics-bind listener, when started with metrics=True
 
     clients: list[Client] = field(default_factory=list)
 
     def client(self) -> Client:
         """A client closed by ``stop()`` at the latest (no socket left for the garbage collector)."""
-        c = Client(self.port, self.ca)
+        c = Client(self.port, self.ca, cert=self.client_cert)
         self.clients.append(c)
         return c
 
@@ -209,8 +213,13 @@ def make_certs(out: Path) -> Path:
 
 def start_server(tmp: Path, policy_src: Path | None = None, *extra_args: str, workers: int = 2,
                  threads: int = 4, cert_dir: Path | None = None, wait_ready: bool = True,
-                 offline: bool = True) -> Server:
-    """Start the real `dra-webhook serve` over TLS on a free loopback port."""
+                 offline: bool = True, client_cert: tuple[Path, Path] | None = None,
+                 metrics: bool = False) -> Server:
+    """Start the real `dra-webhook serve` over TLS on a free loopback port.
+
+    ``client_cert``: what the readiness check (and ``Server.client()``) presents; ``metrics``: also a plain
+    ``--metrics-bind`` listener (``Server.metrics_port``).
+    """
     cert_dir = cert_dir or make_certs(tmp / "certs")
     policy_dir = tmp / "policy"
     policy_dir.mkdir(exist_ok=True)
@@ -218,17 +227,24 @@ def start_server(tmp: Path, policy_src: Path | None = None, *extra_args: str, wo
     (policy_dir / "policy.yaml").write_bytes(src.read_bytes())
     listener = listening_socket()
     port = listener.getsockname()[1]
+    plain = listening_socket() if metrics else None
+    plain_args = ["--metrics-bind", f"fd://{plain.fileno()}"] if plain else []
     log = tmp / "server.log"
     env = dict(os.environ, PROMETHEUS_MULTIPROC_DIR=str(tmp / "metrics"), PYTHONUNBUFFERED="1")
     with listener, log.open("wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "webhook", "serve", "--policy", str(policy_dir), "--cert-dir", str(cert_dir),
              "--bind", f"fd://{listener.fileno()}", "--workers", str(workers), "--threads", str(threads),
-             *(["--offline"] if offline else []), *extra_args],
+             *(["--offline"] if offline else []), *plain_args, *extra_args],
             cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-            pass_fds=[listener.fileno()],
+            pass_fds=[listener.fileno(), *([plain.fileno()] if plain else [])],
         )
-    server = Server(port, cert_dir / "ca.crt", cert_dir, policy_dir, proc, log)
+    metrics_port = None
+    if plain is not None:
+        metrics_port = plain.getsockname()[1]
+        plain.close()
+    server = Server(port, cert_dir / "ca.crt", cert_dir, policy_dir, proc, log, client_cert=client_cert,
+                    metrics_port=metrics_port)
     deadline = time.monotonic() + 30
     client = server.client()
     while True:

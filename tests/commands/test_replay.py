@@ -42,8 +42,14 @@ def _objects() -> list[dict[str, Any]]:
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "web-0", "namespace": "team-c",
                      "annotations": {"example.com/api-token": SECRET, "example.com/owner": "web-team",
+                                     "example.com/repo": f"clone https://deploy:{SECRET}@git.example.com/web.git",
                                      "kubectl.kubernetes.io/last-applied-configuration": f'{{"env": "{SECRET}"}}'}},
         "spec": {"containers": [{"name": "web", "image": "registry.example.com/web:1.0",
+                                 "command": ["/bin/web", f"--token={SECRET}"], "args": ["--password", SECRET],
+                                 "livenessProbe": {"httpGet": {"path": "/", "port": 80, "httpHeaders": [
+                                     {"name": "Authorization", "value": f"Bearer {SECRET}"}]}},
+                                 "readinessProbe": {"exec": {"command": ["check", SECRET]}},
+                                 "lifecycle": {"preStop": {"exec": {"command": ["stop", SECRET]}}},
                                  "env": [{"name": "DB_PASSWORD", "value": SECRET},
                                          {"name": "FROM_SECRET", "valueFrom": {"secretKeyRef": {"name": "db",
                                                                                                 "key": "pw"}}}]}]},
@@ -99,8 +105,15 @@ def test_record_file_has_one_redacted_review_per_answered_request(recording: tup
     ann = web["metadata"]["annotations"]
     assert ann["example.com/api-token"] == REDACTED and ann["example.com/owner"] == "web-team"
     assert ann["kubectl.kubernetes.io/last-applied-configuration"] == REDACTED
-    env = web["spec"]["containers"][0]["env"]
+    assert ann["example.com/repo"] == f"clone https://{REDACTED}@git.example.com/web.git"
+    container = web["spec"]["containers"][0]
+    env = container["env"]
     assert env[0] == {"name": "DB_PASSWORD", "value": REDACTED} and "valueFrom" in env[1]
+    assert container["command"] == [REDACTED] and container["args"] == [REDACTED]
+    assert container["livenessProbe"]["httpGet"] == {"path": "/", "port": 80, "httpHeaders": [
+        {"name": "Authorization", "value": REDACTED}]}
+    assert container["readinessProbe"]["exec"]["command"] == [REDACTED]
+    assert container["lifecycle"]["preStop"]["exec"]["command"] == [REDACTED]
     secret = records[-1][1]["request"]["object"]
     assert secret["data"] == {"password": REDACTED} and secret["stringData"] == {"token": REDACTED}
     # What the rules need is kept: the record is still a review the engine can judge.
@@ -286,3 +299,25 @@ def test_redact_leaves_rule_inputs_alone() -> None:
     assert out["object"]["spec"]["containers"][0]["resources"] == pod["spec"]["containers"][0]["resources"]
     assert out["userInfo"]["extra"] == {"authentication.kubernetes.io/credential-id": [REDACTED]}
     assert out["userInfo"]["username"] == "alice"
+
+
+@pytest.mark.parametrize("chain", [True, False], ids=["mutate", "validate"])
+def test_a_redacted_review_is_judged_as_the_original(tmp_path: Path, chain: bool) -> None:
+    """What the recorder strips (env values, command, args, header values, URL credentials) no rule reads."""
+    import datetime as dt
+
+    from webhook.admission.review import parse
+    from webhook.commands import load_policy
+    from webhook.commands.replay import judge
+    from webhook.serve.recording import record_line
+
+    (tmp_path / "p.yaml").write_text(CHANGED)
+    policy = load_policy(tmp_path / "p.yaml")
+    now = dt.datetime(2026, 6, 1, tzinfo=dt.UTC)
+    for obj in [*_objects(), _secret()]:
+        original = json.dumps(review(obj)).encode()
+        recorded = record_line(original, "/mutate")
+        assert recorded is not None and SECRET not in recorded.decode()
+        base, red = judge(parse(original), policy, chain, now), judge(parse(recorded), policy, chain, now)
+        assert (red.allowed, red.denied_by, red.warned) == (base.allowed, base.denied_by, base.warned), obj
+        assert [a.patch for a in red.answers] == [a.patch for a in base.answers], obj

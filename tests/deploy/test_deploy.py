@@ -477,11 +477,13 @@ def test_deployment_is_hardened_and_drains_gracefully(rendered: tuple[str, list[
     assert "subPath" not in m and m["readOnly"] is True
     assert tls["secret"]["secretName"].startswith("dra-webhook-tls")
 
-    # Probes over HTTPS on the serving port.
+    # Probes in plain HTTP on the metrics port (--metrics-bind: no client certificate needed, issue 47 item 5).
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    metrics_port = int(arg(c, "--metrics-bind").rsplit(":", 1)[1])
+    assert metrics_port != 8443
     for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz"), ("startupProbe", "/healthz")):
         get = c[probe]["httpGet"]
-        assert (get["path"], get["scheme"], ports.get(get["port"], get["port"])) == (path, "HTTPS", 8443), probe
+        assert (get["path"], get["scheme"], ports.get(get["port"], get["port"])) == (path, "HTTP", metrics_port), probe
 
     # preStop sleep lets endpoint removal propagate; the grace period covers it plus gunicorn's drain.
     sleep = c["lifecycle"]["preStop"]["sleep"]["seconds"]
@@ -533,11 +535,17 @@ def test_labels_everywhere_and_selectors_only_name_and_instance(
 
 
 def test_network_policy_admits_the_serving_port(rendered: tuple[str, list[dict[str, Any]]]) -> None:
+    """8443 from any source (the API server's address is not known here: README, Security), the metrics port
+    from the monitoring namespace only (issue 47 item 5)."""
     _, objs = rendered
     np = one(objs, "NetworkPolicy")["spec"]
     assert np["policyTypes"] == ["Ingress"]
     ports = [(p["protocol"], p["port"]) for rule in np["ingress"] for p in rule["ports"]]
-    assert ports == [("TCP", 8443)]
+    metrics_port = int(arg(container(objs), "--metrics-bind").rsplit(":", 1)[1])
+    assert ports == [("TCP", 8443), ("TCP", metrics_port)]
+    assert "from" not in np["ingress"][0]
+    assert np["ingress"][1]["from"] == [{"namespaceSelector": {"matchExpressions": [
+        {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["monitoring"]}]}}]
 
 
 def test_rbac_is_read_only_and_limited_to_the_cluster_view(rendered: tuple[str, list[dict[str, Any]]]) -> None:

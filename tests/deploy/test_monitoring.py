@@ -143,11 +143,14 @@ def test_component_renders_onto_the_install(tmp_path: Path) -> None:
     assert selector.items() <= service["metadata"]["labels"].items()
     assert monitor["spec"]["endpoints"][0]["port"] in {p["name"] for p in service["spec"]["ports"]}
     assert monitor["metadata"]["namespace"] == service["metadata"]["namespace"] == "dra-webhook"
-    tls = monitor["spec"]["endpoints"][0]["tlsConfig"]
-    assert tls["serverName"] == "dra-webhook.dra-webhook.svc"
-    assert tls["ca"]["secret"]["name"] in {v["secret"]["secretName"] for v in
-                                          by_kind[("Deployment", "dra-webhook")]["spec"]["template"]["spec"]["volumes"]
-                                          if "secret" in v}
+    # The plain metrics port (--metrics-bind): no client certificate, so it works with deploy/client-ca too.
+    endpoint = monitor["spec"]["endpoints"][0]
+    assert endpoint["scheme"] == "http" and "tlsConfig" not in endpoint
+    (svc_port,) = [p for p in service["spec"]["ports"] if p["name"] == endpoint["port"]]
+    webhook = by_kind[("Deployment", "dra-webhook")]["spec"]["template"]["spec"]["containers"][0]
+    container_ports = {p["name"]: p["containerPort"] for p in webhook["ports"]}
+    bind = webhook["args"][webhook["args"].index("--metrics-bind") + 1]
+    assert container_ports[svc_port["targetPort"]] == int(bind.rsplit(":", 1)[1])
     rule = by_kind[("PrometheusRule", "dra-webhook")]
     assert rule["spec"] == rule_spec()
     dashboard = by_kind[("ConfigMap", "dra-webhook-dashboard")]

@@ -70,6 +70,9 @@ class ControlPlane:
     audit_log: Path = field(init=False)
     processes: dict[str, procs.Proc] = field(default_factory=dict)
     profiling: bool = False  # kube-apiserver's /debug/pprof (bench/policy_cost.py --profile)
+    #: kube-apiserver --admission-control-config-file (e.g. the webhooks' client certificates, test_client_auth.py)
+    admission_config: Path | None = None
+    controllers: bool = True  # False: etcd and the API server only, even when the binaries have the others
 
     def __post_init__(self) -> None:
         self.pki = PKI(self.workdir / "pki")
@@ -82,12 +85,12 @@ class ControlPlane:
     def start(self) -> None:
         self._retry_on_port_clash("etcd", self._start_etcd)
         self._retry_on_port_clash("kube-apiserver", self._start_apiserver)
-        if self.bins.has_controllers:
+        if self.bins.has_controllers and self.controllers:
             self._retry_on_port_clash("kube-scheduler", lambda: self._start_component("kube-scheduler"))
             self._retry_on_port_clash("kube-controller-manager",
                                       lambda: self._start_component("kube-controller-manager"))
         self.create_nodes()
-        if self.bins.has_controllers:
+        if self.bins.has_controllers and self.controllers:
             core = client.CoreV1Api(self.api())
             # The controller-manager's token controller is up once `default` has its ServiceAccount.
             eventually(lambda: core.read_namespaced_service_account("default", "default"),
@@ -177,6 +180,7 @@ class ControlPlane:
             "--audit-policy-file", str(audit_policy), "--audit-log-path", str(self.audit_log),
             "--audit-log-format", "json", "--audit-log-mode", "blocking",
             f"--profiling={str(self.profiling).lower()}", "--v=1",
+            *(["--admission-control-config-file", str(self.admission_config)] if self.admission_config else []),
         ])
         admin = p.issue("admin", "e2e-admin", org="system:masters")
         self.admin_kubeconfig = p.kubeconfig(self.workdir / "admin.kubeconfig", self.server, "admin", cert=admin)

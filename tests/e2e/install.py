@@ -95,8 +95,12 @@ class Webhook:
     webhook whose Service has no ready endpoint: calls fail fast and the failure policies decide.
     """
 
-    def __init__(self, workdir: Path, cert_dir: Path, kubeconfig: Path, policy_src: Path) -> None:
+    def __init__(self, workdir: Path, cert_dir: Path, kubeconfig: Path | None, policy_src: Path,
+                 extra_args: tuple[str, ...] = (), client_cert: tuple[Path, Path] | None = None) -> None:
+        """``kubeconfig`` None: ``--offline``. ``extra_args`` go to every start; ``client_cert`` is what the
+        harness's own /readyz calls present (``serve --client-ca``)."""
         self.workdir, self.cert_dir, self.kubeconfig = workdir, cert_dir, kubeconfig
+        self.extra_args = extra_args
         self.policy_dir = workdir / "policy"
         self.policy_dir.mkdir(exist_ok=True)
         self.log = workdir / "webhook.log"
@@ -107,6 +111,8 @@ class Webhook:
         self._refuser: tuple[threading.Thread, threading.Event] | None = None
         self._ctx = ssl.create_default_context(cafile=str(cert_dir / "ca.crt"))
         self.extra_args: list[str] = []  # more `serve` flags for every (re)start
+        if client_cert is not None:
+            self._ctx.load_cert_chain(str(client_cert[0]), str(client_cert[1]))
         self.write_policy(policy_src.read_text())
 
     # -- process ------------------------------------------------------------------------------------------
@@ -124,7 +130,7 @@ class Webhook:
                 # Owner-Pod lookups (training-job claims) must not fall back to "unknown" because a loaded
                 # 2-core CI machine answered a GET in 250 ms: the budget's own behaviour is unit-tested.
                 "--lookup-budget", "1.5",
-                "--kubeconfig", str(self.kubeconfig), *self.extra_args]
+                *(["--kubeconfig", str(self.kubeconfig)] if self.kubeconfig else ["--offline"]), *self.extra_args]
         self.proc = procs.Proc("dra-webhook", argv, self.log, env=env, pass_fds=[self.listener.fileno()], cwd=ROOT)
         eventually(lambda: self._synced(synced),
                    f"dra-webhook serve ready with {', '.join(synced) or 'nothing'} synced", 60, alive=self.dead)

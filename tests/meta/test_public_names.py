@@ -29,6 +29,7 @@ LOGGERS = {
     "webhook.fleet.gauges": "webhook.gauges",
     "webhook.policy.reload": "webhook.policy",
     "webhook.serve.app": "webhook.app",
+    "webhook.serve.callers": "webhook.callers",
     "webhook.serve.fast_path": "webhook.fast_path",
     "webhook.serve.gauge_writer": "webhook.gauge_writer",
     "webhook.serve.reconciler": "webhook.reconciler",

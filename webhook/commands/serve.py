@@ -34,6 +34,7 @@ def add_parser(sub: Subparsers) -> None:
     p.add_argument("--bind", default="0.0.0.0:8443",
                    help="HOST:PORT to listen on (default 0.0.0.0:8443), or fd://N to serve on an inherited "
                    "listening socket (socket hand-over, as the tests do)")
+    _add_caller_options(p)
     p.add_argument("--workers", type=int, default=2, help="gunicorn worker processes (default 2)")
     p.add_argument("--threads", type=int, default=8, help="threads per worker (default 8)")
     p.add_argument("--keepalive", type=int, default=90,
@@ -84,6 +85,21 @@ def add_parser(sub: Subparsers) -> None:
                    help="rotate the record file past this size (default 64 MiB)")
 
 
+def _add_caller_options(p: argparse.ArgumentParser) -> None:
+    """Who may call (issue 47 item 5): client certificates and the plain probe/metrics port."""
+    p.add_argument("--client-ca", type=Path, default=None, metavar="FILE",
+                   help="require a client certificate signed by a CA in this PEM file: a caller without one fails "
+                   "the TLS handshake (the API server presents one when its admission configuration's "
+                   "kubeConfigFile says so; README, Security). The file is watched and reloaded with the serving "
+                   "certificate")
+    p.add_argument("--client-cn", default=None, metavar="NAME",
+                   help="with --client-ca: the client certificate must also name NAME (subject CN or a DNS SAN); "
+                   "another one gets a JSON 403 and a WARNING at most every 10 s")
+    p.add_argument("--metrics-bind", default=None, metavar="HOST:PORT",
+                   help="also listen on HOST:PORT (or fd://N) in plain HTTP for GET /healthz, /readyz and /metrics "
+                   "only, so the kubelet's probes and Prometheus need no client certificate")
+
+
 def run(args: argparse.Namespace) -> int:
     policy = args.policy or default_policy()
     if not policy.exists():
@@ -99,6 +115,10 @@ def run(args: argparse.Namespace) -> int:
 
         generate(cert_dir)
         log.info("generated dev certificates in %s (CA: %s/ca.crt)", cert_dir, cert_dir)
+    problem = _check_callers(args)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     offline = args.offline or not (
         os.environ.get("KUBERNETES_SERVICE_HOST") or args.kubeconfig or os.environ.get("KUBECONFIG")
     )
@@ -114,9 +134,42 @@ def run(args: argparse.Namespace) -> int:
         record=args.record, record_max_bytes=args.record_max_bytes, gauge_interval=args.gauge_interval,
         gauge_read_share=args.gauge_read_share,
         lease_namespace=args.lease_namespace, lease_name=args.lease_name,
+        client_ca=args.client_ca, client_cn=args.client_cn, metrics_bind=args.metrics_bind,
         max_connections=args.max_connections, header_timeout=args.header_timeout, body_timeout=args.body_timeout,
         log_level="debug" if args.verbose else "info",
     ))
+
+
+def _check_callers(args: argparse.Namespace) -> str | None:
+    """What is wrong with --client-ca / --client-cn / --metrics-bind, or None."""
+    from webhook.serve.tls import ClientCAError, load_client_ca
+
+    if args.client_cn is not None and args.client_ca is None:
+        return "--client-cn needs --client-ca (the name is read from a verified client certificate)"
+    if args.client_cn is not None and not args.client_cn.strip():
+        return "--client-cn is empty"
+    if args.client_ca is not None:
+        try:
+            load_client_ca(args.client_ca)
+        except ClientCAError as exc:
+            return f"--client-ca: {exc}"
+    if args.metrics_bind is not None:
+        return _check_metrics_bind(args.metrics_bind, args.bind)
+    if args.client_ca is not None:
+        log.warning("--client-ca without --metrics-bind: the kubelet's probes and Prometheus need a client "
+                    "certificate too; give them --metrics-bind")
+    return None
+
+
+def _check_metrics_bind(metrics_bind: str, bind: str) -> str | None:
+    if metrics_bind.startswith("fd://"):
+        return None if metrics_bind[5:].isdigit() else f"--metrics-bind {metrics_bind!r}: fd://N takes a number"
+    host, sep, port = metrics_bind.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        return f"--metrics-bind {metrics_bind!r} is not HOST:PORT with a port from 1 to 65535"
+    if not bind.startswith("fd://") and bind.rpartition(":")[2] == port:
+        return f"--metrics-bind {metrics_bind!r} uses the port of --bind {bind!r}; give it a port of its own"
+    return None
 
 
 def _positive_int(text: str) -> int:

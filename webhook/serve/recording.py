@@ -11,9 +11,11 @@ Design choices:
   new ``FILE`` started, so at most about twice ``max_bytes`` is kept. The rename happens under an
   ``flock`` of the old file; a worker whose open file was renamed by another notices (inode changed)
   and reopens. A line that lands in ``FILE.1`` during a rotation is kept, not lost.
-- Secrets stay out: container ``env[].value``, ``data``/``stringData`` of Secret objects, values of
-  annotations whose keys look secret-ish (and ``kubectl.kubernetes.io/last-applied-configuration``, which
-  holds the whole manifest, env values included) and ``userInfo.extra`` are replaced by ``<redacted>``.
+- Only what ``replay`` needs is kept (issue 47 item 5): container ``env[].value`` (the names stay),
+  ``command`` and ``args`` (of containers, exec probes and hooks), the values of probe and hook ``httpHeaders``,
+  ``data``/``stringData`` of Secret objects, values of annotations whose keys look secret-ish (and
+  ``kubectl.kubernetes.io/last-applied-configuration``, which holds the whole manifest, env values included),
+  the ``user:password@`` of URLs in any other annotation, and ``userInfo.extra`` are replaced by ``<redacted>``.
   What the rules look at (resources, claims, labels, tolerations, node selectors) is kept.
 - Recording never fails a request: an error is logged (once per kind of error) and the line dropped.
 """
@@ -44,6 +46,12 @@ _SECRETISH = re.compile(
 )
 
 
+#: ``scheme://user:password@`` (or ``scheme://token@``) in a URL: the credentials part.
+_URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@?#]+@")
+#: Lists of strings a workload's processes get (containers, exec probes, lifecycle hooks): no rule reads them.
+_ARGV_KEYS = frozenset({"command", "args"})
+
+
 def secretish(key: str) -> bool:
     """Whether an annotation key looks like it holds a credential."""
     return key == LAST_APPLIED or bool(_SECRETISH.search(key.rsplit("/", 1)[-1]))
@@ -54,20 +62,27 @@ def _redact_tree(node: Any, key: str = "") -> None:
     secret-ish annotations of any ``metadata`` (objects and their templates)."""
     if isinstance(node, dict):
         if key == "metadata" and isinstance(node.get("annotations"), dict):
-            ann = node["annotations"]
-            for k in ann:
-                if isinstance(k, str) and secretish(k):
-                    ann[k] = REDACTED
+            _redact_annotations(node["annotations"])
         for k, v in node.items():
-            if k == "env" and isinstance(v, list):
+            if k in ("env", "httpHeaders") and isinstance(v, list):
                 for var in v:
                     if isinstance(var, dict) and "value" in var:
                         var["value"] = REDACTED
+            elif k in _ARGV_KEYS and isinstance(v, list) and v:
+                node[k] = [REDACTED]
             else:
                 _redact_tree(v, k)
     elif isinstance(node, list):
         for item in node:
             _redact_tree(item, key)
+
+
+def _redact_annotations(ann: dict[Any, Any]) -> None:
+    for k, v in ann.items():
+        if isinstance(k, str) and secretish(k):
+            ann[k] = REDACTED
+        elif isinstance(v, str) and "@" in v:
+            ann[k] = _URL_CREDENTIALS.sub(rf"\1{REDACTED}@", v)
 
 
 def _redact_object(obj: Any) -> None:

@@ -49,12 +49,15 @@ class ServeOptions:
     gauge_read_share: float = 0.5  # share of a gauge read's wall time it may be busy (webhook.cluster.lists)
     lease_namespace: str | None = None  # of the gauge writers' Lease (webhook.serve.gauge_writer.lease_namespace)
     lease_name: str = "dra-webhook-gauges"
+    client_ca: Path | None = None  # require client certificates signed by this CA (webhook.serve.tls)
+    client_cn: str | None = None  # ... naming this CN or DNS SAN (webhook.serve.callers)
+    metrics_bind: str | None = None  # plain-HTTP listener for /healthz, /readyz, /metrics (webhook.serve.callers)
 
 
 _PROCESS: dict[str, Any] = {}
 
 
-def cert_reloader(cert_dir: Path) -> Any:
+def cert_reloader(cert_dir: Path, client_ca: Path | None = None) -> Any:
     """One CertReloader per process (master before fork, then each worker's own copy)."""
     from webhook.serve.tls import CertReloader
 
@@ -62,7 +65,7 @@ def cert_reloader(cert_dir: Path) -> Any:
     if reloader is None:
         from webhook.serve import metrics
 
-        reloader = CertReloader(str(cert_dir), on_load=metrics.CERT_EXPIRY.set)
+        reloader = CertReloader(str(cert_dir), on_load=metrics.CERT_EXPIRY.set, client_ca=client_ca)
         _PROCESS["reloader"] = reloader
     return reloader
 
@@ -97,7 +100,22 @@ def build_app(opts: ServeOptions) -> Any:
         from webhook.serve.recording import Recorder
 
         recorder = Recorder(opts.record, max_bytes=opts.record_max_bytes)
-    return create_app(store, view=view, cert=cert_reloader(opts.cert_dir), recorder=recorder)
+    app = create_app(store, view=view, cert=cert_reloader(opts.cert_dir, opts.client_ca), recorder=recorder)
+    if opts.client_cn is not None or opts.metrics_bind is not None:
+        from webhook.serve import callers
+
+        app.wsgi_app = callers.wrap(app.wsgi_app, opts.client_cn)  # type: ignore[method-assign]
+    return app
+
+
+def listen_port(bind: str) -> int:
+    """The TCP port a ``--bind``-style address listens on: ``HOST:PORT``, or ``fd://N`` (asked of the socket)."""
+    if bind.startswith("fd://"):
+        import socket
+
+        with socket.socket(fileno=os.dup(int(bind[5:]))) as sock:
+            return int(sock.getsockname()[1])
+    return int(bind.rsplit(":", 1)[1])
 
 
 def gauge_supervisor(opts: ServeOptions) -> Supervisor | None:
@@ -212,17 +230,19 @@ class WebhookServer(BaseApplication):
 
         o = self.opts
         settings: dict[str, Any] = {
-            "bind": [o.bind],
+            "bind": [o.bind, *([o.metrics_bind] if o.metrics_bind else [])],
             "workers": o.workers,
             "threads": o.threads,
-            "worker_class": AdmissionWorker.configured(o.header_timeout, o.body_timeout),
+            "worker_class": AdmissionWorker.configured(
+                o.header_timeout, o.body_timeout,
+                plain_ports=frozenset([listen_port(o.metrics_bind)] if o.metrics_bind else [])),
             "worker_connections": o.max_connections,
             "keepalive": o.keepalive,
             "graceful_timeout": o.graceful_timeout,
             "timeout": 30,
             "certfile": str(o.cert_dir / "tls.crt"),
             "keyfile": str(o.cert_dir / "tls.key"),
-            "ssl_context": gunicorn_ssl_context_hook(cert_reloader(o.cert_dir)),
+            "ssl_context": gunicorn_ssl_context_hook(cert_reloader(o.cert_dir, o.client_ca)),
             "child_exit": lambda server, worker: metrics.worker_exit(worker.pid),
             "pre_fork": lambda server, worker: _refresh_master_policy(o),
             "control_socket_disable": True,
@@ -253,5 +273,10 @@ def serve(opts: ServeOptions) -> int:
         opts.bind, opts.policy, opts.cert_dir, opts.workers, opts.threads, opts.max_connections,
         opts.header_timeout, opts.body_timeout, "offline" if opts.offline else "cluster view on",
     )
+    if opts.client_ca is not None:
+        log.info("client certificates required (CA %s)%s", opts.client_ca,
+                 f", naming {opts.client_cn!r}" if opts.client_cn else "")
+    if opts.metrics_bind is not None:
+        log.info("plain HTTP on %s: GET /healthz, /readyz and /metrics only", opts.metrics_bind)
     WebhookServer(opts).run()
     return 0

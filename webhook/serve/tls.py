@@ -6,6 +6,10 @@ cert-manager renews the Secret; the kubelet swaps the `..data` symlink of the mo
 is rebuilt only when the files really changed makes a renewal visible to new connections within
 about a second, costs a timestamp compare per connection, and never pairs an old cert with a new key:
 the pair is loaded into a fresh context and swapped in only if OpenSSL accepted it.
+
+With a client CA (``serve --client-ca``, issue 47 item 5) the context also requires a client certificate
+signed by that CA (the handshake fails without one); the CA file is part of what is watched, so a rotated
+CA bundle is picked up the same way as a renewed serving certificate.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from typing import Any
 
 from cryptography import x509
 
-__all__ = ["CertReloader", "CertificateNotLoaded", "gunicorn_ssl_context_hook"]
+__all__ = ["CertReloader", "CertificateNotLoaded", "ClientCAError", "gunicorn_ssl_context_hook", "load_client_ca"]
 
 log = logging.getLogger("webhook.tls")
 
@@ -43,6 +47,36 @@ class CertificateNotLoaded(RuntimeError):
     """No usable certificate/key pair has been loaded yet; the message says why."""
 
 
+class ClientCAError(ValueError):
+    """The client CA file cannot be used; the message names the file and why."""
+
+
+def load_client_ca(path: str | os.PathLike[str]) -> list[x509.Certificate]:
+    """The CA certificates in ``path`` (PEM), checked as OpenSSL will load them; ClientCAError if unusable."""
+    try:
+        pem = Path(path).read_bytes()
+    except OSError as e:
+        raise ClientCAError(f"cannot read the client CA file {path}: {e.strerror}") from None
+    try:
+        certs = x509.load_pem_x509_certificates(pem)
+    except ValueError as e:
+        raise ClientCAError(f"{path} holds no PEM certificate ({e})") from None
+    for cert in certs:
+        try:
+            is_ca = cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+        except x509.ExtensionNotFound:
+            continue  # an old-style root: OpenSSL decides
+        if not is_ca:
+            raise ClientCAError(f"{path}: {cert.subject.rfc4514_string()} is not a CA certificate "
+                                "(BasicConstraints CA:FALSE); give the CA that signs the client certificates")
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        ctx.load_verify_locations(cafile=str(path))
+    except ssl.SSLError as e:
+        raise ClientCAError(f"{path} cannot be loaded as a CA bundle: {e.reason or e}") from None
+    return certs
+
+
 class CertReloader:
     """Caches an `ssl.SSLContext` for `<cert_dir>/tls.crt` + `tls.key` and rebuilds it when they change.
 
@@ -61,6 +95,7 @@ class CertReloader:
         cert_name: str = "tls.crt",
         key_name: str = "tls.key",
         check_interval: float = CHECK_INTERVAL,
+        client_ca: str | os.PathLike[str] | None = None,
     ) -> None:
         if min_version < ssl.TLSVersion.TLSv1_2:
             raise ValueError(f"TLS minimum must be at least TLSv1_2, got {min_version.name}")
@@ -69,6 +104,8 @@ class CertReloader:
         self.on_load = on_load
         self._cert_path = self.cert_dir / cert_name
         self._key_path = self.cert_dir / key_name
+        #: PEM bundle of the CA that signs the client certificates; None: no client certificate asked for.
+        self.client_ca = Path(client_ca) if client_ca is not None else None
         self._interval = check_interval
         self._lock = threading.Lock()
         self._ctx: ssl.SSLContext | None = None
@@ -146,16 +183,24 @@ class CertReloader:
         return True
 
     def _fingerprint(self) -> _Fingerprint:
-        """Cheap identity of what the paths point at now: realpaths, mtimes, sizes, `..data` target."""
+        """Cheap identity of what the paths point at now: realpaths, mtimes, sizes, `..data` targets.
+
+        ``fp[0]`` is the certificate, ``fp[1]`` the key, ``fp[2]`` the client CA (or None).
+        """
         parts: list[Any] = []
-        for path in (self._cert_path, self._key_path):
+        paths = (self._cert_path, self._key_path, self.client_ca)
+        for path in paths:
+            if path is None:
+                parts.append(None)
+                continue
             real = os.path.realpath(path)
             st = os.stat(real)
             parts.append((real, st.st_mtime_ns, st.st_size, st.st_ino))
-        try:
-            parts.append(os.readlink(self.cert_dir / "..data"))
-        except OSError:
-            parts.append(None)  # not a kubelet volume
+        for folder in dict.fromkeys(p.parent for p in paths if p is not None):
+            try:
+                parts.append(os.readlink(folder / "..data"))
+            except OSError:
+                parts.append(None)  # not a kubelet volume
         return tuple(parts)
 
     def _fingerprint_or_none(self) -> _Fingerprint | None:
@@ -176,6 +221,10 @@ class CertReloader:
         ctx.set_alpn_protocols(["http/1.1"])
         # Raises ssl.SSLError on a cert/key mismatch (KEY_VALUES_MISMATCH) or garbage.
         ctx.load_cert_chain(certfile=cert_real, keyfile=key_real)
+        if fp[2] is not None:
+            load_client_ca(fp[2][0])  # a clear reason (not a CA, no PEM) before OpenSSL's own
+            ctx.load_verify_locations(cafile=fp[2][0])
+            ctx.verify_mode = ssl.CERT_REQUIRED
         return ctx, certs[0]
 
     def _fail(self, fp: _Fingerprint, message: str) -> None:
@@ -197,6 +246,8 @@ class CertReloader:
             "serving certificate loaded: serial %x, subject %s, expires %s (%s)",
             cert.serial_number, cert.subject.rfc4514_string(), not_after.isoformat(), fp[0][0],
         )
+        if fp[2] is not None:
+            log.info("client certificates required: signed by the CA in %s", fp[2][0])
         left = not_after - dt.datetime.now(dt.UTC)
         if left < EXPIRY_WARNING:
             state = "has EXPIRED" if left.total_seconds() <= 0 else f"expires in {left}"

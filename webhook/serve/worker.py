@@ -164,6 +164,8 @@ class AdmissionWorker(ThreadWorker):
     #: Seconds for the TLS handshake plus the request head, and for the body after the head.
     header_timeout = HEADER_TIMEOUT
     body_timeout = BODY_TIMEOUT
+    #: Ports of plain-HTTP listeners (``--metrics-bind``): their connections are not wrapped in TLS.
+    plain_ports: frozenset[int] = frozenset()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -171,11 +173,15 @@ class AdmissionWorker(ThreadWorker):
         self._cap_logged = 0.0
         self._closed_slow = 0
         self._slow_logged = 0.0
+        self._refused_handshakes = 0
+        self._refused_logged = -LOG_EVERY
 
     @classmethod
-    def configured(cls, header_timeout: float, body_timeout: float) -> type[AdmissionWorker]:
-        """This worker class with the given deadlines (gunicorn takes a class as ``worker_class``)."""
-        return type(cls.__name__, (cls,), {"header_timeout": header_timeout, "body_timeout": body_timeout})
+    def configured(cls, header_timeout: float, body_timeout: float,
+                   plain_ports: frozenset[int] = frozenset()) -> type[AdmissionWorker]:
+        """This worker class with the given deadlines and plain ports (gunicorn takes a class as ``worker_class``)."""
+        return type(cls.__name__, (cls,), {"header_timeout": header_timeout, "body_timeout": body_timeout,
+                                           "plain_ports": plain_ports})
 
     # -- entry points from gthread ------------------------------------------------------------
 
@@ -214,6 +220,17 @@ class AdmissionWorker(ThreadWorker):
                 self._closed_slow, self.header_timeout, self.body_timeout)
             self._closed_slow = 0
 
+    def _note_refused_handshake(self, state: Reading, exc: ssl.SSLError) -> None:
+        """A WARNING at most every LOG_EVERY seconds for handshakes refused over the client certificate."""
+        self._refused_handshakes += 1
+        now = time.monotonic()
+        if now - self._refused_logged < LOG_EVERY:
+            return
+        self.log.warning(
+            "refused %d TLS handshake(s) without a valid client certificate (--client-ca; last from %s: %s)",
+            self._refused_handshakes, state.conn.client, exc.reason)
+        self._refused_handshakes, self._refused_logged = 0, now
+
     # -- the reading state machine ------------------------------------------------------------
 
     def _start_reading(self, conn: TConn) -> None:
@@ -223,7 +240,7 @@ class AdmissionWorker(ThreadWorker):
         handshaking = False
         if not conn.initialized:
             conn.initialized = True  # TConn.init() must not wrap or handshake in a pool thread
-            if self.cfg.is_ssl:
+            if self.cfg.is_ssl and _port(conn.server) not in self.plain_ports:
                 conn.sock = sock.ssl_context(self.cfg).wrap_socket(
                     conn.sock, server_side=True, do_handshake_on_connect=False,
                     suppress_ragged_eofs=self.cfg.suppress_ragged_eofs)
@@ -238,6 +255,8 @@ class AdmissionWorker(ThreadWorker):
         try:
             done = self._progress(state)
         except (SlowClient, OSError, ValueError) as exc:
+            if state.handshaking and isinstance(exc, ssl.SSLError) and "CERTIFICATE" in str(exc.reason or ""):
+                self._note_refused_handshake(state, exc)
             self._drop(state, str(exc) or type(exc).__name__)
             return
         if done:
@@ -320,3 +339,8 @@ class AdmissionWorker(ThreadWorker):
             conn.close()
             return True
         return False
+
+
+def _port(address: Any) -> int | None:
+    """The port of a listener address (``(host, port, ...)``), None for a Unix socket path."""
+    return address[1] if isinstance(address, tuple) and len(address) > 1 else None

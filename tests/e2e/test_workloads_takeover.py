@@ -1,7 +1,7 @@
 """Issue 14 item 5 on the real control plane: a second DeviceClass with the policy resource's
 extendedResourceName takes the name over (Kubernetes serves it with the newest class:
 ``staging/src/k8s.io/api/resource/v1/types.go`` ``DeviceClassSpec.ExtendedResourceName``, the scheduler's
-``dynamicresources/extended/cache.go`` ``ExtendedResourceCache.OnDeviceClassEvent``), and the webhook
+``deviceclass/extendedresourcecache/extendedresourcecache.go`` ``updateResourceName2class``), and the webhook
 reports it when the class is created.
 """
 

@@ -2,7 +2,7 @@
 
 Kubernetes serves one extended resource through one class only (the newest; ties: first name):
 ``staging/src/k8s.io/api/resource/v1/types.go`` ``DeviceClassSpec.ExtendedResourceName`` and the
-scheduler's ``dynamicresources/extended/cache.go`` ``ExtendedResourceCache.OnDeviceClassEvent``. The real
+scheduler's ``deviceclass/extendedresourcecache/extendedresourcecache.go`` ``updateResourceName2class``. The real
 control plane shows it in tests/e2e/test_workloads_takeover.py.
 """
 

@@ -149,9 +149,11 @@ def implicit_class_not_allowed(obj: dict[str, Any], ctx: Context) -> Outcome:
 
     kube-scheduler serves ``deviceclass.resource.kubernetes.io/<class>`` with the DeviceClass ``<class>``, for
     every class whether or not it sets ``extendedResourceName`` (kubernetes/kubernetes
-    ``pkg/scheduler/framework/plugins/dynamicresources/extended/cache.go``
-    ``ExtendedResourceCache.OnDeviceClassEvent``: "Always add the default mapping",
-    ``resourceapi.ResourceDeviceClassPrefix + deviceClass.Name``, read at commit 60c1ddcb, 1.36/1.37; the prefix is
+    ``staging/src/k8s.io/dynamic-resource-allocation/deviceclass/extendedresourcecache/extendedresourcecache.go``
+    ``(*ExtendedResourceCache).updateResourceName2class``: "Always add the default mapping",
+    ``resourceapi.ResourceDeviceClassPrefix + newDeviceClass.Name``, read at 0e2e62fb, 1.36/1.37.0; before
+    kubernetes/kubernetes#141110, 1.38, an older class that loses its explicit name to a newer one can miss it
+    (``webhook/gates/fixes.py``); the prefix is
     ``staging/src/k8s.io/api/resource/v1/types.go`` ``ResourceDeviceClassPrefix``). It allocates the devices through
     a claim of its own, which the claim rules never judge (``judged``), so the Pod asking is where the allowlist
     holds. Classes the cluster view shows are another driver's are left alone, as for claims.
@@ -319,8 +321,9 @@ def device_class_takeover(obj: dict[str, Any], ctx: Context) -> Outcome:
     created later is picked ... If two classes are created at the same time, then the name of the class
     lexicographically sorted first is picked" (kubernetes/kubernetes v1.36
     ``staging/src/k8s.io/api/resource/v1/types.go``, ``DeviceClassSpec.ExtendedResourceName``; the
-    scheduler's ``pkg/scheduler/framework/plugins/dynamicresources/extended/cache.go``
-    ``ExtendedResourceCache.OnDeviceClassEvent`` maps the name to the class of the latest event). A new
+    scheduler's
+    ``staging/src/k8s.io/dynamic-resource-allocation/deviceclass/extendedresourcecache/extendedresourcecache.go``
+    ``(*ExtendedResourceCache).updateResourceName2class`` keeps the newest class, read at 0e2e62fb). A new
     class such as the NVIDIA DRA driver's MIG demo class (``extendedResourceName: nvidia.com/gpu``)
     silently hands every Pod asking for the policy resource devices of another kind. On UPDATE only a
     newly set name is reported.

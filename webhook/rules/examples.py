@@ -208,6 +208,19 @@ EXAMPLES: dict[str, Example] = {
             "request the slice by claim on the MIG DeviceClass the finding names and drop the node pin.",
         ),
         Example(
+            ids.TAINT_RULE_WITHOUT_SELECTOR,
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "DeviceTaintRule",
+                "metadata": {"name": "node-a-firmware"},
+                "spec": {"taint": {"key": "example.com/maintenance", "value": "firmware", "effect": "NoExecute"}},
+            },
+            "Name the devices under maintenance: deviceSelector: {driver: gpu.example.com, pool: node-a}. On "
+            "Kubernetes 1.36 and 1.37.0 kube-scheduler applies a rule without a selector to every device "
+            "(kubernetes#141620); deviceSelector: {} selects every device on purpose.",
+            namespace="",
+        ),
+        Example(
             ids.SHARED_CLAIM_LIMIT,
             {
                 "apiVersion": "apps/v1",

@@ -28,7 +28,16 @@ class Example:
     at: str = AT
     operation: str = "CREATE"
     cluster: dict[str, Any] | None = None
+    old: dict[str, Any] | None = None  # an UPDATE's old object (default: the object itself)
     notes: tuple[str, ...] = field(default=())
+
+
+def _device_class(name: str, ern: str | None, created: str = "") -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, **({"creationTimestamp": created} if created else {})}
+    spec: dict[str, Any] = {"selectors": [{"cel": {"expression": 'device.driver == "gpu.example.com"'}}]}
+    if ern:
+        spec["extendedResourceName"] = ern
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": meta, "spec": spec}
 
 
 def _pod(name: str, limits: dict[str, str], labels: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
@@ -219,6 +228,19 @@ EXAMPLES: dict[str, Example] = {
             "Kubernetes 1.36 and 1.37.0 kube-scheduler applies a rule without a selector to every device "
             "(kubernetes#141620); deviceSelector: {} selects every device on purpose.",
             namespace="",
+        ),
+        Example(
+            ids.DEVICE_CLASS_MAPPING_REMOVED,
+            _device_class("mig-1g.gpu.example.com", None),
+            "Restart kube-scheduler after the change (on 1.36 and 1.37.0 it serves the name with no class until "
+            "then, kubernetes#141103), or change the class while kube-scheduler can be restarted at once; "
+            "1.38.0 picks the remaining class itself.",
+            namespace="",
+            operation="UPDATE",
+            old=_device_class("mig-1g.gpu.example.com", "example.com/gpu"),
+            cluster={"deviceClasses": [_device_class("gpu.example.com", "example.com/gpu", "2026-01-01T00:00:00Z"),
+                                       _device_class("mig-1g.gpu.example.com", "example.com/gpu",
+                                                     "2026-06-01T00:00:00Z")]},
         ),
         Example(
             ids.SHARED_CLAIM_LIMIT,

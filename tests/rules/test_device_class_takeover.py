@@ -108,7 +108,8 @@ def test_takeover_remediation_says_restart_kube_scheduler_where_the_mapping_bug_
     taker = device_class("mig.gpu.example.com", "example.com/gpu")
     (f,) = run(claims.device_class_takeover, taker, policy=_policy_on("1.37")).findings
     assert f.remediation.startswith("remove spec.extendedResourceName from mig.gpu.example.com")
-    assert ("; if mig.gpu.example.com already has it in the cluster, restart kube-scheduler after the change: until "
+    assert ("; if mig.gpu.example.com already has it in the cluster, then restart kube-scheduler after the change: "
+            "until "
             "it restarts it serves example.com/gpu with no class") in f.remediation
     assert "policy kubernetesVersion 1.37.0 predates the fix for kubernetes/kubernetes#141103" in f.remediation
     (fixed,) = run(claims.device_class_takeover, taker, policy=_policy_on("1.38")).findings

@@ -353,7 +353,7 @@ def device_class_takeover(obj: dict[str, Any], ctx: Context) -> Outcome:
                    f"deviceclass.resource.kubernetes.io/{name}), or change the policy to serve {ern} with {name}")
     advice = restart_advice(judge_mapping(None, policy.spec.kubernetesVersion), ern)
     if advice:
-        remediation += f"; if {name} already has it in the cluster, {advice}"
+        remediation += f"; if {name} already has it in the cluster, then {advice}"
     return Outcome([Finding(ids.DEVICE_CLASS_TAKEOVER, message, remediation, ("spec.extendedResourceName",))])
 
 

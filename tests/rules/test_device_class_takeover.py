@@ -108,9 +108,10 @@ def test_takeover_remediation_says_restart_kube_scheduler_where_the_mapping_bug_
     taker = device_class("mig.gpu.example.com", "example.com/gpu")
     (f,) = run(claims.device_class_takeover, taker, policy=_policy_on("1.37")).findings
     assert f.remediation.startswith("remove spec.extendedResourceName from mig.gpu.example.com")
-    assert ("; if mig.gpu.example.com already has it in the cluster, then restart kube-scheduler after the change: "
-            "until "
-            "it restarts it serves example.com/gpu with no class") in f.remediation
+    assert ("; if mig.gpu.example.com already has it in the cluster, then restart kube-scheduler after the change "
+            "(or update DeviceClass gpu.example.com, a label will do: its update event maps example.com/gpu again): "
+            "until then"
+            " it serves example.com/gpu with no class") in f.remediation
     assert "policy kubernetesVersion 1.37.0 predates the fix for kubernetes/kubernetes#141103" in f.remediation
     (fixed,) = run(claims.device_class_takeover, taker, policy=_policy_on("1.38")).findings
     assert "restart" not in fixed.remediation
@@ -136,7 +137,7 @@ def test_demoting_a_class_that_shares_its_name_is_reported_on_1_37() -> None:
     assert f.message == ("DeviceClass mig.gpu.example.com drops extendedResourceName example.com/gpu: DeviceClass "
                          "gpu.example.com also names it, kube-scheduler then serves example.com/gpu with no class "
                          "until it restarts, and Pods asking for it stay Pending")
-    assert f.remediation.startswith("restart kube-scheduler after the change")
+    assert f.remediation.startswith("restart kube-scheduler after the change (or update DeviceClass gpu.example.com")
     assert _demote(SHARED, new_ern="example.com/mig-1g").findings  # a changed name drops the old one too
 
 

@@ -10,8 +10,9 @@ both) has no ``deviceclass.resource.kubernetes.io/<class>`` either. On an update
 object's names by key, whichever class the entry points to; ``removeResourceName2class`` (OnDelete) does the
 same. So removing ``extendedResourceName`` from either of two classes, changing it, or deleting either class
 leaves the name served by no class (the other one is never re-added) until kube-scheduler restarts and lists
-the classes again: Pods asking for it stay Pending. With the fix (1.38.0) the cache keeps every candidate
-(``explicitResourceName2classes``) and picks again.
+the classes again, or the class that keeps the name is updated (any change: its update event finds the name
+free and maps it; tests/e2e/test_workloads_takeover.py relies on it). Pods asking for it stay Pending until
+then. With the fix (1.38.0) the cache keeps every candidate (``explicitResourceName2classes``) and picks again.
 
 The versions are the row ``EXTENDED_RESOURCE_MAPPING`` of ``webhook.gates.fixes.FIXES``.
 """
@@ -33,11 +34,13 @@ def unserved_until_restart(judgement: Judgement) -> bool:
     return judgement.state != FIXED
 
 
-def restart_advice(judgement: Judgement, name: str) -> str:
-    """``restart kube-scheduler after the change: ...`` for a version with the bug (or not known to be without
-    it), "" where it is fixed."""
+def restart_advice(judgement: Judgement, name: str, keeper: str = "") -> str:
+    """``restart kube-scheduler after the change ...`` for a version with the bug (or not known to be without it),
+    "" where it is fixed. ``keeper``: the class that keeps the name, whose next update maps it again (the cache
+    re-adds a class on its own update event once no other class holds the name), a restart-free way out."""
     if not unserved_until_restart(judgement):
         return ""
-    return (f"restart kube-scheduler after the change: until it restarts it serves {name} with no class, and while "
+    touch = f" (or update DeviceClass {keeper}, a label will do: its update event maps {name} again)" if keeper else ""
+    return (f"restart kube-scheduler after the change{touch}: until then it serves {name} with no class, and while "
             "two classes name it an older one can lose its deviceclass.resource.kubernetes.io/<class> name "
             f"({judgement.describe()})")

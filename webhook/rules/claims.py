@@ -351,7 +351,8 @@ def device_class_takeover(obj: dict[str, Any], ctx: Context) -> Outcome:
                    "serve it with this class")
     remediation = (f"remove spec.extendedResourceName from {name} (Pods can still request "
                    f"deviceclass.resource.kubernetes.io/{name}), or change the policy to serve {ern} with {name}")
-    advice = restart_advice(judge_mapping(None, policy.spec.kubernetesVersion), ern)
+    advice = restart_advice(judge_mapping(None, policy.spec.kubernetesVersion), ern,
+                            res.deviceClassName if ern == res.name else "")
     if advice:
         remediation += f"; if {name} already has it in the cluster, then {advice}"
     return Outcome([Finding(ids.DEVICE_CLASS_TAKEOVER, message, remediation, ("spec.extendedResourceName",))])
@@ -397,13 +398,13 @@ def device_class_mapping_removed(obj: dict[str, Any], ctx: Context) -> Outcome:
         others = sorted(n for n, c in known.value.items() if n != name and _ern(c) == before)
         if not others:
             return NO_OUTCOME
-        shared = f"DeviceClass {', '.join(others)} also names it"
+        shared, keeper = f"DeviceClass {', '.join(others)} also names it", others[0] if len(others) == 1 else ""
     else:
-        shared = "if another DeviceClass also names it"
+        shared, keeper = "if another DeviceClass also names it", ""
     return Outcome([Finding(
         ids.DEVICE_CLASS_MAPPING_REMOVED,
         f"DeviceClass {name} drops extendedResourceName {before}: {shared}, kube-scheduler then serves {before} "
         "with no class until it restarts, and Pods asking for it stay Pending",
-        restart_advice(judgement, before),
+        restart_advice(judgement, before, keeper),
         ("spec.extendedResourceName",),
     )], degraded=(known.reason,) if known.reason else ())

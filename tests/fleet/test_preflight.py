@@ -8,7 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.builders.preflight import DRIVER, MAINT, TRAINING, analyse, extended_pod_and_claim, result, scenario, tol
+from tests.builders.preflight import (
+    DRIVER,
+    MAINT,
+    TRAINING,
+    analyse,
+    extended_pod_and_claim,
+    result,
+    run_preflight,
+    scenario,
+    tol,
+)
 from tests.fakeapi import (
     FakeAPI,
     exact_request,
@@ -398,8 +408,6 @@ def test_preflight_reads_a_podgroup_served_only_at_v1alpha3(
     group = podgroup("ml-a", "trainers")
     group["apiVersion"] = "scheduling.k8s.io/v1alpha3"
     group["metadata"]["uid"] = "uid-pg-new"  # re-created since the reservation
-    with FakeAPI() as fake:
-        fake.put(*members, claim, group)
-        common = ["--kubeconfig", fake.write_kubeconfig(tmp_path), "--policy", write_policy(tmp_path)]
-        assert main(["preflight", "--driver", DRIVER, "--taint-key", MAINT.key, "-o", "json", *common]) == 0
-    assert {p["outcome"] for p in json.loads(capsys.readouterr().out)["pods"]} == {"never"}
+    code, out = run_preflight(tmp_path, capsys, [*members, claim, group],
+                              ["--driver", DRIVER, "--taint-key", MAINT.key])
+    assert code == 0 and {p["outcome"] for p in out["pods"]} == {"never"}

@@ -7,8 +7,10 @@ merged into the release branch of ``backport_minor`` whose patch release is not 
 that minor after its .0 is then "unknown" (``judge``), never guessed; once the changelog names the release, add
 it to ``fixed_in`` and clear ``backport``/``backport_minor``.
 
-Readers: ``webhook.gates.eviction`` (kubernetes#141290), ``webhook.fleet.preflight`` and the ``check`` rules
-(a DeviceTaintRule without a selector, kubernetes#141620; the extended-resource mapping, kubernetes#141103).
+Readers: ``webhook.gates.eviction`` (kubernetes#141290), ``webhook.gates.taint_rules`` (a DeviceTaintRule without
+a selector, kubernetes#141620: ``preflight`` and ``taint-rule-without-selector``) and
+``webhook.gates.class_mapping`` (the extended-resource mapping, kubernetes#141103: ``device-class-takeover``,
+``device-class-mapping-removed``).
 """
 
 from __future__ import annotations

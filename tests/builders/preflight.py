@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests.fakeapi import exact_request, pod, reserved_pod, resource_claim, validate
 from webhook.fleet import preflight
@@ -96,3 +100,18 @@ def extended_pod_and_claim(training: bool = True) -> tuple[dict, dict]:
     validate(p)
     validate(claim)
     return p, claim
+
+
+def run_preflight(tmp_path: Path, capsys: pytest.CaptureFixture[str], objects: list[dict], args: list[str],
+                  git_version: str | None = "v1.37.0", policy: str | None = None) -> tuple[int, dict[str, Any]]:
+    """``dra-webhook preflight ARGS -o json`` against a fake API server holding ``objects`` whose discovery
+    ``/version`` answers ``git_version`` (None: 404); the exit code and the JSON document."""
+    from tests.fakeapi import FakeAPI, write_policy
+    from webhook.cli import main
+
+    with FakeAPI() as fake:
+        fake.git_version = git_version
+        fake.put(*objects)
+        code = main(["preflight", *args, "-o", "json", "--kubeconfig", fake.write_kubeconfig(tmp_path),
+                     "--policy", policy or write_policy(tmp_path)])
+    return code, json.loads(capsys.readouterr().out)

@@ -8,7 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.builders.preflight import DRIVER, MAINT, TRAINING, analyse, extended_pod_and_claim, result, scenario, tol
+from tests.builders.preflight import (
+    DRIVER,
+    MAINT,
+    TRAINING,
+    analyse,
+    extended_pod_and_claim,
+    result,
+    run_preflight,
+    scenario,
+    tol,
+)
 from tests.fakeapi import (
     FakeAPI,
     exact_request,
@@ -379,3 +389,25 @@ def test_preflight_command_reads_the_reserving_podgroups_uid(
         group["metadata"]["uid"] = "uid-pg-old"
         fake.put(group)
         assert main(["preflight", "--driver", DRIVER, "--taint-key", MAINT.key, "-o", "json", *common]) == 3
+
+
+def test_preflight_reads_a_podgroup_served_only_at_v1alpha3(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 46 item 6: 1.37 serves PodGroups at scheduling.k8s.io/v1beta1 and v1alpha3 (v1alpha2 is gone), and
+    v1beta1 needs its API enabled; a cluster serving only v1alpha3 still has its PodGroup's UID read, so a
+    re-created group is not taken for the reserved one (by name the members would be evicted at once)."""
+    from tests import fakeapi
+    from webhook.cluster.api import PODGROUP_VERSIONS
+
+    assert PODGROUP_VERSIONS[:2] == ("v1beta1", "v1alpha3")
+    alpha = fakeapi.Kind("podgroups", "scheduling.k8s.io/v1alpha3", "PodGroup", True)
+    monkeypatch.setitem(fakeapi.KINDS, "podgroups", alpha)
+    monkeypatch.setitem(fakeapi.BY_KIND, "PodGroup", alpha)
+    members, claim = _trainers("uid-pg-old")
+    group = podgroup("ml-a", "trainers")
+    group["apiVersion"] = "scheduling.k8s.io/v1alpha3"
+    group["metadata"]["uid"] = "uid-pg-new"  # re-created since the reservation
+    code, out = run_preflight(tmp_path, capsys, [*members, claim, group],
+                              ["--driver", DRIVER, "--taint-key", MAINT.key])
+    assert code == 0 and {p["outcome"] for p in out["pods"]} == {"never"}

@@ -16,7 +16,7 @@ from webhook.cli import main
 from webhook.commands import json_chunks, write_json
 from webhook.fleet import preflight
 from webhook.fleet.preflight import DeviceSelector, Preflight, Taint, claim_use, pod_projection
-from webhook.fleet.preflight_output import render_text, text_lines
+from webhook.fleet.preflight_output import render_text, selection_text, text_lines
 from webhook.fleet.report import table
 
 
@@ -38,7 +38,7 @@ def fleet() -> tuple[list[dict], list[dict]]:
 
 def old_text(res: Preflight) -> str:
     """The table output as the command wrote it before it was written line by line (one string)."""
-    sel = "no devices (no deviceSelector)" if res.selector is None else res.selector.describe()
+    sel = selection_text(res)  # the heading's words (no deviceSelector: per version, tests/fleet/test_preflight.py)
     out = [f"Taint {res.taint.describe()} on {sel}", ""]
     yes_no = {True: "yes", False: "no", None: "?"}
     if res.pods:

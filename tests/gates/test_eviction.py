@@ -16,9 +16,8 @@ import pytest
 import yaml
 
 from tests.builders.gauges import scenario as gauge_scenario
-from tests.builders.preflight import DRIVER, MAINT, analyse, extended_pod_and_claim
-from tests.fakeapi import POLICY_DOC, FakeAPI, make_policy
-from webhook.cli import main
+from tests.builders.preflight import DRIVER, MAINT, analyse, extended_pod_and_claim, run_preflight
+from tests.fakeapi import POLICY_DOC, make_policy
 from webhook.fleet import gauges
 from webhook.fleet.preflight import AT_ONCE, NEVER, DeviceSelector
 from webhook.gates import eviction as extended_eviction
@@ -103,13 +102,8 @@ def test_preflight_command_reads_the_cluster_version(
     git_version: str | None, mode: str | None, fixed_in: tuple, outcome: str,
 ) -> None:
     monkeypatch.setattr(extended_eviction, "FIXED_IN", fixed_in)
-    p, claim = extended_pod_and_claim()
-    with FakeAPI() as fake:
-        fake.git_version = git_version
-        fake.put(p, claim)
-        code = main(["preflight", "--driver", DRIVER, "-o", "json", "--kubeconfig", fake.write_kubeconfig(tmp_path),
-                     "--policy", _policy_file(tmp_path, mode)])
-    out = json.loads(capsys.readouterr().out)
+    code, out = run_preflight(tmp_path, capsys, [*extended_pod_and_claim()], ["--driver", DRIVER], git_version,
+                              _policy_file(tmp_path, mode))
     assert out["pods"][0]["outcome"] == outcome
     assert code == (3 if outcome == "at-once" else 0)
     assert any("extended-resource Pods" in n for n in out["notes"])
@@ -121,13 +115,8 @@ def test_preflight_answers_as_each_version_behaves(
 ) -> None:
     """Issue 46 item 2, with the shipped table: a fake /version of v1.38.0 evicts the training job at once
     (exit 3, a maintenance pipeline gated on it stops); v1.37.0 never evicts it (exit 0, drain by hand)."""
-    p, claim = extended_pod_and_claim()
-    with FakeAPI() as fake:
-        fake.git_version = git_version
-        fake.put(p, claim)
-        got = main(["preflight", "--driver", DRIVER, "-o", "json", "--kubeconfig", fake.write_kubeconfig(tmp_path),
-                    "--policy", _policy_file(tmp_path, None)])
-    out = json.loads(capsys.readouterr().out)
+    got, out = run_preflight(tmp_path, capsys, [*extended_pod_and_claim()], ["--driver", DRIVER], git_version,
+                             _policy_file(tmp_path, None))
     assert out["pods"][0]["outcome"] == outcome and got == code and out["exitCode"] == code
     text = " ".join(out["notes"])
     if code == 3:

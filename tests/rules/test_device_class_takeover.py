@@ -2,7 +2,7 @@
 
 Kubernetes serves one extended resource through one class only (the newest; ties: first name):
 ``staging/src/k8s.io/api/resource/v1/types.go`` ``DeviceClassSpec.ExtendedResourceName`` and the
-scheduler's ``dynamicresources/extended/cache.go`` ``ExtendedResourceCache.OnDeviceClassEvent``. The real
+scheduler's ``deviceclass/extendedresourcecache/extendedresourcecache.go`` ``updateResourceName2class``. The real
 control plane shows it in tests/e2e/test_workloads_takeover.py.
 """
 
@@ -85,3 +85,70 @@ def test_report_says_which_class_took_the_resource_over():
     assert ok.ok
     (taken,) = check_resources(POLICY, [own, taker])
     assert not taken.ok and "served by DeviceClass mig.gpu.example.com (created later)" in taken.message
+
+
+# --- issue 46 item 5: kubernetes#141103 (1.36, 1.37.0; fixed by #141110 in 1.38.0) ------------------------
+
+
+def _policy_on(version: str):  # noqa: ANN202
+    import yaml
+
+    from tests.builders.claims import load
+    from webhook.policy.compiled import compile_policy
+    from webhook.policy.model import MigrationPolicy
+
+    doc = load("policy.yaml")
+    doc["spec"]["kubernetesVersion"] = version
+    return compile_policy(MigrationPolicy.model_validate(doc), yaml.safe_dump(doc).encode())
+
+
+def test_takeover_remediation_says_restart_kube_scheduler_where_the_mapping_bug_is() -> None:
+    """Removing the name from a class that has it leaves it served by no class on 1.37.0 until kube-scheduler
+    restarts: the advice says so there, and not on 1.38 (#141110)."""
+    taker = device_class("mig.gpu.example.com", "example.com/gpu")
+    (f,) = run(claims.device_class_takeover, taker, policy=_policy_on("1.37")).findings
+    assert f.remediation.startswith("remove spec.extendedResourceName from mig.gpu.example.com")
+    assert ("; if mig.gpu.example.com already has it in the cluster, then restart kube-scheduler after the change "
+            "(or update DeviceClass gpu.example.com, a label will do: its update event maps example.com/gpu again): "
+            "until then"
+            " it serves example.com/gpu with no class") in f.remediation
+    assert "policy kubernetesVersion 1.37.0 predates the fix for kubernetes/kubernetes#141103" in f.remediation
+    (fixed,) = run(claims.device_class_takeover, taker, policy=_policy_on("1.38")).findings
+    assert "restart" not in fixed.remediation
+
+
+def _demote(view_classes: list[dict[str, Any]] | None, version: str = "1.37", new_ern: str | None = None):  # noqa: ANN202
+    from webhook.offline.views import StaticView
+
+    old = device_class("mig.gpu.example.com", "example.com/gpu")
+    new = device_class("mig.gpu.example.com", new_ern)
+    view = StaticView(device_classes=view_classes) if view_classes is not None else None
+    return run(claims.device_class_mapping_removed, new, operation="UPDATE", old=old, policy=_policy_on(version),
+               view=view)
+
+
+SHARED = [device_class("gpu.example.com", "example.com/gpu", "2026-01-01T00:00:00Z"),
+          device_class("mig.gpu.example.com", "example.com/gpu", "2026-06-01T00:00:00Z")]
+
+
+def test_demoting_a_class_that_shares_its_name_is_reported_on_1_37() -> None:
+    (f,) = _demote(SHARED).findings
+    assert f.rule == ids.DEVICE_CLASS_MAPPING_REMOVED and f.paths == ("spec.extendedResourceName",)
+    assert f.message == ("DeviceClass mig.gpu.example.com drops extendedResourceName example.com/gpu: DeviceClass "
+                         "gpu.example.com also names it, kube-scheduler then serves example.com/gpu with no class "
+                         "until it restarts, and Pods asking for it stay Pending")
+    assert f.remediation.startswith("restart kube-scheduler after the change (or update DeviceClass gpu.example.com")
+    assert _demote(SHARED, new_ern="example.com/mig-1g").findings  # a changed name drops the old one too
+
+
+def test_demoting_is_fine_on_1_38_alone_or_unchanged() -> None:
+    assert _demote(SHARED, "1.38").findings == []
+    assert _demote([device_class("mig.gpu.example.com", "example.com/gpu")]).findings == []  # alone: as asked
+    same = device_class("mig.gpu.example.com", "example.com/gpu")
+    assert run(claims.device_class_mapping_removed, same, operation="UPDATE", old=same,
+               policy=_policy_on("1.37")).findings == []
+
+
+def test_without_the_cluster_view_the_finding_is_conditional() -> None:
+    (f,) = _demote(None).findings
+    assert "drops extendedResourceName example.com/gpu: if another DeviceClass also names it" in f.message

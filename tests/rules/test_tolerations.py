@@ -490,3 +490,69 @@ def test_injection_is_idempotent_valid_and_keeps_user_tolerations(obj: dict[str,
     second = run(inject_device_tolerations, current)
     assert second.mutated is None
     assert [f.paths for f in second.findings] == [f.paths for f in first.findings]
+
+
+# --- taint-rule-without-selector (issue 46 item 3) -------------------------------------------------------
+
+
+def _taint_rule(selector: dict[str, Any] | None = None, effect: str = "NoExecute", omit: bool = True) -> dict:
+    spec: dict[str, Any] = {"taint": {"key": "example.com/maintenance", "value": "firmware", "effect": effect}}
+    if not omit:
+        spec["deviceSelector"] = selector
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": "node-a-firmware"},
+            "spec": spec}
+
+
+def _on(version: str) -> CompiledPolicy:
+    from tests.builders.claims import load
+
+    doc = load("policy.yaml")
+    doc["spec"]["kubernetesVersion"] = version
+    return compile_policy(MigrationPolicy.model_validate(doc), yaml.safe_dump(doc).encode())
+
+
+def test_taint_rule_without_selector_on_1_37_0_taints_every_device() -> None:
+    """kubernetes#141620: on 1.37.0 (and 1.36) kube-scheduler applies a rule without deviceSelector to every
+    device, so nothing new is allocated anywhere and nothing is evicted."""
+    from tests.builders.claims import run
+    from webhook.rules.tolerations import taint_rule_without_selector
+
+    for version in ("1.36", "1.37"):
+        (f,) = run(taint_rule_without_selector, _taint_rule(), policy=_on(version), namespace="").findings
+        assert f.rule == ids.TAINT_RULE_WITHOUT_SELECTOR and f.paths == ("spec.deviceSelector",)
+        assert f.message == (
+            "DeviceTaintRule node-a-firmware has no deviceSelector: kube-scheduler taints every device with it, so no "
+            "new claim that does not tolerate example.com/maintenance is allocated anywhere, and nothing is evicted")
+        assert f"kubernetesVersion {version}.0 predates the fix for kubernetes/kubernetes#141620" in f.remediation
+        assert "fixed in 1.37.x patch carrying kubernetes/kubernetes#141998, not yet known" in f.remediation
+    (f,) = run(taint_rule_without_selector, _taint_rule(effect="NoSchedule"), policy=_on("1.37")).findings
+    assert "deviceSelector: {} selects every device on purpose" in f.remediation
+
+
+def test_taint_rule_without_selector_is_fine_where_it_is_fixed_or_blocks_nothing() -> None:
+    from tests.builders.claims import run
+    from webhook.rules.tolerations import taint_rule_without_selector
+
+    on_1_37 = _on("1.37")
+    assert run(taint_rule_without_selector, _taint_rule(), policy=_on("1.38")).findings == []  # #141648 in 1.38.0
+    assert run(taint_rule_without_selector, _taint_rule(selector={}, omit=False), policy=on_1_37).findings == []
+    assert run(taint_rule_without_selector, _taint_rule(selector={"driver": "gpu.example.com"}, omit=False),
+               policy=on_1_37).findings == []
+    assert run(taint_rule_without_selector, _taint_rule(effect="None"), policy=on_1_37).findings == []
+    assert run(taint_rule_without_selector, _taint_rule(effect="EvictSlowly"), policy=on_1_37).findings == []
+    # deviceSelector: null is no selector (the API server drops it): judged as omitted.
+    assert run(taint_rule_without_selector, _taint_rule(selector=None, omit=False), policy=on_1_37).findings
+    # Malformed input is let through without a finding or an error.
+    assert run(taint_rule_without_selector, {"kind": "DeviceTaintRule", "spec": []}, policy=on_1_37).findings == []
+
+
+def test_check_of_a_taint_rule_manifest_denies_it_on_1_37(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """`check` of a DeviceTaintRule manifest: the bundled policy (1.37) denies it; the action is the policy's."""
+    from tests.helpers import ROOT
+    from webhook.cli import main
+
+    path = tmp_path / "rule.yaml"
+    path.write_text(yaml.safe_dump(_taint_rule()))
+    code = main(["check", str(path), "--policy", str(ROOT / "policies" / "default.yaml")])
+    out = capsys.readouterr().out
+    assert code != 0 and "taint-rule-without-selector" in out and "kube-scheduler taints every device" in out

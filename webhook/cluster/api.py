@@ -179,8 +179,11 @@ def server_version(api: client.ApiClient, timeout: float | tuple[float, float] =
     return version if isinstance(version, str) else None
 
 
-#: PodGroup versions, newest first: 1.37 serves scheduling.k8s.io/v1beta1, 1.36 v1alpha2 (webhook/gates/catalogue.py).
-PODGROUP_VERSIONS = ("v1beta1", "v1alpha2")
+#: PodGroup versions, newest first: 1.37 serves scheduling.k8s.io/v1beta1 (staging/src/k8s.io/api/scheduling/v1beta1/
+#: types.go, ``prerelease-lifecycle-gen:introduced=1.37``, 01d0b727) and v1alpha3 (v1alpha3/register.go
+#: ``addKnownTypes``: Workload, PodGroup, 4e67a753), and no longer v1alpha2 (PR #138572 "drops v1alpha2 entirely");
+#: 1.36 serves v1alpha2 (webhook/gates/catalogue.py, docs/dra-1.37.md).
+PODGROUP_VERSIONS = ("v1beta1", "v1alpha3", "v1alpha2")
 
 
 def podgroup_uids(api: client.ApiClient, keys: Iterable[tuple[str, str]],

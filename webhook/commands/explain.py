@@ -133,6 +133,8 @@ def fire(rule: str, policy: Any) -> Fired:
     item = item_from(ex.object, f"example {rule}", ex.namespace or None, ex.operation)
     if not ex.namespace:
         item.request.namespace = ""
+    if ex.old is not None:
+        item.request.old_object = ex.old
     view = SuiteView(Cluster.model_validate(ex.cluster)) if ex.cluster is not None else None
     now = parse_time(ex.at)
     admitted = admit(item.request, policy, view, now)

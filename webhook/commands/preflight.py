@@ -132,12 +132,13 @@ def _read_and_analyse(api: Any, selector: DeviceSelector | None, taint: Taint, p
         groups = cluster.podgroup_uids(api, reserving_groups(every))
         del every
         # After the first list: an unreachable cluster is one error line, not a version-read note first.
-        extended = decide(policy.source.spec.extendedResourceTaintEviction, cluster.server_version(api),
+        version = cluster.server_version(api)
+        extended = decide(policy.source.spec.extendedResourceTaintEviction, version,
                           policy_version=policy.spec.kubernetesVersion)
         step = "pods"
         return analyse_by_namespace(
             selector, taint, claims, lambda ns: kube_lists.stream(api, "pods", ns, project=keep, on_page=progress.page),
-            policy, extended_evicted=extended.evicted, group_uids=groups)
+            policy, extended_evicted=extended.evicted, group_uids=groups, server_version=version)
 
     try:
         result = kube_lists.rerun(read)

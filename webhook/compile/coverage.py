@@ -61,6 +61,10 @@ NOT_COMPILED: dict[str, str] = {
     ids.UNSATISFIABLE_CLAIM: f"{CLUSTER_VIEW}: the ResourceSlices a claim's CEL selectors must match",
     ids.DEVICE_PLUGIN_NIC_BESIDE_DRA: "reads only the object, not compiled yet (per container: the names DRA serves "
                                       "on the planned pool beside spec.topologyAlignedResources globs); advisory",
+    ids.DEVICE_CLASS_MAPPING_REMOVED: f"{CLUSTER_VIEW}: the other DeviceClasses naming the same extendedResourceName; "
+                                      "and the Kubernetes version (webhook/gates/fixes.py, kubernetes#141103)",
+    ids.TAINT_RULE_WITHOUT_SELECTOR: "depends on the Kubernetes version (webhook/gates/fixes.py, kubernetes#141620), "
+                                     "which a compiled policy does not know; not compiled yet",
     ids.DEVICE_PLUGIN_SLICE: "reads only the object, not compiled yet (advisory); its effect on placement is "
                              "compiled: the plan of steer-node-pool, track-rollout and training-job-extended-resource "
                              "keeps a Pod pinning slice nodes off the dra pool (trkSlice)",

@@ -1,10 +1,11 @@
 """What a maintenance taint would do: the pure half of ``dra-webhook preflight``.
 
 Given a device selector with DeviceTaintRule semantics (docs/dra-1.37.md §2.3: driver, pool and device ANDed;
-an empty selector selects every device, an omitted one none) and a taint, find the allocated claims on
-those devices (``status.allocation.devices.results[]``), the Pods using them (``status.reservedFor``,
-owner references, PodGroup members) and, for each Pod, whether a NoExecute taint evicts it at once,
-after N seconds, or never (§3).
+an empty selector selects every device, an omitted one none for the eviction controller, but every device for
+kube-scheduler's allocation before the fix of kubernetes#141620: webhook/gates/taint_rules.py) and a taint,
+find the allocated claims on those devices (``status.allocation.devices.results[]``), the Pods using them
+(``status.reservedFor``, owner references, PodGroup members) and, for each Pod, whether a NoExecute taint
+evicts it at once, after N seconds, or never (§3).
 
 The decision mirrors kubernetes/kubernetes pkg/controller/devicetainteviction/device_taint_eviction.go
 (read at commit ab3cec07, v1.36/1.37 line), ``(*Controller).podEvictionTime`` and
@@ -38,6 +39,8 @@ from typing import Any
 
 import yaml
 
+from webhook.gates.fixes import Judgement
+from webhook.gates.taint_rules import blocks_allocation, judge_omitted, what_it_does
 from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.yaml_lines import FAST_LOADER, first_alias
 
@@ -223,6 +226,7 @@ class Preflight:
     claims: list[ClaimHit]
     pods: list[PodImpact]
     notes: list[str] = field(default_factory=list)
+    omitted: Judgement | None = None  # no deviceSelector: kubernetes#141620 on this cluster's version
 
     @property
     def training_evicted_at_once(self) -> list[PodImpact]:
@@ -261,6 +265,9 @@ class Preflight:
             if sel is None
             else {k: v for k, v in (("driver", sel.driver), ("pool", sel.pool), ("device", sel.device)) if v},
             "taint": {"key": self.taint.key, "value": self.taint.value, "effect": self.taint.effect},
+            **({} if self.omitted is None else {"selectorOmitted": {
+                "bug": self.omitted.state, "version": self.omitted.version_text or None,
+                "blocksAllocation": blocks_allocation(self.omitted, self.taint.effect)}}),
             "claims": claims if lazy else list(claims),
             "pods": pods if lazy else list(pods),
             "summary": self.summary(),
@@ -425,15 +432,17 @@ def analyse(
     policy: CompiledPolicy | None = None,
     extended_evicted: bool = False,
     group_uids: Mapping[tuple[str, str], str] | None = None,
+    server_version: str | None = None,
 ) -> Preflight:
     """Claims on the selected devices, the Pods using them, and what the taint does to each Pod.
     ``extended_evicted``: the cluster's eviction controller follows the extended-resource claim (fix of #141290);
-    ``group_uids``: the current UID of reserving PodGroups, where read (a re-created group is another group)."""
+    ``group_uids``: the current UID of reserving PodGroups, where read (a re-created group is another group);
+    ``server_version``: the API server's ``gitVersion``, which says what a rule without a selector does."""
     index = _PodIndex(pods, follow_groups=_follows_pod_groups(policy), group_uids=group_uids)
     hits: list[ClaimHit] = []
     impacts: dict[tuple[str, str], PodImpact] = {}
     _judge(claims if selector is not None else (), index, hits, impacts, extended_evicted)  # no selector: none
-    return _result(selector, taint, policy, hits, impacts)
+    return _result(selector, taint, policy, hits, impacts, server_version)
 
 
 def analyse_by_namespace(
@@ -444,6 +453,7 @@ def analyse_by_namespace(
     policy: CompiledPolicy | None = None,
     extended_evicted: bool = False,
     group_uids: Mapping[tuple[str, str], str] | None = None,
+    server_version: str | None = None,
 ) -> Preflight:
     """``analyse`` one namespace at a time, holding one namespace's Pods (``pods_in(namespace)``, called once
     per namespace with claims) instead of every claimed Pod of the cluster: a claim only reaches Pods and
@@ -455,7 +465,7 @@ def analyse_by_namespace(
     for ns in sorted(claims) if selector is not None else ():
         index = _PodIndex(pods_in(ns), follow_groups=follow, group_uids=group_uids)
         _judge(claims.pop(ns), index, hits, impacts, extended_evicted)
-    return _result(selector, taint, policy, hits, impacts)
+    return _result(selector, taint, policy, hits, impacts, server_version)
 
 
 def _judge(claims: Iterable[ClaimUse], index: _PodIndex, hits: list[ClaimHit],
@@ -468,12 +478,14 @@ def _judge(claims: Iterable[ClaimUse], index: _PodIndex, hits: list[ClaimHit],
 
 
 def _result(selector: DeviceSelector | None, taint: Taint, policy: CompiledPolicy | None, hits: list[ClaimHit],
-            impacts: dict[tuple[str, str], PodImpact]) -> Preflight:
-    notes = _input_notes(selector, taint, policy) + _outcome_notes(hits, impacts)
+            impacts: dict[tuple[str, str], PodImpact], server_version: str | None = None) -> Preflight:
+    omitted = None if selector is not None else judge_omitted(
+        server_version, None if policy is None else policy.spec.kubernetesVersion)
+    notes = _input_notes(omitted, taint, policy) + _outcome_notes(hits, impacts)
     hits.sort(key=lambda h: (h.namespace, h.name))
     pods = sorted(impacts.values(), key=lambda p: (p.eviction.order, p.namespace, p.name))
     impacts.clear()
-    return Preflight(selector, taint, hits, pods, notes)
+    return Preflight(selector, taint, hits, pods, notes, omitted)
 
 
 def _follows_pod_groups(policy: CompiledPolicy | None) -> bool:
@@ -485,11 +497,12 @@ def _follows_pod_groups(policy: CompiledPolicy | None) -> bool:
     return policy.gate_sources.explicit.get(WORKLOAD_CLAIMS_GATE, True)
 
 
-def _input_notes(selector: DeviceSelector | None, taint: Taint, policy: CompiledPolicy | None) -> list[str]:
-    """What the rule or the missing policy already tells before any claim is looked at."""
+def _input_notes(omitted: Judgement | None, taint: Taint, policy: CompiledPolicy | None) -> list[str]:
+    """What the rule or the missing policy already tells before any claim is looked at; ``omitted``: the rule
+    has no deviceSelector, and what that does on the cluster's version (webhook/gates/taint_rules.py)."""
     notes: list[str] = []
-    if selector is None:
-        notes.append("the rule has no deviceSelector: it selects no devices")
+    if omitted is not None:
+        notes.append(f"the rule has no deviceSelector: {what_it_does(omitted, taint.effect)}")
     if unknown_effect(taint.effect):
         notes.append(f"effect {taint.effect} is not one Kubernetes 1.37 knows: treated like None, it evicts nothing")
     elif taint.effect != "NoExecute":

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from webhook.fleet.preflight import Preflight
+from webhook.gates.fixes import AFFECTED, FIXED
 
 _YES_NO = {True: "yes", False: "no", None: "?"}
 
@@ -29,7 +30,7 @@ def _with_head(headers: list[str], rows: Callable[[], Iterator[list[str]]]) -> I
 
 def text_lines(result: Preflight) -> Iterator[str]:
     """The table output, each line with its newline."""
-    sel = "no devices (no deviceSelector)" if result.selector is None else result.selector.describe()
+    sel = selection_text(result)
     yield f"Taint {result.taint.describe()} on {sel}\n"
     yield "\n"
     if result.pods:
@@ -52,6 +53,18 @@ def text_lines(result: Preflight) -> Iterator[str]:
         yield (f"BLOCKED: training job(s) {names} would be evicted at once; give their claims a NoExecute "
                f"toleration for {result.taint.key} with tolerationSeconds (policy trainingJobs.deviceTolerations), "
                "or drain them first\n")
+
+
+def selection_text(result: Preflight) -> str:
+    """What the rule selects, in words. No deviceSelector: no device for the eviction controller, every device
+    for kube-scheduler on a version with kubernetes#141620 (the note says which)."""
+    if result.selector is not None:
+        return result.selector.describe()
+    omitted = result.omitted
+    if omitted is None or omitted.state == FIXED:
+        return "no devices (no deviceSelector)"
+    maybe = "" if omitted.state == AFFECTED else "possibly "
+    return f"no devices to evict, but {maybe}every device for kube-scheduler's allocation (no deviceSelector)"
 
 
 def render_text(result: Preflight) -> str:

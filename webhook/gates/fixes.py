@@ -2,11 +2,15 @@
 
 Each row names a Kubernetes bug, the PR that fixes it and the first release of each minor that ships the fix
 (``fixed_in``), read from kubernetes/kubernetes ``CHANGELOG/CHANGELOG-<minor>.md``. A patch release that
-carries a fix adds its version to the row's ``fixed_in``; no code changes. ``pending`` names a backport that
-merged into a release branch whose patch release is not known yet: fill ``fixed_in`` once it is.
+carries a fix adds its version to the row's ``fixed_in``; no code changes. ``backport`` names a cherry-pick that
+merged into the release branch of ``backport_minor`` whose patch release is not known yet: a patch release of
+that minor after its .0 is then "unknown" (``judge``), never guessed; once the changelog names the release, add
+it to ``fixed_in`` and clear ``backport``/``backport_minor``.
 
-Readers: ``webhook.gates.eviction`` (kubernetes#141290), ``webhook.fleet.preflight`` and the ``check`` rules
-(a DeviceTaintRule without a selector, kubernetes#141620; the extended-resource mapping, kubernetes#141103).
+Readers: ``webhook.gates.eviction`` (kubernetes#141290), ``webhook.gates.taint_rules`` (a DeviceTaintRule without
+a selector, kubernetes#141620: ``preflight`` and ``taint-rule-without-selector``) and
+``webhook.gates.class_mapping`` (the extended-resource mapping, kubernetes#141103: ``device-class-takeover``,
+``device-class-mapping-removed``).
 """
 
 from __future__ import annotations
@@ -31,7 +35,15 @@ class Fix:
     fix: str
     fixed_in: tuple[Version, ...]  # the first release of each minor that ships ``fix``
     source: str  # where ``fixed_in`` was read
-    pending: str = ""  # a backport merged, its patch release not known yet
+    backport: str = ""  # a cherry-pick merged into a release branch, its patch release not known yet
+    backport_minor: tuple[int, int] | None = None  # that release branch's minor
+
+    @property
+    def pending(self) -> str:
+        """``fixed in 1.37.x patch carrying kubernetes/kubernetes#141998, not yet known``, or ""."""
+        if not self.backport or self.backport_minor is None:
+            return ""
+        return f"fixed in {'.'.join(map(str, self.backport_minor))}.x patch carrying {self.backport}, not yet known"
 
 
 EXTENDED_EVICTION = "extended-resource-eviction"
@@ -49,8 +61,8 @@ FIXES: Mapping[str, Fix] = {
     # resourceslice/tracker/tracker.go, kubernetes#141620)
     TAINT_RULE_WITHOUT_SELECTOR: Fix(
         "kubernetes/kubernetes#141620", "kubernetes/kubernetes#141648", ((1, 38, 0),), _CL_1_38,
-        pending="release-1.37 cherry-pick kubernetes/kubernetes#141998: add the 1.37.x patch that ships it to "
-        "fixed_in once its changelog lists it",
+        # The release-1.37 cherry-pick: add the 1.37.x patch that ships it to fixed_in once its changelog lists it.
+        backport="kubernetes/kubernetes#141998", backport_minor=(1, 37),
     ),
     # "Fix incorrect ExtendedResourceCache mappings when multiple DeviceClasses use the same extended resource
     # name, which could cause stale or incorrect resource-to-DeviceClass mappings after DeviceClass updates or
@@ -87,6 +99,59 @@ def fixed(name: str, version: str | None) -> bool | None:
     ``name``; None when ``version`` is no version."""
     parsed = parse_version(version)
     return None if parsed is None else has_fix(parsed, FIXES[name].fixed_in)
+
+
+FIXED, AFFECTED, UNKNOWN = "fixed", "affected", "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    """Whether one cluster has one bug: ``fixed``, ``affected`` or ``unknown`` (no version to read, or a patch
+    release of a minor whose backport's release is not known), and the version it was read from."""
+
+    name: str  # the row of FIXES
+    state: str
+    version: Version | None
+    where: str  # "cluster version", "policy kubernetesVersion", or "" (no version)
+
+    @property
+    def version_text(self) -> str:
+        return "" if self.version is None else ".".join(map(str, self.version))
+
+    def describe(self) -> str:
+        """``cluster version 1.37.0 predates the fix for kubernetes/kubernetes#141620 (fixed by ... in 1.38.0;
+        fixed in 1.37.x patch carrying kubernetes/kubernetes#141998, not yet known)``."""
+        row = FIXES[self.name]
+        if self.version is None:
+            return f"cluster version unknown: {row.issue} is in every release before its fix " \
+                f"({fixed_in_text(self.name)})"
+        said = f"{self.where} {self.version_text}"
+        if self.state == FIXED:
+            return f"{said} ships the fix for {row.issue} ({row.fix})"
+        if self.state == UNKNOWN:
+            return f"{said}: not known whether it ships the fix for {row.issue} ({fixed_in_text(self.name)})"
+        return f"{said} predates the fix for {row.issue} ({fixed_in_text(self.name)})"
+
+
+def state_of(name: str, version: Version) -> str:
+    """``fixed``, ``affected``, or ``unknown`` for a patch release after .0 of the row's ``backport_minor``."""
+    row = FIXES[name]
+    if has_fix(version, row.fixed_in):
+        return FIXED
+    if row.backport and row.backport_minor == version[:2] and version[2] > 0:
+        return UNKNOWN
+    return AFFECTED
+
+
+def judge(name: str, server_version: str | None, policy_version: str | None = None) -> Judgement:
+    """Row ``name`` for the API server's version (discovery ``/version``), else the policy's
+    ``kubernetesVersion`` (its .0 release); ``unknown`` with neither."""
+    version, where = parse_version(server_version), "cluster version"
+    if version is None and policy_version is not None:
+        version, where = parse_version(policy_version), "policy kubernetesVersion"
+    if version is None:
+        return Judgement(name, UNKNOWN, None, "")
+    return Judgement(name, state_of(name, version), version, where)
 
 
 def fixed_in_text(name: str) -> str:

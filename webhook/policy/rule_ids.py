@@ -20,6 +20,8 @@ SHARED_CLAIM_LIMIT = "shared-claim-limit"
 UNSATISFIABLE_CLAIM = "unsatisfiable-claim"
 DEVICE_PLUGIN_NIC_BESIDE_DRA = "device-plugin-nic-beside-dra"
 DEVICE_PLUGIN_SLICE = "device-plugin-slice"
+TAINT_RULE_WITHOUT_SELECTOR = "taint-rule-without-selector"
+DEVICE_CLASS_MAPPING_REMOVED = "device-class-mapping-removed"
 # Not a rule: the status of a rule that raised instead of judging the object (Kyverno's RuleStatusError).
 # It is reported under the failing rule's id; policy.spec.enforcement.ruleErrors picks its action.
 RULE_ERROR = "rule-error"
@@ -45,4 +47,6 @@ RULE_IDS: tuple[str, ...] = (
     UNSATISFIABLE_CLAIM,
     DEVICE_PLUGIN_NIC_BESIDE_DRA,
     DEVICE_PLUGIN_SLICE,
+    TAINT_RULE_WITHOUT_SELECTOR,
+    DEVICE_CLASS_MAPPING_REMOVED,
 )

@@ -16,6 +16,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 
+from webhook.gates.class_mapping import judge_mapping, restart_advice, unserved_until_restart
 from webhook.objects.claims import (
     CLAIM_KINDS,
     STANDARD_NUMA_ATTRIBUTE,
@@ -149,9 +150,11 @@ def implicit_class_not_allowed(obj: dict[str, Any], ctx: Context) -> Outcome:
 
     kube-scheduler serves ``deviceclass.resource.kubernetes.io/<class>`` with the DeviceClass ``<class>``, for
     every class whether or not it sets ``extendedResourceName`` (kubernetes/kubernetes
-    ``pkg/scheduler/framework/plugins/dynamicresources/extended/cache.go``
-    ``ExtendedResourceCache.OnDeviceClassEvent``: "Always add the default mapping",
-    ``resourceapi.ResourceDeviceClassPrefix + deviceClass.Name``, read at commit 60c1ddcb, 1.36/1.37; the prefix is
+    ``staging/src/k8s.io/dynamic-resource-allocation/deviceclass/extendedresourcecache/extendedresourcecache.go``
+    ``(*ExtendedResourceCache).updateResourceName2class``: "Always add the default mapping",
+    ``resourceapi.ResourceDeviceClassPrefix + newDeviceClass.Name``, read at 0e2e62fb, 1.36/1.37.0; before
+    kubernetes/kubernetes#141110, 1.38, an older class that loses its explicit name to a newer one can miss it
+    (``webhook/gates/fixes.py``); the prefix is
     ``staging/src/k8s.io/api/resource/v1/types.go`` ``ResourceDeviceClassPrefix``). It allocates the devices through
     a claim of its own, which the claim rules never judge (``judged``), so the Pod asking is where the allowlist
     holds. Classes the cluster view shows are another driver's are left alone, as for claims.
@@ -319,11 +322,14 @@ def device_class_takeover(obj: dict[str, Any], ctx: Context) -> Outcome:
     created later is picked ... If two classes are created at the same time, then the name of the class
     lexicographically sorted first is picked" (kubernetes/kubernetes v1.36
     ``staging/src/k8s.io/api/resource/v1/types.go``, ``DeviceClassSpec.ExtendedResourceName``; the
-    scheduler's ``pkg/scheduler/framework/plugins/dynamicresources/extended/cache.go``
-    ``ExtendedResourceCache.OnDeviceClassEvent`` maps the name to the class of the latest event). A new
+    scheduler's
+    ``staging/src/k8s.io/dynamic-resource-allocation/deviceclass/extendedresourcecache/extendedresourcecache.go``
+    ``(*ExtendedResourceCache).updateResourceName2class`` keeps the newest class, read at 0e2e62fb). A new
     class such as the NVIDIA DRA driver's MIG demo class (``extendedResourceName: nvidia.com/gpu``)
     silently hands every Pod asking for the policy resource devices of another kind. On UPDATE only a
-    newly set name is reported.
+    newly set name is reported. Where the policy's ``kubernetesVersion`` has kubernetes/kubernetes#141103 (1.36,
+    1.37.0: webhook/gates/class_mapping.py), taking the name off a class that already has it in the cluster
+    leaves the name served by no class until kube-scheduler restarts: the remediation says so.
     """
     if ctx.group != "resource.k8s.io":
         return NO_OUTCOME
@@ -343,10 +349,62 @@ def device_class_takeover(obj: dict[str, Any], ctx: Context) -> Outcome:
     else:
         message = (f"DeviceClass {name} takes over {ern}, the device-plugin name of {res.name}: DRA would "
                    "serve it with this class")
+    remediation = (f"remove spec.extendedResourceName from {name} (Pods can still request "
+                   f"deviceclass.resource.kubernetes.io/{name}), or change the policy to serve {ern} with {name}")
+    advice = restart_advice(judge_mapping(None, policy.spec.kubernetesVersion), ern,
+                            res.deviceClassName if ern == res.name else "")
+    if advice:
+        remediation += f"; if {name} already has it in the cluster, then {advice}"
+    return Outcome([Finding(ids.DEVICE_CLASS_TAKEOVER, message, remediation, ("spec.extendedResourceName",))])
+
+
+def _ern(cls: Any) -> Any:
+    """A DeviceClass's ``spec.extendedResourceName`` (None when absent or malformed)."""
+    spec = cls.get("spec") if isinstance(cls, dict) else None
+    return spec.get("extendedResourceName") if isinstance(spec, dict) else None
+
+
+def _dropped_name(obj: dict[str, Any], ctx: Context) -> str | None:
+    """The ``extendedResourceName`` a DeviceClass UPDATE removes or changes, or None."""
+    if ctx.group != "resource.k8s.io" or ctx.operation != "UPDATE":
+        return None
+    before = _ern(ctx.old_object)
+    return before if isinstance(before, str) and before and before != _ern(obj) else None
+
+
+@rule(ids.DEVICE_CLASS_MAPPING_REMOVED, ("DeviceClass",), operations=("UPDATE",))
+def device_class_mapping_removed(obj: dict[str, Any], ctx: Context) -> Outcome:
+    """A DeviceClass drops an `extendedResourceName` another class shares: unserved until kube-scheduler restarts.
+
+    kubernetes/kubernetes#141103 (1.36, 1.37.0; fixed by #141110 in 1.38.0 only): kube-scheduler's extended-resource
+    cache (staging/src/k8s.io/dynamic-resource-allocation/deviceclass/extendedresourcecache/extendedresourcecache.go
+    ``(*ExtendedResourceCache).updateResourceName2class``, read at 0e2e62fb) deletes the old object's names by
+    key on an update, whichever class the entry points to, and never re-adds the other class, so removing the
+    name from either of two classes (what ``device-class-takeover`` advises) or changing it leaves the name
+    served by no class; Pods asking for it stay Pending until kube-scheduler restarts. Judged for the policy's
+    ``kubernetesVersion``; with the cluster view, only when another class still names it (alone, the name goes
+    away as asked). DELETE of a class does the same (``removeResourceName2class``) but is not sent to the
+    webhook (a webhook outage must not block deleting a class): README "Takeover".
+    """
+    before = _dropped_name(obj, ctx)
+    if before is None:
+        return NO_OUTCOME
+    judgement = judge_mapping(None, ctx.policy.spec.kubernetesVersion)
+    if not unserved_until_restart(judgement):
+        return NO_OUTCOME
+    name = str((obj.get("metadata") or {}).get("name") or "")
+    known = ctx.view.device_classes()
+    if known.value is not None:
+        others = sorted(n for n, c in known.value.items() if n != name and _ern(c) == before)
+        if not others:
+            return NO_OUTCOME
+        shared, keeper = f"DeviceClass {', '.join(others)} also names it", others[0] if len(others) == 1 else ""
+    else:
+        shared, keeper = "if another DeviceClass also names it", ""
     return Outcome([Finding(
-        ids.DEVICE_CLASS_TAKEOVER,
-        message,
-        f"remove spec.extendedResourceName from {name} (Pods can still request "
-        f"deviceclass.resource.kubernetes.io/{name}), or change the policy to serve {ern} with {name}",
+        ids.DEVICE_CLASS_MAPPING_REMOVED,
+        f"DeviceClass {name} drops extendedResourceName {before}: {shared}, kube-scheduler then serves {before} "
+        "with no class until it restarts, and Pods asking for it stay Pending",
+        restart_advice(judgement, before, keeper),
         ("spec.extendedResourceName",),
-    )])
+    )], degraded=(known.reason,) if known.reason else ())

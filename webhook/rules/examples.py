@@ -28,7 +28,16 @@ class Example:
     at: str = AT
     operation: str = "CREATE"
     cluster: dict[str, Any] | None = None
+    old: dict[str, Any] | None = None  # an UPDATE's old object (default: the object itself)
     notes: tuple[str, ...] = field(default=())
+
+
+def _device_class(name: str, ern: str | None, created: str = "") -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, **({"creationTimestamp": created} if created else {})}
+    spec: dict[str, Any] = {"selectors": [{"cel": {"expression": 'device.driver == "gpu.example.com"'}}]}
+    if ern:
+        spec["extendedResourceName"] = ern
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": meta, "spec": spec}
 
 
 def _pod(name: str, limits: dict[str, str], labels: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
@@ -206,6 +215,32 @@ EXAMPLES: dict[str, Example] = {
             _pod("mig-1", {"example.com/gpu": "1"}, nodeSelector={"gpu.example.com/mig-profile": "1g.10gb"}),
             "Nothing breaks: the Pod stays where the device plugin serves the name as a MIG slice. To move it, "
             "request the slice by claim on the MIG DeviceClass the finding names and drop the node pin.",
+        ),
+        Example(
+            ids.TAINT_RULE_WITHOUT_SELECTOR,
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "DeviceTaintRule",
+                "metadata": {"name": "node-a-firmware"},
+                "spec": {"taint": {"key": "example.com/maintenance", "value": "firmware", "effect": "NoExecute"}},
+            },
+            "Name the devices under maintenance: deviceSelector: {driver: gpu.example.com, pool: node-a}. On "
+            "Kubernetes 1.36 and 1.37.0 kube-scheduler applies a rule without a selector to every device "
+            "(kubernetes#141620); deviceSelector: {} selects every device on purpose.",
+            namespace="",
+        ),
+        Example(
+            ids.DEVICE_CLASS_MAPPING_REMOVED,
+            _device_class("mig-1g.gpu.example.com", None),
+            "Restart kube-scheduler after the change (on 1.36 and 1.37.0 it serves the name with no class until "
+            "then, kubernetes#141103), or change the class while kube-scheduler can be restarted at once; "
+            "1.38.0 picks the remaining class itself.",
+            namespace="",
+            operation="UPDATE",
+            old=_device_class("mig-1g.gpu.example.com", "example.com/gpu"),
+            cluster={"deviceClasses": [_device_class("gpu.example.com", "example.com/gpu", "2026-01-01T00:00:00Z"),
+                                       _device_class("mig-1g.gpu.example.com", "example.com/gpu",
+                                                     "2026-06-01T00:00:00Z")]},
         ),
         Example(
             ids.SHARED_CLAIM_LIMIT,

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from webhook.gates.fixes import AFFECTED
+from webhook.gates.taint_rules import blocks_allocation, judge_omitted
 from webhook.objects.claims import (
     CLAIM_KINDS,
     MAX_TOLERATIONS_PER_REQUEST,
@@ -217,3 +219,40 @@ def _annotate(metadata: dict[str, Any], key: str, value: str) -> None:
     if not isinstance(metadata.get("annotations"), dict):
         metadata["annotations"] = {}
     metadata["annotations"][key] = value
+
+
+@rule(ids.TAINT_RULE_WITHOUT_SELECTOR, ("DeviceTaintRule",), operations=("CREATE", "UPDATE"))
+def taint_rule_without_selector(obj: dict[str, Any], ctx: Context) -> Outcome:
+    """A DeviceTaintRule without `deviceSelector` that kube-scheduler applies to every device (kubernetes#141620).
+
+    The API says a rule without a selector matches no device, and the eviction controller keeps to it; but
+    before kubernetes/kubernetes#141648 (1.38.0; the release-1.37 cherry-pick #141998 is in a patch release not
+    known yet) kube-scheduler's ResourceSlice tracker applies it to every device of every slice
+    (staging/src/k8s.io/dynamic-resource-allocation/resourceslice/tracker/tracker.go
+    ``driverPoolDeviceIndexPatchKey``, ``(*Tracker).applyPatches``): with a NoSchedule or NoExecute taint no new
+    claim that does not tolerate it is allocated anywhere, while nothing is evicted. Judged for the policy's
+    ``kubernetesVersion`` (its .0 release; the versions are the row of webhook/gates/fixes.py); effect ``None``
+    (or one unknown, treated like it) blocks nothing, and ``deviceSelector: {}`` is every device by design.
+    """
+    if ctx.group != "resource.k8s.io":
+        return NO_OUTCOME
+    spec = obj.get("spec")
+    if not isinstance(spec, dict) or spec.get("deviceSelector") is not None:
+        return NO_OUTCOME
+    found = spec.get("taint")
+    taint: dict[str, Any] = found if isinstance(found, dict) else {}
+    effect = str(taint.get("effect") or "")
+    judgement = judge_omitted(None, ctx.policy.spec.kubernetesVersion)
+    if not blocks_allocation(judgement, effect):
+        return NO_OUTCOME
+    name = str((obj.get("metadata") or {}).get("name") or "")
+    key = str(taint.get("key") or "")
+    taints = "taints" if judgement.state == AFFECTED else "may taint"
+    return Outcome([Finding(
+        ids.TAINT_RULE_WITHOUT_SELECTOR,
+        f"DeviceTaintRule {name} has no deviceSelector: kube-scheduler {taints} every device with it, so no "
+        f"new claim that does not tolerate {key or 'it'} is allocated anywhere, and nothing is evicted",
+        "set spec.deviceSelector to the devices under maintenance (driver, pool, device); deviceSelector: {} "
+        f"selects every device on purpose ({judgement.describe()})",
+        ("spec.deviceSelector",),
+    )])

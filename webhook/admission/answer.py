@@ -32,7 +32,7 @@ from webhook.rules.view import ClusterView, OfflineView
 
 log = logging.getLogger("webhook.admission")
 
-_REASONS = {400: "BadRequest", 403: "Forbidden", 500: "InternalError"}
+_REASONS = {400: "BadRequest", 403: "Forbidden", 413: "RequestEntityTooLarge", 500: "InternalError"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,8 +128,9 @@ def handle(
 
 
 def malformed(exc: RequestError) -> AdmissionResponse:
-    """The answer to a review whose request is malformed: denied with code 400 (shown to the user)."""
-    return AdmissionResponse(exc.uid, False, code=400, message=f"malformed admission request: {exc.message}")
+    """The answer to a review whose request is malformed, or over the structural budget (``admission.budget``):
+    denied with the error's code, 400 or 413 (shown to the user)."""
+    return AdmissionResponse(exc.uid, False, code=exc.code, message=f"{exc.what}: {exc.message}")
 
 
 def not_quantities(uid: str, bad: list[BadQuantity]) -> AdmissionResponse:

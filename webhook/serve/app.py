@@ -19,7 +19,7 @@ from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from webhook.admission import answer as admission
-from webhook.admission import engine, review
+from webhook.admission import budget, engine, review
 from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.model import Action
 from webhook.rules.ruleset import RuleSet
@@ -28,7 +28,7 @@ from webhook.serve import fast_path, metrics
 
 log = logging.getLogger("webhook.app")
 
-MAX_BODY = 7 * 1024 * 1024  # two 3 MiB objects plus the envelope (docs/webhook-conventions.md §1.1)
+MAX_BODY = budget.MAX_BODY  # two 3 MiB objects plus the envelope (docs/webhook-conventions.md §1.1)
 
 
 class PolicySource(Protocol):
@@ -128,8 +128,8 @@ class Answerer:
             log.warning("%s: rejected body (%d bytes): %s", endpoint, len(body), exc.log_message)
             return exc.status, orjson.dumps({"error": exc.message, "status": exc.status})
         except review.RequestError as exc:
-            metrics.BAD_REQUESTS.labels("400").inc()
-            log.warning("%s uid=%s: malformed request: %s", endpoint, exc.uid, exc.log_message)
+            metrics.BAD_REQUESTS.labels(str(exc.code)).inc()
+            log.warning("%s uid=%s: %s: %s", endpoint, exc.uid, exc.what, exc.log_message)
             return 200, admission.malformed(exc).body()
         if self.recorder is not None:
             self.recorder(body, endpoint)

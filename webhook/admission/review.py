@@ -81,6 +81,11 @@ class AdmissionRequest:
 
 def parse(body: bytes, limits: budget.Limits = budget.LIMITS) -> AdmissionRequest:
     """Parse and check a request body. Raises EnvelopeError or RequestError with a message a human can act on."""
+    return from_document(load(body, limits))
+
+
+def load(body: bytes, limits: budget.Limits = budget.LIMITS) -> dict[str, Any]:
+    """The review as parsed, within the structural budget and an object (``from_document`` checks the rest)."""
     if not body:
         raise EnvelopeError("empty body: expected an AdmissionReview (admission.k8s.io/v1) JSON object")
     over = budget.check(body, limits)
@@ -95,6 +100,11 @@ def parse(body: bytes, limits: budget.Limits = budget.LIMITS) -> AdmissionReques
         raise EnvelopeError(f"body is not valid JSON: {exc}") from None
     if not isinstance(doc, dict):
         raise EnvelopeError(f"body is a JSON {_json_type(doc)}, expected an AdmissionReview object")
+    return doc
+
+
+def from_document(doc: dict[str, Any]) -> AdmissionRequest:
+    """Check a parsed review (``load``): the envelope, then its request."""
     api_version, kind = doc.get("apiVersion"), doc.get("kind")
     if kind != KIND:
         raise EnvelopeError(f"kind is {_show(kind)}, expected 'AdmissionReview'",

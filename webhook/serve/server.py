@@ -98,7 +98,34 @@ def build_app(opts: ServeOptions) -> Any:
         from webhook.serve.recording import Recorder
 
         recorder = Recorder(opts.record, max_bytes=opts.record_max_bytes)
-    return create_app(store, view=view, cert=cert_reloader(opts.cert_dir), recorder=recorder)
+    return create_app(store, view=view, cert=cert_reloader(opts.cert_dir), recorder=recorder, large=large_reviews(opts))
+
+
+def memory_plan(opts: ServeOptions) -> Any:
+    """The replica's memory budget per request (``webhook.serve.memory.plan``) for this container's limit."""
+    from webhook.serve import memory
+
+    return memory.plan(memory.container_limit() or memory.SHIPPED_LIMIT, opts.workers, opts.threads)
+
+
+def large_reviews(opts: ServeOptions) -> Any:
+    """How a worker answers reviews over the plan's ``large_body``: one at a time in the replica (the master's lock
+    file, shared by every worker), the heap trimmed after each."""
+    from webhook.serve import memory
+    from webhook.serve.app import Large
+
+    path = _PROCESS.get("large_lock")
+    if path is None:  # not forked by our master (tests): a lock file of this process's own
+        path = _PROCESS["large_lock"] = _lock_file()
+    return Large(memory_plan(opts).large_body, memory.OneAtATime(path))
+
+
+def _lock_file() -> str:
+    import tempfile
+
+    fd, path = tempfile.mkstemp(prefix="dra-webhook-large-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    os.close(fd)
+    return path
 
 
 def gauge_supervisor(opts: ServeOptions) -> Supervisor | None:
@@ -216,8 +243,16 @@ class _Arbiter(Arbiter):
 
 class WebhookServer(BaseApplication):
     def __init__(self, opts: ServeOptions) -> None:
+        from webhook.serve import memory
+
         self.opts = opts
         master_policy(opts)
+        memory.limit_arenas()  # before any worker or thread exists: the forks inherit it
+        _PROCESS["large_lock"] = _lock_file()
+        plan = memory_plan(opts)
+        (log.info if plan.fits else log.warning)(
+            "%s%s", plan.describe(), "" if plan.fits else "; that share is too small for the worst case: "
+            "fewer --workers or --threads, or a higher memory limit (README 'Memory per request')")
         if not opts.offline:
             from webhook.cluster import live_view
 
@@ -263,6 +298,9 @@ class WebhookServer(BaseApplication):
             _Arbiter(self).run()
         except RuntimeError as exc:  # gunicorn's configuration errors, as BaseApplication.run reports them
             raise SystemExit(f"error: {exc}") from None
+        finally:
+            if os.path.exists(_PROCESS.get("large_lock") or ""):
+                os.unlink(_PROCESS["large_lock"])
 
 
 def serve(opts: ServeOptions) -> int:

@@ -1,8 +1,8 @@
 """The replica's memory budget per request (issue 47 item 1): the container limit split across workers x threads.
 
 The structural budget (``webhook.admission.budget``) bounds one review: at most 7 MiB and 600,000 JSON values, so
-its parse stays under about 60 MB (``LARGE_PEAK`` is what bench/memory.py measured for a whole request at those
-limits: body copies, parse, rules, patch, answer). What is left of the limit once the replica's own processes are
+its parse stays under about 60 MB (``LARGE_PEAK``: what bench/memory.py measured at those limits, body copies,
+parse, rules, patch and answer). What is left of the limit once the replica's own processes are
 counted (``BASELINE``) is shared by every request thread, so:
 
 - reviews over ``Plan.large_body`` bytes are answered one at a time in the replica (``OneAtATime``: a lock per
@@ -32,8 +32,9 @@ SHIPPED_LIMIT = 512 * MiB
 #: PSS of a replica with no request in flight: master and 2 workers (bench/memory.py, offline) plus the device
 #: process and the gauge writer at the scale the deploy comment names (100,000 Pods, 20,000 devices: 369 MB).
 BASELINE = 369 * 1000 * 1000
-#: Peak of one review at the structural limits above the replica's baseline (bench/memory.py's worst case).
-LARGE_PEAK = 64 * MiB
+#: What large reviews add to the replica at their peak: four at once, each buffered whole and parsed one at a time,
+#: at the structural limits (bench/memory.py measured 106-113 MB over the idle replica).
+LARGE_PEAK = 110 * MiB
 #: Bytes of memory per byte of a small review at worst (parsed, its copies on the path and the answer).
 AMPLIFICATION = 40
 #: Smallest ``large_body``: a Deployment with a long last-applied-configuration is about 30 KiB.
@@ -56,9 +57,10 @@ class Plan:
 
 
 def plan(limit: int, workers: int, threads: int, baseline: int = BASELINE, large_peak: int = LARGE_PEAK) -> Plan:
-    """How a replica of ``workers`` x ``threads`` answers within ``limit`` bytes (10% of it kept as margin)."""
+    """How a replica of ``workers`` x ``threads`` answers within ``limit`` bytes. No margin on top: ``BASELINE`` is
+    already the replica's peak at the largest scale documented, and ``AMPLIFICATION`` the worst case per byte."""
     count = max(workers, 1) * max(threads, 1)
-    free = int(limit * 0.9) - baseline - large_peak
+    free = limit - baseline - large_peak
     share = max(free // count, 0)
     large_body = min(max(share // AMPLIFICATION, MIN_LARGE_BODY), MAX_LARGE_BODY)
     return Plan(limit, count, share, large_body, share >= MIN_LARGE_BODY * AMPLIFICATION)

@@ -287,7 +287,8 @@ class AdmissionWorker(ThreadWorker):
         self._forget(state)
         deadline = time.monotonic() + self.body_timeout
         conn.parser = http.get_parser(self.cfg, DeadlineSocket(conn.sock, deadline), conn.client)
-        conn.parser.unreader.unread(bytes(state.buf))
+        conn.parser.unreader.unread(state.buf)  # copied into the unreader's buffer: no bytes() copy (issue 47)
+        state.buf = bytearray()
         conn.data_ready = True
         super().enqueue_req(conn)  # the whole request is in memory: straight to a pool thread
 

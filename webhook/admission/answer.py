@@ -22,7 +22,15 @@ import orjson
 
 from webhook.admission import engine
 from webhook.admission.engine import STRENGTH, Decision, Verdict
-from webhook.admission.review import API_VERSION, KIND, AdmissionRequest, RequestError, clean_audit, limit_warnings
+from webhook.admission.review import (
+    API_VERSION,
+    KIND,
+    AdmissionRequest,
+    RequestError,
+    clean_audit,
+    limit_warnings,
+    loggable,
+)
 from webhook.objects.pods import BadQuantity, bad_quantities
 from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.model import Action
@@ -112,7 +120,7 @@ def handle(
     """
     if policy is None:
         why = f"no valid migration policy is loaded: {policy_error or 'not loaded yet'}"
-        log.error("uid=%s %s: %s", request.uid, phase, why)
+        log.error("uid=%s %s: %s", loggable(request.uid), phase, why)
         return _no_decision(request.uid, phase, why if phase != "mutate" else f"dra-migration-webhook: {why}")
     bad = bad_quantities(request.object or {}, request.kind, request.group, policy.template_finders)
     if bad:
@@ -120,8 +128,8 @@ def handle(
     try:
         decision = engine.evaluate(request, policy, view or OfflineView(), phase, now, rules)
     except Exception:
-        log.exception("uid=%s: evaluation failed for %s %s/%s", request.uid, request.kind, request.namespace,
-                      request.name)
+        log.exception("uid=%s: evaluation failed for %s %s/%s", *map(loggable, (
+            request.uid, request.kind, request.namespace, request.name)))
         return _no_decision(request.uid, phase, f"dra-migration-webhook could not evaluate this request "
                                                 f"(uid {request.uid}); see its logs")
     return answer(request.uid, phase, decision, policy)

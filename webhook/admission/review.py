@@ -195,6 +195,13 @@ def _objects(
     return obj, old
 
 
+def loggable(value: object) -> str:
+    """A request value as it may go into a log line: one line whatever was sent (issue 47: a ``request.name`` with a
+    newline wrote a forged line into the log). Printable text as it is; anything else escaped (``\\n``, ``\\u2028``)."""
+    text = value if isinstance(value, str) else str(value)
+    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
+
+
 def limit_warnings(warnings: list[str]) -> list[str]:
     """Each warning at most 256 chars, all together at most 4096, as the API server keeps them.
 

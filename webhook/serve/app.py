@@ -152,7 +152,7 @@ class Answerer:
             return exc.status, orjson.dumps({"error": exc.message, "status": exc.status})
         except review.RequestError as exc:
             metrics.BAD_REQUESTS.labels(str(exc.code)).inc()
-            log.warning("%s uid=%s: %s: %s", endpoint, exc.uid, exc.what, exc.log_message)
+            log.warning("%s uid=%s: %s: %s", endpoint, review.loggable(exc.uid), exc.what, exc.log_message)
             return 200, admission.malformed(exc).body()
         policy = self.policies.current
         answer = admission.handle(req, phase, policy, self.view, self.now(), policy_error=self.policies.error,
@@ -188,7 +188,7 @@ def _observe(req: review.AdmissionRequest, answer: admission.AdmissionResponse, 
         log.log(
             logging.INFO if loud else logging.DEBUG,
             "%s uid=%s %s %s %s/%s allowed=%s findings=%s patch_ops=%d%s",
-            phase, req.uid, req.operation, req.kind, req.namespace, req.name or "<generated>",
+            phase, *map(review.loggable, (req.uid, req.operation, req.kind, req.namespace, req.name or "<generated>")),
             answer.allowed, ",".join(f"{v.rule}:{v.action.value}" for v in answer.verdicts) or "-",
             len(answer.patch), " dryRun" if req.dry_run else "",
         )

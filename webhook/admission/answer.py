@@ -31,6 +31,7 @@ from webhook.admission.review import (
     limit_warnings,
     loggable,
 )
+from webhook.objects.claims import BadCount, bad_counts
 from webhook.objects.pods import BadQuantity, bad_quantities
 from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.model import Action
@@ -122,9 +123,9 @@ def handle(
         why = f"no valid migration policy is loaded: {policy_error or 'not loaded yet'}"
         log.error("uid=%s %s: %s", loggable(request.uid), phase, why)
         return _no_decision(request.uid, phase, why if phase != "mutate" else f"dra-migration-webhook: {why}")
-    bad = bad_quantities(request.object or {}, request.kind, request.group, policy.template_finders)
-    if bad:
-        return not_quantities(request.uid, bad)
+    undecodable = _undecodable(request, policy)
+    if undecodable is not None:
+        return undecodable
     try:
         decision = engine.evaluate(request, policy, view or OfflineView(), phase, now, rules)
     except Exception:
@@ -133,6 +134,28 @@ def handle(
         return _no_decision(request.uid, phase, f"dra-migration-webhook could not evaluate this request "
                                                 f"(uid {request.uid}); see its logs")
     return answer(request.uid, phase, decision, policy)
+
+
+def _undecodable(request: AdmissionRequest, policy: CompiledPolicy) -> AdmissionResponse | None:
+    """The answer to an object the API server would not decode (no rule judges it), or None."""
+    bad = bad_quantities(request.object or {}, request.kind, request.group, policy.template_finders)
+    if bad:
+        return not_quantities(request.uid, bad)
+    counts = bad_counts(request.object or {}, request.kind)
+    if counts:
+        return not_integers(request.uid, counts)
+    return None
+
+
+def not_integers(uid: str, bad: list[BadCount]) -> AdmissionResponse:
+    """The answer to a claim whose request ``count`` is no integer (``99.0``, ``"99"``): denied with code 400 naming
+    each field, in both phases, as for quantities. The API server refuses such a claim when it decodes it (``count``
+    is an int64), so this comes from a caller other than the API server, or from ``check`` of a manifest."""
+    causes = [{"type": "FieldValueInvalid", "field": b.field, "message": str(b)} for b in bad]
+    fields = "; ".join(str(b) for b in bad)
+    return AdmissionResponse(uid, False, code=400, causes=causes,
+                             message=f"a device count must be an integer (the API server refuses this claim when it "
+                                     f"decodes it), so no rule judged this object: {fields}")
 
 
 def malformed(exc: RequestError) -> AdmissionResponse:

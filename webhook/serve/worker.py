@@ -18,6 +18,10 @@ moves everything a client controls the pace of into the event loop, non-blocking
 Connections are capped per worker (``max_connections``). At the cap the oldest connection that has
 not delivered a complete request (or the oldest idle keep-alive one) is closed to admit the new one,
 so health probes and the API server still get in while slow clients fill the table.
+
+A request gunicorn itself refuses before the app sees it (a bad request line, a head too large, a bad chunk: its
+``Worker.handle_error`` in ``workers/base.py``, which writes through ``util.write_error``) is answered in JSON like
+every other answer (``json_error``), not with gunicorn's HTML page (issue 47 item 6).
 """
 
 from __future__ import annotations
@@ -31,7 +35,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from gunicorn import http, sock
+import orjson
+from gunicorn import http, sock, util
 from gunicorn.http.parser import Parser
 from gunicorn.workers.gthread import TConn, ThreadWorker
 
@@ -49,6 +54,20 @@ LOG_EVERY = 10.0
 
 _HEAD_END = b"\r\n\r\n"
 _CHUNK_SIZE = re.compile(rb"([0-9A-Fa-f]{1,16})(?:;[^\r\n]*)?\r\n")
+
+
+def json_error(status: int, reason: str, message: str) -> bytes:
+    """The whole HTTP answer for a request gunicorn refused: ``{"error": ..., "status": ...}``, connection closed
+    (as gunicorn's own answer; the body is what the app's errors carry)."""
+    body = orjson.dumps({"error": message or reason, "status": status})
+    head = (f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n")
+    return head.encode("latin-1") + body
+
+
+def write_json_error(sock: socket.socket, status_int: int, reason: str, mesg: str) -> None:
+    """``gunicorn.util.write_error`` with a JSON body (same signature: ``Worker.handle_error`` calls it)."""
+    util.write_nonblock(sock, json_error(status_int, reason, mesg))
 
 
 class SlowClient(Exception):
@@ -178,6 +197,10 @@ class AdmissionWorker(ThreadWorker):
         return type(cls.__name__, (cls,), {"header_timeout": header_timeout, "body_timeout": body_timeout})
 
     # -- entry points from gthread ------------------------------------------------------------
+
+    def init_process(self) -> None:
+        util.write_error = write_json_error  # this worker process only; gunicorn's handle_error writes through it
+        super().init_process()
 
     def enqueue_req(self, conn: TConn) -> None:
         """New, kept-alive-and-readable, or pipelined connection: read its request in the loop first."""

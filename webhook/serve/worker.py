@@ -15,6 +15,11 @@ moves everything a client controls the pace of into the event loop, non-blocking
   parsing, the flask app and the response, never a wait on the network. The API server sends a
   review in one write, so the deadlines only ever bite on clients that dawdle.
 
+Large requests held in memory are capped per worker (``MAX_LARGE``, issue 47 item 1): once a request being read
+passes ``LARGE`` bytes it needs one of the worker's large slots, held until its answer is written; without one its
+connection is not read further (its deadlines still run) until a slot frees, so however many 7 MiB bodies arrive at
+once, at most ``MAX_LARGE`` per worker are in memory. Smaller requests never wait for a slot.
+
 Connections are capped per worker (``max_connections``). At the cap the oldest connection that has
 not delivered a complete request (or the oldest idle keep-alive one) is closed to admit the new one,
 so health probes and the API server still get in while slow clients fill the table.
@@ -49,6 +54,9 @@ MAX_HEAD = 64 * 1024
 #: A body is buffered up to this size before the app sees it; the app refuses anything over its limit
 #: (webhook.serve.app.MAX_BODY, 7 MiB) after reading at most one byte past it.
 MAX_BUFFERED_BODY = 7 * 1024 * 1024 + 1
+#: A request past this many bytes needs a large slot; at most MAX_LARGE per worker are held at once.
+LARGE = 256 * 1024
+MAX_LARGE = 2
 #: Seconds between repeats of the same log line under a sustained attack.
 LOG_EVERY = 10.0
 
@@ -153,6 +161,8 @@ class Reading:
     framing: Framing = field(default_factory=Framing)
     sent_continue: bool = False
     started: float = field(default_factory=time.monotonic)
+    large: bool = False  # holds one of the worker's large slots
+    paused: bool = False  # past LARGE without a slot: not read until one frees
 
 
 class DeadlineSocket:
@@ -187,6 +197,8 @@ class AdmissionWorker(ThreadWorker):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.reading: dict[int, Reading] = {}  # id(conn) -> state, oldest first
+        self.large_conns: set[int] = set()  # id(conn) of requests holding a large slot, read or being answered
+        self.paused: list[Reading] = []  # waiting for a large slot, oldest first
         self._cap_logged = 0.0
         self._closed_slow = 0
         self._slow_logged = 0.0
@@ -291,7 +303,40 @@ class AdmissionWorker(ThreadWorker):
             state.buf += data
             if len(state.buf) > MAX_HEAD + MAX_BUFFERED_BODY + (1 << 20):
                 break
+            if len(state.buf) > LARGE and not state.large and not self._take_large(state):
+                return False  # paused: the rest is read once a large slot frees
         return self._framed(state)
+
+    def _take_large(self, state: Reading) -> bool:
+        """A large slot for ``state``, or pause it (stop reading its socket) until ``_release_large`` resumes it."""
+        if len(self.large_conns) < MAX_LARGE:
+            state.large = True
+            self.large_conns.add(id(state.conn))
+            return True
+        if not state.paused:
+            state.paused = True
+            self.paused.append(state)
+            try:
+                self.poller.unregister(state.conn.sock)
+            except (KeyError, ValueError, OSError):
+                pass
+        return False
+
+    def _release_large(self, conn: TConn) -> None:
+        """Free ``conn``'s large slot (answered or closed) and resume the oldest paused connection with it."""
+        if id(conn) not in self.large_conns:
+            return
+        self.large_conns.discard(id(conn))
+        while self.paused and len(self.large_conns) < MAX_LARGE:
+            state = self.paused.pop(0)
+            state.paused, state.large = False, True
+            self.large_conns.add(id(state.conn))
+            self.poller.register(state.conn.sock, selectors.EVENT_READ, partial(self._on_ready, state))
+            self._on_ready(state, state.conn.sock)
+
+    def finish_request(self, conn: TConn, fs: Any) -> None:
+        self._release_large(conn)  # the answer is written: the request's bytes are gone
+        super().finish_request(conn, fs)
 
     def _framed(self, state: Reading) -> bool:
         f = state.framing
@@ -317,6 +362,9 @@ class AdmissionWorker(ThreadWorker):
 
     def _forget(self, state: Reading) -> None:
         self.reading.pop(id(state.conn), None)
+        if state.paused:
+            state.paused = False
+            self.paused.remove(state)
         try:
             self.poller.unregister(state.conn.sock)
         except (KeyError, ValueError, OSError):
@@ -327,6 +375,7 @@ class AdmissionWorker(ThreadWorker):
         self.nr_conns -= 1
         self.log.debug("closing connection from %s: %s", state.conn.client, why)
         state.conn.close()
+        self._release_large(state.conn)
 
     def _evict_one(self) -> bool:
         victim = next(iter(self.reading.values()), None)

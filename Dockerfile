@@ -27,6 +27,7 @@ LABEL org.opencontainers.image.title="dra-migration-webhook" \
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
+    MALLOC_ARENA_MAX=2 \
     PROMETHEUS_MULTIPROC_DIR=/var/run/prometheus \
     DRA_WEBHOOK_POLICY=/etc/dra-webhook/policy
 COPY --from=builder /opt/venv /opt/venv

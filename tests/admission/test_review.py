@@ -54,3 +54,54 @@ def test_bad_request_is_code_400():
     err = review.RequestError("u4", "request.object is null on CREATE")
     resp = admission.malformed(err).review()["response"]
     assert resp["allowed"] is False and resp["status"]["code"] == 400 and resp["status"]["reason"] == "BadRequest"
+
+
+def _deep_pod_review(levels: int) -> tuple[str, bytes]:
+    """A GPU Pod review with ``levels`` nested objects under a container's field (the container is at level 6:
+    review, request, object, spec, containers, the container; so the review nests 6 + levels deep)."""
+    from tests.helpers import gpu_pod
+    from tests.helpers import review as make_review
+
+    doc = make_review(gpu_pod("deep", "pilot-a"), namespace="pilot-a")
+    doc["request"]["object"]["spec"]["containers"][0]["extra"] = "NEST"
+    nest = b'{"x": ' * (levels - 1) + b"{}" + b"}" * (levels - 1)
+    return doc["request"]["uid"], json.dumps(doc).encode().replace(b'"NEST"', nest)
+
+
+def test_a_review_nested_past_the_limit_is_a_clear_400_with_its_uid():
+    """Issue 47 item 6: 330-1,024 levels (orjson parses up to 1,024) took the rules and the patch diff past Python's
+    recursion limit: the mutation was skipped and a traceback logged. Now refused before parsing, uid echoed."""
+    for levels in (340, 1000, 1100):
+        uid, body = _deep_pod_review(levels)
+        try:
+            review.parse(body)
+        except review.RequestError as exc:
+            resp = admission.malformed(exc).review()["response"]
+        else:
+            raise AssertionError(f"{levels} levels parsed")
+        assert resp["uid"] == uid and resp["allowed"] is False
+        assert resp["status"]["code"] == 400 and resp["status"]["reason"] == "BadRequest"
+        assert f"nests {levels + 6:,} levels deep, more than the webhook's limit of 250" in resp["status"]["message"]
+
+
+def test_a_review_nested_within_the_limit_is_judged_and_patched():
+    import datetime as dt
+
+    from tests.helpers import ROOT
+    from webhook.policy.loader import load
+    from webhook.rules.view import OfflineView
+
+    _uid, body = _deep_pod_review(240)
+    req = review.parse(body)
+    answer = admission.handle(req, "mutate", load(ROOT / "tests" / "data" / "live-policy.yaml"), OfflineView(),
+                              dt.datetime.now(dt.UTC))
+    assert answer.allowed and answer.patch and not [v for v in answer.verdicts if v.failed]
+
+
+def test_a_body_with_no_uid_over_the_budget_is_an_envelope_error_with_the_status():
+    try:
+        review.parse(b"[" * 5000 + b"]" * 5000)
+    except review.EnvelopeError as exc:
+        assert exc.status == 400 and "nests 5,000 levels deep" in exc.message and "refused unparsed" in exc.message
+    else:
+        raise AssertionError("parsed")

@@ -52,7 +52,7 @@ BAD_INPUT = [
     ("no-content-type", json.dumps(_valid_review()).encode(), "", 415, "Content-Type"),
     ("unicode-garbage", "\udcff\u202e\x00ÿ漢".encode("utf-8", "surrogatepass"), "application/json", 400,
      "not valid JSON"),
-    ("deeply-nested", b"[" * 5000 + b"]" * 5000, "application/json", 400, "not valid JSON"),
+    ("deeply-nested", b"[" * 5000 + b"]" * 5000, "application/json", 400, "nests 5,000 levels deep"),
     ("latin1-bytes", b'{"a": "\xff\xfe"}', "application/json", 400, "not valid JSON"),
 ]
 

@@ -665,3 +665,24 @@ def test_training_fix_text_says_kueue_must_map_the_class_first():
         in queued.remediation
     assert "spec.quota.kueue.deviceClassMappings" in queued.remediation
     assert queued.remediation.split("\n")[0] == plain.remediation.split("\n")[0]
+
+
+def test_steering_copies_only_what_it_changes() -> None:
+    """Issue 47 item 1: the steered object shares with the one received everything the steering does not write (a
+    Pod's 3 MiB of ``env`` is not copied), for a bare Pod and a Deployment's template alike."""
+    from tests.builders.pods import NOW
+    from tests.helpers import review
+    from webhook.admission.answer import admit
+    from webhook.admission.review import parse_request
+    from webhook.rules.view import OfflineView
+
+    for name in ("pod-gpu", "deploy-gpu"):
+        obj = manifest(name, "pilot-a")
+        req = parse_request(review(obj, namespace="pilot-a")["request"])
+        admitted = admit(req, POLICY, OfflineView(), NOW)
+        assert admitted.mutated is not None
+        ref = next(iter(pod_templates(obj, obj["kind"])))
+        template, steered = get_path(obj, ref.path), get_path(admitted.mutated, ref.path)
+        assert pool_of(steered) != pool_of(template)
+        assert steered["spec"] is not template["spec"]
+        assert steered["spec"]["containers"] is template["spec"]["containers"]

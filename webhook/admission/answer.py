@@ -22,7 +22,16 @@ import orjson
 
 from webhook.admission import engine
 from webhook.admission.engine import STRENGTH, Decision, Verdict
-from webhook.admission.review import API_VERSION, KIND, AdmissionRequest, RequestError, clean_audit, limit_warnings
+from webhook.admission.review import (
+    API_VERSION,
+    KIND,
+    AdmissionRequest,
+    RequestError,
+    clean_audit,
+    limit_warnings,
+    loggable,
+)
+from webhook.objects.claims import BadCount, bad_counts
 from webhook.objects.pods import BadQuantity, bad_quantities
 from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.model import Action
@@ -32,7 +41,7 @@ from webhook.rules.view import ClusterView, OfflineView
 
 log = logging.getLogger("webhook.admission")
 
-_REASONS = {400: "BadRequest", 403: "Forbidden", 500: "InternalError"}
+_REASONS = {400: "BadRequest", 403: "Forbidden", 413: "RequestEntityTooLarge", 500: "InternalError"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,24 +121,47 @@ def handle(
     """
     if policy is None:
         why = f"no valid migration policy is loaded: {policy_error or 'not loaded yet'}"
-        log.error("uid=%s %s: %s", request.uid, phase, why)
+        log.error("uid=%s %s: %s", loggable(request.uid), phase, why)
         return _no_decision(request.uid, phase, why if phase != "mutate" else f"dra-migration-webhook: {why}")
-    bad = bad_quantities(request.object or {}, request.kind, request.group, policy.template_finders)
-    if bad:
-        return not_quantities(request.uid, bad)
+    undecodable = _undecodable(request, policy)
+    if undecodable is not None:
+        return undecodable
     try:
         decision = engine.evaluate(request, policy, view or OfflineView(), phase, now, rules)
     except Exception:
-        log.exception("uid=%s: evaluation failed for %s %s/%s", request.uid, request.kind, request.namespace,
-                      request.name)
+        log.exception("uid=%s: evaluation failed for %s %s/%s", *map(loggable, (
+            request.uid, request.kind, request.namespace, request.name)))
         return _no_decision(request.uid, phase, f"dra-migration-webhook could not evaluate this request "
                                                 f"(uid {request.uid}); see its logs")
     return answer(request.uid, phase, decision, policy)
 
 
+def _undecodable(request: AdmissionRequest, policy: CompiledPolicy) -> AdmissionResponse | None:
+    """The answer to an object the API server would not decode (no rule judges it), or None."""
+    bad = bad_quantities(request.object or {}, request.kind, request.group, policy.template_finders)
+    if bad:
+        return not_quantities(request.uid, bad)
+    counts = bad_counts(request.object or {}, request.kind)
+    if counts:
+        return not_integers(request.uid, counts)
+    return None
+
+
+def not_integers(uid: str, bad: list[BadCount]) -> AdmissionResponse:
+    """The answer to a claim whose request ``count`` is no integer (``99.0``, ``"99"``): denied with code 400 naming
+    each field, in both phases, as for quantities. The API server refuses such a claim when it decodes it (``count``
+    is an int64), so this comes from a caller other than the API server, or from ``check`` of a manifest."""
+    causes = [{"type": "FieldValueInvalid", "field": b.field, "message": str(b)} for b in bad]
+    fields = "; ".join(str(b) for b in bad)
+    return AdmissionResponse(uid, False, code=400, causes=causes,
+                             message=f"a device count must be an integer (the API server refuses this claim when it "
+                                     f"decodes it), so no rule judged this object: {fields}")
+
+
 def malformed(exc: RequestError) -> AdmissionResponse:
-    """The answer to a review whose request is malformed: denied with code 400 (shown to the user)."""
-    return AdmissionResponse(exc.uid, False, code=400, message=f"malformed admission request: {exc.message}")
+    """The answer to a review whose request is malformed, or over the structural budget (``admission.budget``):
+    denied with the error's code, 400 or 413 (shown to the user)."""
+    return AdmissionResponse(exc.uid, False, code=exc.code, message=f"{exc.what}: {exc.message}")
 
 
 def not_quantities(uid: str, bad: list[BadQuantity]) -> AdmissionResponse:

@@ -16,7 +16,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.admission.review import AdmissionRequest
+from webhook.admission.review import AdmissionRequest, loggable
 from webhook.objects.patch import make_patch
 from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.model import Action
@@ -123,9 +123,9 @@ def _rule_failed(rule_id: str, exc: Exception, req: AdmissionRequest, ctx: Conte
     """Log a rule that raised and turn it into its rule-error verdict."""
     # The exception text may quote request values (a bad quantity, a secret-looking string):
     # name the failure at ERROR, keep the traceback for DEBUG.
-    log.error("rule %s failed on request uid=%s (%s %s/%s): %s", rule_id, req.uid, req.kind,
-              ctx.namespace, req.name or "<generated>", type(exc).__name__)
-    log.debug("rule %s traceback (uid=%s)", rule_id, req.uid, exc_info=True)
+    log.error("rule %s failed on request uid=%s (%s %s/%s): %s", rule_id, *map(loggable, (
+        req.uid, req.kind, ctx.namespace, req.name or "<generated>")), type(exc).__name__)
+    log.debug("rule %s traceback (uid=%s)", rule_id, loggable(req.uid), exc_info=True)
     return _failure(rule_id, type(exc).__name__, base, ctx.policy, ctx.namespace, ctx.now, req.uid)
 
 

@@ -7,6 +7,10 @@ Two kinds of bad input, answered differently (docs/webhook-conventions.md §1.3)
 - a review whose request is malformed (a uid exists) -> ``RequestError``, HTTP 200 with an
   AdmissionResponse ``allowed: false``, code 400, so the API server shows the message to the user
   instead of treating it as a call failure.
+
+Before parsing, the body's shape is checked against the structural budget (``admission.budget``): a review too
+large, with too many values or nested too deep is refused with code 413 or 400, as a ``RequestError`` when its
+uid can be read without parsing it, else as an ``EnvelopeError``.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+
+from webhook.admission import budget
 
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
@@ -43,16 +49,18 @@ class EnvelopeError(ValueError):
 
 
 class RequestError(ValueError):
-    """The review has a uid but its request is malformed: answered as a denial with code 400.
-
-    ``message`` and ``log_message`` as for EnvelopeError.
+    """The review has a uid but its request is malformed (code 400) or over the structural budget (code 400 or
+    413): answered as a denial with that code. ``message`` and ``log_message`` as for EnvelopeError.
     """
 
-    def __init__(self, uid: str, message: str, log_message: str | None = None) -> None:
+    def __init__(self, uid: str, message: str, log_message: str | None = None, code: int = 400,
+                 what: str = "malformed admission request") -> None:
         super().__init__(message)
         self.uid = uid
         self.message = message
         self.log_message = log_message or message
+        self.code = code
+        self.what = what
 
 
 @dataclass(slots=True)
@@ -71,16 +79,32 @@ class AdmissionRequest:
     user: dict[str, Any] = field(default_factory=dict)
 
 
-def parse(body: bytes) -> AdmissionRequest:
+def parse(body: bytes, limits: budget.Limits = budget.LIMITS) -> AdmissionRequest:
     """Parse and check a request body. Raises EnvelopeError or RequestError with a message a human can act on."""
+    return from_document(load(body, limits))
+
+
+def load(body: bytes, limits: budget.Limits = budget.LIMITS) -> dict[str, Any]:
+    """The review as parsed, within the structural budget and an object (``from_document`` checks the rest)."""
     if not body:
         raise EnvelopeError("empty body: expected an AdmissionReview (admission.k8s.io/v1) JSON object")
+    over = budget.check(body, limits)
+    if over is not None:
+        uid = budget.request_uid(body)
+        if uid is not None:
+            raise RequestError(uid, over.message, code=over.code, what="admission request refused unparsed")
+        raise EnvelopeError(f"{over.message}; refused unparsed", status=over.code)
     try:
         doc = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise EnvelopeError(f"body is not valid JSON: {exc}") from None
     if not isinstance(doc, dict):
         raise EnvelopeError(f"body is a JSON {_json_type(doc)}, expected an AdmissionReview object")
+    return doc
+
+
+def from_document(doc: dict[str, Any]) -> AdmissionRequest:
+    """Check a parsed review (``load``): the envelope, then its request."""
     api_version, kind = doc.get("apiVersion"), doc.get("kind")
     if kind != KIND:
         raise EnvelopeError(f"kind is {_show(kind)}, expected 'AdmissionReview'",
@@ -169,6 +193,13 @@ def _objects(
         if not isinstance(meta, dict):
             raise RequestError(uid, "request.object.metadata must be an object")
     return obj, old
+
+
+def loggable(value: object) -> str:
+    """A request value as it may go into a log line: one line whatever was sent (issue 47: a ``request.name`` with a
+    newline wrote a forged line into the log). Printable text as it is; anything else escaped (``\\n``, ``\\u2028``)."""
+    text = value if isinstance(value, str) else str(value)
+    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
 
 
 def limit_warnings(warnings: list[str]) -> list[str]:

@@ -87,6 +87,43 @@ def iter_requests(obj: Mapping[str, Any], kind: str) -> Iterator[RequestSlot]:
             yield RequestSlot(path, req_name, req, False)
 
 
+INT64_MAX = 2**63 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class BadCount:
+    """A request's ``count`` that is no integer: ``field`` (kubectl style), the value as sent."""
+
+    field: str
+    value: Any
+
+    def __str__(self) -> str:
+        shown = repr(self.value) if isinstance(self.value, str) else str(self.value).lower() \
+            if isinstance(self.value, bool) else str(self.value)
+        past = isinstance(self.value, int) and not isinstance(self.value, bool)
+        return f"{self.field} is {shown}, {'past int64' if past else 'not an integer'}"
+
+
+def bad_counts(obj: Mapping[str, Any], kind: str) -> list[BadCount]:
+    """Request and subrequest ``count`` values the API server refuses when it decodes the claim.
+
+    ``ExactDeviceRequest.Count`` and ``DeviceSubRequest.Count`` are ``int64`` (kubernetes/api ``resource/v1/types.go``,
+    read at 426b1b99): the JSON decoder refuses ``99.0``, ``"99"``, ``true`` or a number past int64 ("cannot
+    unmarshal ... into Go struct field ... of type int64"), so no webhook ever sees such a claim from the API server,
+    and ``check`` must not pass one silently. ``null`` is the field unset. Claims and templates only.
+    """
+    if kind not in CLAIM_KINDS:
+        return []
+    out = []
+    for slot in iter_requests(obj, kind):
+        count = slot.body.get("count")
+        if count is None:
+            continue
+        if isinstance(count, bool) or not isinstance(count, int) or not -INT64_MAX - 1 <= count <= INT64_MAX:
+            out.append(BadCount(f"{slot.path}.count", count))
+    return out
+
+
 def iter_cel_selectors(obj: Mapping[str, Any], kind: str) -> Iterator[tuple[str, str]]:
     """``(path, expression)`` of every CEL selector of every request slot."""
     for slot in iter_requests(obj, kind):

@@ -481,6 +481,22 @@ def _other_scheduler(ref: PodTemplateRef, u: Usage, want: str | None, ctx: Conte
 
 
 
+def _steering_copy(template: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a pod template that ``steer`` may edit: new containers where it writes (the template, its
+    metadata and annotations, its spec, the spec's affinity), everything else shared with the object received, so
+    a Pod with 3 MiB of ``env`` costs what the steering changes, not a copy of it (issue 47 item 1)."""
+    work = dict(template)
+    meta = work.get("metadata")
+    if isinstance(meta, dict):
+        work["metadata"] = meta = dict(meta)
+        if isinstance(meta.get("annotations"), dict):
+            meta["annotations"] = dict(meta["annotations"])
+    work["spec"] = spec = dict(work["spec"])
+    if "affinity" in spec:
+        spec["affinity"] = clone(spec["affinity"])
+    return work
+
+
 def _steerable(obj: dict[str, Any], ctx: Context) -> bool:
     """Whether node affinity may be written here: not into an immutable template (a started Job), not for a
     DaemonSet or its Pods, which serve the nodes of every pool (issue #24 item 12, ``placement.per_node``)."""
@@ -522,8 +538,8 @@ def steer_node_pool(obj: dict[str, Any], ctx: Context) -> Outcome:
         prev_name = metadata_annotations(ref.template(obj)).get(marker)
         prev_pool = getattr(pools, prev_name, None) if prev_name in ("dra", "devicePlugin") else None
         previous = prev_pool.nodeSelector if prev_pool is not None and prev_name != want else None
-        work = clone(ref.template(obj)) if ref.path else {
-            "metadata": clone(obj.get("metadata") or {}), "spec": clone(obj["spec"])}
+        work = _steering_copy(ref.template(obj) if ref.path else {
+            "metadata": obj.get("metadata") or {}, "spec": obj["spec"]})
         changed, conflict = steer(work, pool.nodeSelector, want, marker, previous)
         if conflict:
             wanted = ", ".join(f"{k}={v}" for k, v in pool.nodeSelector.items())

@@ -11,6 +11,7 @@ import datetime as dt
 import logging
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -19,16 +20,16 @@ from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from webhook.admission import answer as admission
-from webhook.admission import engine, review
+from webhook.admission import budget, engine, review
 from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.model import Action
 from webhook.rules.ruleset import RuleSet
 from webhook.rules.view import ClusterView, OfflineView
-from webhook.serve import fast_path, metrics
+from webhook.serve import fast_path, memory, metrics
 
 log = logging.getLogger("webhook.app")
 
-MAX_BODY = 7 * 1024 * 1024  # two 3 MiB objects plus the envelope (docs/webhook-conventions.md §1.1)
+MAX_BODY = budget.MAX_BODY  # two 3 MiB objects plus the envelope (docs/webhook-conventions.md §1.1)
 
 
 class PolicySource(Protocol):
@@ -86,21 +87,32 @@ def create_app(
     view: ClusterView | None = None,
     cert: CertState | None = None,
     clock: Callable[[], dt.datetime] | None = None,
-    recorder: Callable[[bytes, str], None] | None = None,
+    recorder: Callable[[dict[str, Any], str], None] | None = None,
     rules: RuleSet | None = None,
+    large: Large | None = None,
 ) -> Flask:
     """Build the app around a policy source, a cluster view and (when serving TLS) the certificate state;
-    ``rules`` is what the engine runs (default: the standard set)."""
+    ``rules`` is what the engine runs (default: the standard set); ``large`` how reviews over the replica's
+    per-thread share are answered (default: as they come, for tests and a single process)."""
     app = Flask("dra-webhook")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
     view = view or OfflineView()
     now = clock or (lambda: dt.datetime.now(dt.UTC))
-    answer = Answerer(policies, view, now, recorder, engine.handled_kinds(rules), rules)
+    answer = Answerer(policies, view, now, recorder, engine.handled_kinds(rules), rules, large or Large())
     _add_admission_routes(app, answer)
     _add_probes(app, policies, view, cert, now)
     _add_error_handlers(app)
     app.wsgi_app = fast_path.wrap(app.wsgi_app, answer, MAX_BODY)  # type: ignore[method-assign]
     return app
+
+
+@dataclass(frozen=True, slots=True)
+class Large:
+    """Reviews over ``body`` bytes are answered inside ``one_at_a_time()`` and the heap trimmed after them
+    (``webhook.serve.memory``: the replica's budget per request)."""
+
+    body: int = MAX_BODY
+    one_at_a_time: Callable[[], AbstractContextManager[Any]] = nullcontext
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,11 +122,21 @@ class Answerer:
     policies: PolicySource
     view: ClusterView
     now: Callable[[], dt.datetime]
-    recorder: Callable[[bytes, str], None] | None
+    recorder: Callable[[dict[str, Any], str], None] | None
     known_kinds: frozenset[str]
     rules: RuleSet | None = None
+    large: Large = Large()
 
     def __call__(self, phase: str, mimetype: str, body: bytes) -> tuple[int, bytes]:
+        if len(body) <= self.large.body:
+            return self._answer(phase, mimetype, body)
+        with self.large.one_at_a_time():
+            try:
+                return self._answer(phase, mimetype, body)
+            finally:
+                memory.trim()  # the parsed review is gone: hand its heap back to the kernel
+
+    def _answer(self, phase: str, mimetype: str, body: bytes) -> tuple[int, bytes]:
         started = time.perf_counter()
         endpoint = "/" + phase
         if mimetype != "application/json":
@@ -122,17 +144,16 @@ class Answerer:
             return 415, orjson.dumps({"error": f"Content-Type is {mimetype or 'missing'!r}, expected "
                                                "'application/json' (an AdmissionReview)", "status": 415})
         try:
-            req = review.parse(body)
+            doc = review.load(body)
+            req = review.from_document(doc)
         except review.EnvelopeError as exc:
             metrics.BAD_REQUESTS.labels(str(exc.status)).inc()
             log.warning("%s: rejected body (%d bytes): %s", endpoint, len(body), exc.log_message)
             return exc.status, orjson.dumps({"error": exc.message, "status": exc.status})
         except review.RequestError as exc:
-            metrics.BAD_REQUESTS.labels("400").inc()
-            log.warning("%s uid=%s: malformed request: %s", endpoint, exc.uid, exc.log_message)
+            metrics.BAD_REQUESTS.labels(str(exc.code)).inc()
+            log.warning("%s uid=%s: %s: %s", endpoint, review.loggable(exc.uid), exc.what, exc.log_message)
             return 200, admission.malformed(exc).body()
-        if self.recorder is not None:
-            self.recorder(body, endpoint)
         policy = self.policies.current
         answer = admission.handle(req, phase, policy, self.view, self.now(), policy_error=self.policies.error,
                                 rules=self.rules)
@@ -141,7 +162,10 @@ class Answerer:
         kind = req.kind if req.kind in self.known_kinds else "other"  # bounded label values, whatever is posted
         metrics.REQUESTS.labels(endpoint, kind, req.operation, str(answer.allowed).lower()).inc()
         metrics.DURATION.labels(endpoint).observe(time.perf_counter() - started)
-        return 200, answer.body()
+        data = answer.body()
+        if self.recorder is not None:  # last: it redacts the parsed review in place instead of parsing it again
+            self.recorder(doc, endpoint)
+        return 200, data
 
 
 def _observe(req: review.AdmissionRequest, answer: admission.AdmissionResponse, policy: CompiledPolicy,
@@ -164,7 +188,7 @@ def _observe(req: review.AdmissionRequest, answer: admission.AdmissionResponse, 
         log.log(
             logging.INFO if loud else logging.DEBUG,
             "%s uid=%s %s %s %s/%s allowed=%s findings=%s patch_ops=%d%s",
-            phase, req.uid, req.operation, req.kind, req.namespace, req.name or "<generated>",
+            phase, *map(review.loggable, (req.uid, req.operation, req.kind, req.namespace, req.name or "<generated>")),
             answer.allowed, ",".join(f"{v.rule}:{v.action.value}" for v in answer.verdicts) or "-",
             len(answer.patch), " dryRun" if req.dry_run else "",
         )

@@ -108,10 +108,14 @@ def redact(review: dict[str, Any]) -> dict[str, Any]:
     return review
 
 
-def record_line(body: bytes, endpoint: str | None = None, now: dt.datetime | None = None) -> bytes | None:
-    """One JSON line for a review body, redacted; None when the body is not a JSON object."""
+def record_line(body: bytes | dict[str, Any], endpoint: str | None = None, now: dt.datetime | None = None
+                ) -> bytes | None:
+    """One JSON line for a review body, redacted; None when the body is not a JSON object.
+
+    The server hands over the review it parsed, once answered (redacted in place, never parsed twice: issue 47).
+    """
     try:
-        review = orjson.loads(body)
+        review = orjson.loads(body) if isinstance(body, bytes) else body
     except orjson.JSONDecodeError:
         return None
     if not isinstance(review, dict):
@@ -141,8 +145,9 @@ class Recorder:
         self._errors: set[str] = set()
         self.dropped = 0
 
-    def __call__(self, body: bytes, endpoint: str | None = None) -> None:
-        """Record one review. Never raises: the request must be answered whatever happens here."""
+    def __call__(self, body: bytes | dict[str, Any], endpoint: str | None = None) -> None:
+        """Record one review (its body, or as parsed: then changed in place). Never raises: the request must be
+        answered whatever happens here."""
         try:
             line = record_line(body, endpoint)
             if line is None:

@@ -100,7 +100,8 @@ def build_app(opts: ServeOptions) -> Any:
         from webhook.serve.recording import Recorder
 
         recorder = Recorder(opts.record, max_bytes=opts.record_max_bytes)
-    app = create_app(store, view=view, cert=cert_reloader(opts.cert_dir, opts.client_ca), recorder=recorder)
+    app = create_app(store, view=view, cert=cert_reloader(opts.cert_dir, opts.client_ca), recorder=recorder,
+                     large=large_reviews(opts))
     if opts.client_cn is not None or opts.metrics_bind is not None:
         from webhook.serve import callers
 
@@ -116,6 +117,33 @@ def listen_port(bind: str) -> int:
         with socket.socket(fileno=os.dup(int(bind[5:]))) as sock:
             return int(sock.getsockname()[1])
     return int(bind.rsplit(":", 1)[1])
+
+
+def memory_plan(opts: ServeOptions) -> Any:
+    """The replica's memory budget per request (``webhook.serve.memory.plan``) for this container's limit."""
+    from webhook.serve import memory
+
+    return memory.plan(memory.container_limit() or memory.SHIPPED_LIMIT, opts.workers, opts.threads)
+
+
+def large_reviews(opts: ServeOptions) -> Any:
+    """How a worker answers reviews over the plan's ``large_body``: one at a time in the replica (the master's lock
+    file, shared by every worker), the heap trimmed after each."""
+    from webhook.serve import memory
+    from webhook.serve.app import Large
+
+    path = _PROCESS.get("large_lock")
+    if path is None:  # not forked by our master (tests): a lock file of this process's own
+        path = _PROCESS["large_lock"] = _lock_file()
+    return Large(memory_plan(opts).large_body, memory.OneAtATime(path))
+
+
+def _lock_file() -> str:
+    import tempfile
+
+    fd, path = tempfile.mkstemp(prefix="dra-webhook-large-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    os.close(fd)
+    return path
 
 
 def gauge_supervisor(opts: ServeOptions) -> Supervisor | None:
@@ -215,8 +243,16 @@ class _Arbiter(Arbiter):
 
 class WebhookServer(BaseApplication):
     def __init__(self, opts: ServeOptions) -> None:
+        from webhook.serve import memory
+
         self.opts = opts
         master_policy(opts)
+        memory.limit_arenas()  # before any worker or thread exists: the forks inherit it
+        _PROCESS["large_lock"] = _lock_file()
+        plan = memory_plan(opts)
+        (log.info if plan.fits else log.warning)(
+            "%s%s", plan.describe(), "" if plan.fits else "; that share is too small for the worst case: "
+            "fewer --workers or --threads, or a higher memory limit (README 'Memory per request')")
         if not opts.offline:
             from webhook.cluster import live_view
 
@@ -264,6 +300,9 @@ class WebhookServer(BaseApplication):
             _Arbiter(self).run()
         except RuntimeError as exc:  # gunicorn's configuration errors, as BaseApplication.run reports them
             raise SystemExit(f"error: {exc}") from None
+        finally:
+            if os.path.exists(_PROCESS.get("large_lock") or ""):
+                os.unlink(_PROCESS["large_lock"])
 
 
 def serve(opts: ServeOptions) -> int:

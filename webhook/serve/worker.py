@@ -15,9 +15,18 @@ moves everything a client controls the pace of into the event loop, non-blocking
   parsing, the flask app and the response, never a wait on the network. The API server sends a
   review in one write, so the deadlines only ever bite on clients that dawdle.
 
+Large requests held in memory are capped per worker (``MAX_LARGE``, issue 47 item 1): once a request being read
+passes ``LARGE`` bytes it needs one of the worker's large slots, held until its answer is written; without one its
+connection is not read further (its deadlines still run) until a slot frees, so however many 7 MiB bodies arrive at
+once, at most ``MAX_LARGE`` per worker are in memory. Smaller requests never wait for a slot.
+
 Connections are capped per worker (``max_connections``). At the cap the oldest connection that has
 not delivered a complete request (or the oldest idle keep-alive one) is closed to admit the new one,
 so health probes and the API server still get in while slow clients fill the table.
+
+A request gunicorn itself refuses before the app sees it (a bad request line, a head too large, a bad chunk: its
+``Worker.handle_error`` in ``workers/base.py``, which writes through ``util.write_error``) is answered in JSON like
+every other answer (``json_error``), not with gunicorn's HTML page (issue 47 item 6).
 """
 
 from __future__ import annotations
@@ -31,7 +40,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from gunicorn import http, sock
+import orjson
+from gunicorn import http, sock, util
 from gunicorn.http.parser import Parser
 from gunicorn.workers.gthread import TConn, ThreadWorker
 
@@ -44,11 +54,28 @@ MAX_HEAD = 64 * 1024
 #: A body is buffered up to this size before the app sees it; the app refuses anything over its limit
 #: (webhook.serve.app.MAX_BODY, 7 MiB) after reading at most one byte past it.
 MAX_BUFFERED_BODY = 7 * 1024 * 1024 + 1
+#: A request past this many bytes needs a large slot; at most MAX_LARGE per worker are held at once.
+LARGE = 256 * 1024
+MAX_LARGE = 2
 #: Seconds between repeats of the same log line under a sustained attack.
 LOG_EVERY = 10.0
 
 _HEAD_END = b"\r\n\r\n"
 _CHUNK_SIZE = re.compile(rb"([0-9A-Fa-f]{1,16})(?:;[^\r\n]*)?\r\n")
+
+
+def json_error(status: int, reason: str, message: str) -> bytes:
+    """The whole HTTP answer for a request gunicorn refused: ``{"error": ..., "status": ...}``, connection closed
+    (as gunicorn's own answer; the body is what the app's errors carry)."""
+    body = orjson.dumps({"error": message or reason, "status": status})
+    head = (f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n")
+    return head.encode("latin-1") + body
+
+
+def write_json_error(sock: socket.socket, status_int: int, reason: str, mesg: str) -> None:
+    """``gunicorn.util.write_error`` with a JSON body (same signature: ``Worker.handle_error`` calls it)."""
+    util.write_nonblock(sock, json_error(status_int, reason, mesg))
 
 
 class SlowClient(Exception):
@@ -134,6 +161,8 @@ class Reading:
     framing: Framing = field(default_factory=Framing)
     sent_continue: bool = False
     started: float = field(default_factory=time.monotonic)
+    large: bool = False  # holds one of the worker's large slots
+    paused: bool = False  # past LARGE without a slot: not read until one frees
 
 
 class DeadlineSocket:
@@ -170,6 +199,8 @@ class AdmissionWorker(ThreadWorker):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.reading: dict[int, Reading] = {}  # id(conn) -> state, oldest first
+        self.large_conns: set[int] = set()  # id(conn) of requests holding a large slot, read or being answered
+        self.paused: list[Reading] = []  # waiting for a large slot, oldest first
         self._cap_logged = 0.0
         self._closed_slow = 0
         self._slow_logged = 0.0
@@ -184,6 +215,10 @@ class AdmissionWorker(ThreadWorker):
                                            "plain_ports": plain_ports})
 
     # -- entry points from gthread ------------------------------------------------------------
+
+    def init_process(self) -> None:
+        util.write_error = write_json_error  # this worker process only; gunicorn's handle_error writes through it
+        super().init_process()
 
     def enqueue_req(self, conn: TConn) -> None:
         """New, kept-alive-and-readable, or pipelined connection: read its request in the loop first."""
@@ -287,7 +322,40 @@ class AdmissionWorker(ThreadWorker):
             state.buf += data
             if len(state.buf) > MAX_HEAD + MAX_BUFFERED_BODY + (1 << 20):
                 break
+            if len(state.buf) > LARGE and not state.large and not self._take_large(state):
+                return False  # paused: the rest is read once a large slot frees
         return self._framed(state)
+
+    def _take_large(self, state: Reading) -> bool:
+        """A large slot for ``state``, or pause it (stop reading its socket) until ``_release_large`` resumes it."""
+        if len(self.large_conns) < MAX_LARGE:
+            state.large = True
+            self.large_conns.add(id(state.conn))
+            return True
+        if not state.paused:
+            state.paused = True
+            self.paused.append(state)
+            try:
+                self.poller.unregister(state.conn.sock)
+            except (KeyError, ValueError, OSError):
+                pass
+        return False
+
+    def _release_large(self, conn: TConn) -> None:
+        """Free ``conn``'s large slot (answered or closed) and resume the oldest paused connection with it."""
+        if id(conn) not in self.large_conns:
+            return
+        self.large_conns.discard(id(conn))
+        while self.paused and len(self.large_conns) < MAX_LARGE:
+            state = self.paused.pop(0)
+            state.paused, state.large = False, True
+            self.large_conns.add(id(state.conn))
+            self.poller.register(state.conn.sock, selectors.EVENT_READ, partial(self._on_ready, state))
+            self._on_ready(state, state.conn.sock)
+
+    def finish_request(self, conn: TConn, fs: Any) -> None:
+        self._release_large(conn)  # the answer is written: the request's bytes are gone
+        super().finish_request(conn, fs)
 
     def _framed(self, state: Reading) -> bool:
         f = state.framing
@@ -306,12 +374,16 @@ class AdmissionWorker(ThreadWorker):
         self._forget(state)
         deadline = time.monotonic() + self.body_timeout
         conn.parser = http.get_parser(self.cfg, DeadlineSocket(conn.sock, deadline), conn.client)
-        conn.parser.unreader.unread(bytes(state.buf))
+        conn.parser.unreader.unread(state.buf)  # copied into the unreader's buffer: no bytes() copy (issue 47)
+        state.buf = bytearray()
         conn.data_ready = True
         super().enqueue_req(conn)  # the whole request is in memory: straight to a pool thread
 
     def _forget(self, state: Reading) -> None:
         self.reading.pop(id(state.conn), None)
+        if state.paused:
+            state.paused = False
+            self.paused.remove(state)
         try:
             self.poller.unregister(state.conn.sock)
         except (KeyError, ValueError, OSError):
@@ -322,6 +394,7 @@ class AdmissionWorker(ThreadWorker):
         self.nr_conns -= 1
         self.log.debug("closing connection from %s: %s", state.conn.client, why)
         state.conn.close()
+        self._release_large(state.conn)
 
     def _evict_one(self) -> bool:
         victim = next(iter(self.reading.values()), None)

@@ -100,7 +100,7 @@ class Webhook:
         """``kubeconfig`` None: ``--offline``. ``extra_args`` go to every start; ``client_cert`` is what the
         harness's own /readyz calls present (``serve --client-ca``)."""
         self.workdir, self.cert_dir, self.kubeconfig = workdir, cert_dir, kubeconfig
-        self.extra_args = extra_args
+        self.extra_args: list[str] = list(extra_args)  # more `serve` flags for every (re)start
         self.policy_dir = workdir / "policy"
         self.policy_dir.mkdir(exist_ok=True)
         self.log = workdir / "webhook.log"
@@ -110,7 +110,6 @@ class Webhook:
         self.proc: procs.Proc | None = None
         self._refuser: tuple[threading.Thread, threading.Event] | None = None
         self._ctx = ssl.create_default_context(cafile=str(cert_dir / "ca.crt"))
-        self.extra_args: list[str] = []  # more `serve` flags for every (re)start
         if client_cert is not None:
             self._ctx.load_cert_chain(str(client_cert[0]), str(client_cert[1]))
         self.write_policy(policy_src.read_text())

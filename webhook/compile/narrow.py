@@ -184,6 +184,9 @@ FIRES: dict[str, frozenset[str]] = {
     ids.UNSATISFIABLE_CLAIM: DEVICES,
     ids.DEVICE_PLUGIN_NIC_BESIDE_DRA: frozenset({"two-named"}),  # a GPU name beside a NIC name in one container
     ids.DEVICE_PLUGIN_SLICE: frozenset({"pinned-named"}),  # a device name and a node pin
+    # On DeviceClasses and DeviceTaintRules only, kinds no narrowed layout has: they never send a workload.
+    ids.DEVICE_CLASS_MAPPING_REMOVED: frozenset(),
+    ids.TAINT_RULE_WITHOUT_SELECTOR: frozenset(),
 }
 """Rule id -> the ``ATOMS`` of the pod specs the rule can act on, when it runs on the layout's kinds."""
 

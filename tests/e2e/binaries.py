@@ -60,6 +60,17 @@ def find() -> Binaries:
     )
 
 
+
+def find_or_skip() -> Binaries:
+    """``find()``, or skip the calling module's fixture with the reason (the e2e suite's own control planes)."""
+    import pytest
+
+    try:
+        return find()
+    except NoBinaries as exc:
+        pytest.skip(f"e2e suite skipped: {exc}")
+
+
 def _from_assets(assets: Path) -> Binaries:
     apiserver = assets / "kube-apiserver"
     if not os.access(apiserver, os.X_OK):

@@ -68,10 +68,7 @@ CLAIM_KINDS = ("ResourceClaim", "ResourceClaimTemplate")  # track-rollout on cla
 def plane(tmp_path_factory: pytest.TempPathFactory):
     """A control plane of this module's own, with no webhook. The controller-manager runs the
     ValidatingAdmissionPolicy status controller, which type-checks the policies (``compile --validate``)."""
-    try:
-        found = binaries.find()
-    except binaries.NoBinaries as exc:
-        pytest.skip(f"e2e suite skipped: {exc}")
+    found = binaries.find_or_skip()
     if not found.has_controllers:
         pytest.skip("needs kube-controller-manager (the policies' type check), which KUBEBUILDER_ASSETS lacks")
     cp = ControlPlane(found, tmp_path_factory.mktemp("compiled"))

@@ -129,10 +129,7 @@ def _render(workdir: Path) -> tuple[list[dict[str, Any]], Path]:
 
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory: pytest.TempPathFactory):
-    try:
-        found = binaries.find()
-    except binaries.NoBinaries as exc:
-        pytest.skip(f"e2e suite skipped: {exc}")
+    found = binaries.find_or_skip()
     if not found.has_controllers:
         pytest.skip("needs kube-controller-manager (ServiceAccounts of new namespaces), which KUBEBUILDER_ASSETS lacks")
     work = tmp_path_factory.mktemp("reconcile")

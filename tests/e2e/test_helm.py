@@ -96,10 +96,7 @@ class Installed:
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     helm = helm_cli.require()
-    try:
-        found = binaries.find()
-    except binaries.NoBinaries as exc:
-        pytest.skip(f"e2e suite skipped: {exc}")
+    found = binaries.find_or_skip()
     tmp = tmp_path_factory.mktemp("helm-e2e")
     cp = ControlPlane(found, tmp / "cp")
     webhook = None

@@ -29,10 +29,7 @@ ABSENT = sorted(g.name for g in GATES if g.stage_in(VERSION) is None)
 
 @pytest.fixture(scope="module")
 def components() -> dict[str, Path]:
-    try:
-        found = binaries.find()
-    except binaries.NoBinaries as exc:
-        pytest.skip(f"e2e suite skipped: {exc}")
+    found = binaries.find_or_skip()
     out = {"kube-apiserver": found.apiserver}
     if found.scheduler is not None and found.controller_manager is not None:
         out |= {"kube-scheduler": found.scheduler, "kube-controller-manager": found.controller_manager}

@@ -249,6 +249,7 @@ class WebhookServer(BaseApplication):
         master_policy(opts)
         memory.limit_arenas()  # before any worker or thread exists: the forks inherit it
         _PROCESS["large_lock"] = _lock_file()
+        self._master_pid = os.getpid()
         plan = memory_plan(opts)
         (log.info if plan.fits else log.warning)(
             "%s%s", plan.describe(), "" if plan.fits else "; that share is too small for the worst case: "
@@ -301,8 +302,10 @@ class WebhookServer(BaseApplication):
         except RuntimeError as exc:  # gunicorn's configuration errors, as BaseApplication.run reports them
             raise SystemExit(f"error: {exc}") from None
         finally:
-            if os.path.exists(_PROCESS.get("large_lock") or ""):
-                os.unlink(_PROCESS["large_lock"])
+            # Only the master removes the lock file: a worker forked from this frame leaves it by SystemExit too
+            # (gunicorn's spawn_worker), and must not take it from the workers still running.
+            if os.getpid() == self._master_pid and _PROCESS.get("large_lock"):
+                Path(_PROCESS["large_lock"]).unlink(missing_ok=True)
 
 
 def serve(opts: ServeOptions) -> int:

@@ -1,0 +1,264 @@
+#!/usr/bin/env python3
+"""Build the dra-migration-webhook container image as an OCI image archive, without Docker or a registry.
+
+    sudo python3 deploy/image/build.py [--output dist/dra-migration-webhook-<version>.oci.tar]
+
+Runs as root (mmdebstrap and chroot). Three steps, see deploy/image/README.md:
+
+1. a Debian bookworm root filesystem from Debian's packages (``mmdebstrap --variant=essential`` plus python3,
+   python3-venv and ca-certificates), cached in ``~/.cache/dra-webhook-image/rootfs-<hash>`` by a hash of
+   those inputs;
+2. the project's wheel and its dependencies' wheels (``pip wheel`` / ``pip download --only-binary`` on the
+   host, the same Python 3.11) installed into ``/opt/venv`` from inside the root filesystem (chroot), pip
+   removed again, the bundled policy and the mount points of the Deployment added;
+3. one layer and the image configuration (``CONFIG`` below, which tests/deploy/test_image.py keeps equal to
+   the Dockerfile) assembled with ``umoci``, written as an ``oci-archive`` (a tar of an OCI layout).
+
+The finished archive is cached too, by a hash of everything that goes into it (root filesystem key, the
+contents of every wheel, the policy, the configuration), so a second run with unchanged inputs is a copy.
+Only the standard library is used: this runs with the host's python3 before anything is installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import tomllib
+import zipfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+NAME = "dra-migration-webhook"
+SOURCE = "https://github.com/dra-migration-webhook/dra-migration-webhook"
+SUITE = "bookworm"
+PACKAGES = ("python3", "python3-venv", "ca-certificates")
+# Docs, man pages and translations are never read in a container: dpkg does not unpack them.
+DPKG_EXCLUDES = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/info/*", "/usr/share/locale/*",
+                 "/usr/share/lintian/*")
+VENV = "/opt/venv"
+USER = "65532:65532"
+POLICY_DIR = "/etc/dra-webhook/policy"
+TLS_DIR = "/etc/dra-webhook/tls"
+METRICS_DIR = "/var/run/prometheus"  # /var/run is a link to /run in Debian: created as /run/prometheus
+PORT = "8443/tcp"
+# Bump when a change to this script changes the root filesystem it builds (part of the cache key).
+BUILD_REVISION = "1"
+
+
+def version() -> str:
+    """The one version source: pyproject.toml's [project].version."""
+    with (ROOT / "pyproject.toml").open("rb") as handle:
+        return str(tomllib.load(handle)["project"]["version"])
+
+
+def config(image_version: str) -> dict[str, Any]:
+    """The image configuration, in the terms of a Dockerfile (tests/deploy/test_image.py compares them)."""
+    return {
+        "user": USER,
+        "entrypoint": ["dra-webhook", "serve"],
+        "cmd": ["--policy", POLICY_DIR, "--cert-dir", TLS_DIR, "--bind", "0.0.0.0:8443"],
+        "env": {
+            "PATH": f"{VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "LANG": "C.UTF-8",
+            "PYTHONUNBUFFERED": "1",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PROMETHEUS_MULTIPROC_DIR": METRICS_DIR,
+            "DRA_WEBHOOK_POLICY": POLICY_DIR,
+        },
+        "labels": {
+            "org.opencontainers.image.title": NAME,
+            "org.opencontainers.image.description":
+                "Admission webhook moving GPU workloads from device plugins to Kubernetes DRA",
+            "org.opencontainers.image.version": image_version,
+            "org.opencontainers.image.source": SOURCE,
+            "org.opencontainers.image.licenses": "Apache-2.0",
+        },
+        "exposed_ports": [PORT],
+        "workdir": "/",
+    }
+
+
+def run(*argv: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    print("+", " ".join(argv), file=sys.stderr, flush=True)
+    return subprocess.run(argv, check=True, text=True, **kwargs)
+
+
+def digest(*parts: bytes) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(hashlib.sha256(part).digest())
+    return h.hexdigest()[:16]
+
+
+def rootfs_key() -> str:
+    inputs = {"suite": SUITE, "packages": PACKAGES, "excludes": DPKG_EXCLUDES, "revision": BUILD_REVISION,
+              "sources": Path("/etc/apt/sources.list.d/debian.sources").read_text()
+              if Path("/etc/apt/sources.list.d/debian.sources").exists() else ""}
+    return digest(json.dumps(inputs, sort_keys=True).encode())
+
+
+def base_rootfs(cache: Path) -> tuple[Path, str]:
+    """The cached Debian root filesystem (built on first use); returns its directory and cache key."""
+    key = rootfs_key()
+    done = cache / f"rootfs-{key}"
+    if (done / ".complete").exists():
+        return done / "rootfs", key
+    staging = Path(tempfile.mkdtemp(prefix="rootfs-", dir=cache))
+    run("mmdebstrap", "--quiet", "--variant=essential", f"--include={','.join(PACKAGES)}",
+        *(f"--dpkgopt=path-exclude={pattern}" for pattern in DPKG_EXCLUDES),
+        # apt's lists and downloaded .debs are not part of the image.
+        "--customize-hook=rm -rf \"$1\"/var/lib/apt/lists/* \"$1\"/var/cache/apt/* \"$1\"/var/log/*.log",
+        SUITE, str(staging / "rootfs"))
+    (staging / ".complete").write_text(key + "\n")
+    shutil.rmtree(done, ignore_errors=True)
+    staging.rename(done)
+    return done / "rootfs", key
+
+
+def wheels(out: Path) -> list[Path]:
+    """The project's wheel and every dependency's, binary only (as the Dockerfile's --only-binary)."""
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input"]
+    run(*pip, "wheel", "--quiet", "--no-deps", "--wheel-dir", str(out), str(ROOT))
+    own = sorted(out.glob("dra_migration_webhook-*.whl"))
+    run(*pip, "download", "--quiet", "--only-binary=:all:", "--dest", str(out), str(own[0]))
+    return sorted(out.glob("*.whl"))
+
+
+def wheel_digest(path: Path) -> bytes:
+    """The contents of a wheel, independent of the zip's timestamps (our wheel is rebuilt every run)."""
+    with zipfile.ZipFile(path) as archive:
+        members = sorted((info.filename, hashlib.sha256(archive.read(info)).hexdigest())
+                         for info in archive.infolist())
+    return json.dumps([path.name, members]).encode()
+
+
+def inside(root: Path, path: str) -> Path:
+    """``path`` of the root filesystem as a host path, following its links within ``root`` (never out)."""
+    current = root
+    for part in Path(path).relative_to("/").parts:
+        candidate = current / part
+        if candidate.is_symlink():
+            target = os.readlink(candidate)
+            candidate = inside(root, target) if target.startswith("/") else (current / target).resolve()
+        current = candidate
+    return current
+
+
+def install(rootfs: Path, wheel_files: list[Path], policy: Path) -> None:
+    """The venv from inside the root filesystem (its own python3), the policy and the mount points."""
+    staged = rootfs / "tmp" / "wheels"
+    staged.mkdir(parents=True)
+    for wheel in wheel_files:
+        shutil.copy2(wheel, staged)
+    own = [w.name for w in wheel_files if w.name.startswith("dra_migration_webhook-")]
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "LANG": "C.UTF-8",
+           "PIP_NO_CACHE_DIR": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    run("chroot", str(rootfs), "/usr/bin/python3", "-m", "venv", VENV, env=env)
+    run("chroot", str(rootfs), f"{VENV}/bin/pip", "install", "--quiet", "--no-index", "--only-binary=:all:",
+        "--find-links", "/tmp/wheels", f"/tmp/wheels/{own[0]}", env=env)
+    run("chroot", str(rootfs), f"{VENV}/bin/pip", "uninstall", "--quiet", "--yes", "pip", env=env)
+    shutil.rmtree(staged)
+    for cache_dir in (rootfs / "root" / ".cache",):
+        shutil.rmtree(cache_dir, ignore_errors=True)
+    policy_dir = inside(rootfs, POLICY_DIR)
+    policy_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(policy, policy_dir / "default.yaml")
+    inside(rootfs, TLS_DIR).mkdir(parents=True, exist_ok=True)
+    metrics = inside(rootfs, METRICS_DIR)
+    metrics.mkdir(parents=True, exist_ok=True)
+    uid, gid = (int(n) for n in USER.split(":"))
+    os.chown(metrics, uid, gid)
+
+
+def layer_tar(rootfs: Path, out: Path) -> None:
+    """One reproducible layer: sorted, numeric owners, fixed mtimes; no device nodes (the runtime's /dev)."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "0")
+    run("tar", "--create", "--file", str(out), "--directory", str(rootfs), "--sort=name", "--numeric-owner",
+        f"--mtime=@{epoch}", "--clamp-mtime", "--exclude=./dev/*", "--exclude=./proc/*", "--exclude=./sys/*",
+        "--exclude=./tmp/*", ".")
+
+
+def assemble(rootfs: Path, image_version: str, out: Path, work: Path) -> None:
+    layout, tag = work / "layout", image_version
+    image = f"{layout}:{tag}"
+    layer = work / "layer.tar"
+    layer_tar(rootfs, layer)
+    run("umoci", "init", "--layout", str(layout))
+    run("umoci", "new", "--image", image)
+    run("umoci", "raw", "add-layer", "--image", image, "--history.created_by", "deploy/image/build.py",
+        str(layer))
+    layer.unlink()
+    cfg = config(image_version)
+    argv = ["umoci", "config", "--image", image, "--no-history", "--clear=config.entrypoint",
+            "--clear=config.cmd", "--clear=config.env", f"--config.user={cfg['user']}",
+            f"--config.workingdir={cfg['workdir']}", "--os=linux", "--architecture=amd64"]
+    argv += [f"--config.entrypoint={arg}" for arg in cfg["entrypoint"]]
+    argv += [f"--config.cmd={arg}" for arg in cfg["cmd"]]
+    argv += [f"--config.env={key}={value}" for key, value in cfg["env"].items()]
+    argv += [f"--config.label={key}={value}" for key, value in cfg["labels"].items()]
+    argv += [f"--manifest.annotation={key}={value}" for key, value in cfg["labels"].items()]
+    argv += [f"--config.exposedports={port}" for port in cfg["exposed_ports"]]
+    run(*argv)
+    run("umoci", "gc", "--layout", str(layout))
+    # An oci-archive is a tar of an OCI layout (containers/image oci/archive); index.json names the tag.
+    run("tar", "--create", "--file", str(out), "--directory", str(layout), "--sort=name", "--numeric-owner",
+        "--owner=0", "--group=0", "--mtime=@0", ".")
+
+
+def build(output: Path, cache: Path) -> Path:
+    cache.mkdir(parents=True, exist_ok=True)
+    image_version = version()
+    base, base_key = base_rootfs(cache)
+    with tempfile.TemporaryDirectory(prefix="image-", dir=cache) as tmp:
+        work = Path(tmp)
+        wheel_files = wheels(work / "wheels")
+        policy = ROOT / "policies" / "default.yaml"
+        key = digest(base_key.encode(), *(wheel_digest(w) for w in wheel_files), policy.read_bytes(),
+                     json.dumps(config(image_version), sort_keys=True).encode(), BUILD_REVISION.encode())
+        cached = cache / f"{NAME}-{image_version}-{key}.oci.tar"
+        if not cached.exists():
+            rootfs = work / "rootfs"
+            run("cp", "--archive", str(base), str(rootfs))
+            install(rootfs, wheel_files, policy)
+            partial = work / "image.oci.tar"
+            assemble(rootfs, image_version, partial, work)
+            for old in cache.glob(f"{NAME}-*.oci.tar"):  # keep one finished image
+                old.unlink()
+            partial.rename(cached)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(cached, output)
+    print(f"{output} ({output.stat().st_size} bytes, cache key {key})", file=sys.stderr)
+    return output
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--output", type=Path, help="default: dist/dra-migration-webhook-<version>.oci.tar")
+    parser.add_argument("--cache", type=Path, default=Path(os.environ.get(
+        "XDG_CACHE_HOME", Path.home() / ".cache")) / "dra-webhook-image")
+    parser.add_argument("--print-config", action="store_true", help="print the image configuration and exit")
+    args = parser.parse_args()
+    if args.print_config:
+        print(json.dumps(config(version()), indent=2))
+        return 0
+    if os.geteuid() != 0:
+        print("deploy/image/build.py: needs root (mmdebstrap, chroot)", file=sys.stderr)
+        return 2
+    missing = [tool for tool in ("mmdebstrap", "umoci", "tar") if shutil.which(tool) is None]
+    if missing:
+        print(f"deploy/image/build.py: missing {', '.join(missing)}: apt-get install mmdebstrap umoci",
+              file=sys.stderr)
+        return 2
+    build(args.output or ROOT / "dist" / f"{NAME}-{version()}.oci.tar", args.cache)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

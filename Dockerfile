@@ -11,7 +11,7 @@ ARG DEBIAN_IMAGE=debian:bookworm-slim
 
 FROM ${DEBIAN_IMAGE} AS base
 RUN apt-get update \
- && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates \
+ && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates libstdc++6 \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/log/*.log
 
 FROM base AS builder
@@ -26,7 +26,7 @@ COPY webhook ./webhook
 # only (--only-binary), so the build fails instead of silently compiling C code.
 RUN /opt/venv/bin/pip wheel --no-deps --wheel-dir /wheels . \
  && /opt/venv/bin/pip install --only-binary=:all: /wheels/*.whl \
- && /opt/venv/bin/pip uninstall --yes pip
+ && /opt/venv/bin/pip uninstall --yes pip setuptools
 
 FROM base
 # The version comes from pyproject.toml (the one version source); this default is checked against it.

@@ -22,6 +22,7 @@ Only the standard library is used: this runs with the host's python3 before anyt
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import json
 import os
@@ -38,7 +39,8 @@ ROOT = Path(__file__).resolve().parents[2]
 NAME = "dra-migration-webhook"
 SOURCE = "https://github.com/dra-migration-webhook/dra-migration-webhook"
 SUITE = "bookworm"
-PACKAGES = ("python3", "python3-venv", "ca-certificates")
+# libstdc++6: cel-expr-python is C++ (its manylinux wheel links libstdc++.so.6, not in the essential set).
+PACKAGES = ("python3", "python3-venv", "ca-certificates", "libstdc++6")
 # Docs, man pages and translations are never read in a container: dpkg does not unpack them.
 DPKG_EXCLUDES = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/info/*", "/usr/share/locale/*",
                  "/usr/share/lintian/*")
@@ -110,7 +112,7 @@ def base_rootfs(cache: Path) -> tuple[Path, str]:
     done = cache / f"rootfs-{key}"
     if (done / ".complete").exists():
         return done / "rootfs", key
-    staging = Path(tempfile.mkdtemp(prefix="rootfs-", dir=cache))
+    staging = Path(tempfile.mkdtemp(prefix="tmp-rootfs-", dir=cache))
     run("mmdebstrap", "--quiet", "--variant=essential", f"--include={','.join(PACKAGES)}",
         *(f"--dpkgopt=path-exclude={pattern}" for pattern in DPKG_EXCLUDES),
         # apt's lists and downloaded .debs are not part of the image.
@@ -151,25 +153,29 @@ def inside(root: Path, path: str) -> Path:
     return current
 
 
-def install(rootfs: Path, wheel_files: list[Path], policy: Path) -> None:
-    """The venv from inside the root filesystem (its own python3), the policy and the mount points."""
+CHROOT_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "LANG": "C.UTF-8",
+              "PIP_NO_CACHE_DIR": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INDEX": "1"}
+
+
+def own_wheel(wheel_files: list[Path]) -> Path:
+    return next(w for w in wheel_files if w.name.startswith("dra_migration_webhook-"))
+
+
+def install_dependencies(rootfs: Path, wheel_files: list[Path]) -> None:
+    """/opt/venv from inside the root filesystem (its own python3) with every dependency; no pip, no setuptools."""
     staged = rootfs / "tmp" / "wheels"
     staged.mkdir(parents=True)
-    for wheel in wheel_files:
+    deps = [w for w in wheel_files if w != own_wheel(wheel_files)]
+    for wheel in deps:
         shutil.copy2(wheel, staged)
-    own = [w.name for w in wheel_files if w.name.startswith("dra_migration_webhook-")]
-    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "LANG": "C.UTF-8",
-           "PIP_NO_CACHE_DIR": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-    run("chroot", str(rootfs), "/usr/bin/python3", "-m", "venv", VENV, env=env)
-    run("chroot", str(rootfs), f"{VENV}/bin/pip", "install", "--quiet", "--no-index", "--only-binary=:all:",
-        "--find-links", "/tmp/wheels", f"/tmp/wheels/{own[0]}", env=env)
-    run("chroot", str(rootfs), f"{VENV}/bin/pip", "uninstall", "--quiet", "--yes", "pip", env=env)
+    run("chroot", str(rootfs), "/usr/bin/python3", "-m", "venv", VENV, env=CHROOT_ENV)
+    run("chroot", str(rootfs), f"{VENV}/bin/pip", "install", "--quiet", "--only-binary=:all:", "--no-deps",
+        *(f"/tmp/wheels/{w.name}" for w in deps), env=CHROOT_ENV)
+    run("chroot", str(rootfs), f"{VENV}/bin/pip", "uninstall", "--quiet", "--yes", "pip", "setuptools",
+        env=CHROOT_ENV)
     shutil.rmtree(staged)
-    for cache_dir in (rootfs / "root" / ".cache",):
-        shutil.rmtree(cache_dir, ignore_errors=True)
-    policy_dir = inside(rootfs, POLICY_DIR)
-    policy_dir.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(policy, policy_dir / "default.yaml")
+    shutil.rmtree(rootfs / "root" / ".cache", ignore_errors=True)
+    inside(rootfs, POLICY_DIR).mkdir(parents=True, exist_ok=True)
     inside(rootfs, TLS_DIR).mkdir(parents=True, exist_ok=True)
     metrics = inside(rootfs, METRICS_DIR)
     metrics.mkdir(parents=True, exist_ok=True)
@@ -177,26 +183,73 @@ def install(rootfs: Path, wheel_files: list[Path], policy: Path) -> None:
     os.chown(metrics, uid, gid)
 
 
+def install_application(lower: Path, upper: Path, work: Path, wheel: Path, policy: Path) -> None:
+    """Our wheel and the policy on an overlay of the dependencies' root filesystem: ``upper`` is the layer.
+
+    pip runs from Debian's own pip wheel (python3-venv's /usr/share/python-wheels), with the venv's python,
+    so the venv needs no pip of its own; the wheel directory is bind-mounted, never copied into the layer.
+    """
+    merged, overlay_work = work / "merged", work / "overlay-work"
+    for directory in (upper, merged, overlay_work, work / "app-wheel"):
+        directory.mkdir(parents=True)
+    shutil.copy2(wheel, work / "app-wheel")
+    pips = sorted((lower / "usr" / "share" / "python-wheels").glob("pip-*.whl"))
+    script = f"""set -e
+mount -t overlay overlay -o lowerdir={lower},upperdir={upper},workdir={overlay_work} {merged}
+mount -t tmpfs tmpfs {merged}/tmp
+mkdir {merged}/tmp/wheels
+mount --bind {work}/app-wheel {merged}/tmp/wheels
+chroot {merged} {VENV}/bin/python /usr/share/python-wheels/{pips[-1].name}/pip install --quiet --no-deps \
+  /tmp/wheels/{wheel.name}
+umount {merged}/tmp/wheels {merged}/tmp
+cp {policy} {inside(merged, POLICY_DIR)}/default.yaml
+umount {merged}
+"""
+    run("unshare", "--mount", "--propagation", "private", "sh", "-c", script, env=CHROOT_ENV)
+    leftovers = [str(p) for p in upper.rglob("*") if p.is_char_device()]
+    if leftovers:
+        raise RuntimeError(f"the application step deleted files (overlay whiteouts): {leftovers}")
+
+
 def layer_tar(rootfs: Path, out: Path) -> None:
     """One reproducible layer: sorted, numeric owners, fixed mtimes; no device nodes (the runtime's /dev)."""
     epoch = os.environ.get("SOURCE_DATE_EPOCH", "0")
     run("tar", "--create", "--file", str(out), "--directory", str(rootfs), "--sort=name", "--numeric-owner",
         f"--mtime=@{epoch}", "--clamp-mtime", "--exclude=./dev/*", "--exclude=./proc/*", "--exclude=./sys/*",
-        "--exclude=./tmp/*", ".")
+        "--exclude=./tmp/*", "--exclude=./root/.cache", ".")
 
 
-def assemble(rootfs: Path, image_version: str, out: Path, work: Path) -> None:
-    layout, tag = work / "layout", image_version
-    image = f"{layout}:{tag}"
+def add_layer(layout: Path, tag: str, tree: Path, work: Path, what: str) -> None:
     layer = work / "layer.tar"
-    layer_tar(rootfs, layer)
-    run("umoci", "init", "--layout", str(layout))
-    run("umoci", "new", "--image", image)
-    run("umoci", "raw", "add-layer", "--image", image, "--history.created_by", "deploy/image/build.py",
-        str(layer))
+    layer_tar(tree, layer)
+    run("umoci", "raw", "add-layer", "--image", f"{layout}:{tag}", "--history.created_by",
+        f"deploy/image/build.py: {what}", str(layer))
     layer.unlink()
+
+
+def dependencies_image(cache: Path, base: Path, key: str, wheel_files: list[Path]) -> Path:
+    """The cached first layer (Debian + /opt/venv with the dependencies) as an OCI layout, and its rootfs."""
+    done = cache / f"deps-{key}"
+    if (done / ".complete").exists():
+        return done
+    staging = Path(tempfile.mkdtemp(prefix="tmp-deps-", dir=cache))
+    rootfs = staging / "rootfs"
+    run("cp", "--archive", str(base), str(rootfs))
+    install_dependencies(rootfs, wheel_files)
+    layout = staging / "layout"
+    run("umoci", "init", "--layout", str(layout))
+    run("umoci", "new", "--image", f"{layout}:deps")
+    add_layer(layout, "deps", rootfs, staging, f"Debian {SUITE} {' '.join(PACKAGES)}, {VENV} dependencies")
+    (staging / ".complete").write_text(key + "\n")
+    for old in cache.glob("deps-*"):  # keep one
+        shutil.rmtree(old, ignore_errors=True)
+    staging.rename(done)
+    return done
+
+
+def configure(layout: Path, tag: str, image_version: str) -> None:
     cfg = config(image_version)
-    argv = ["umoci", "config", "--image", image, "--no-history", "--clear=config.entrypoint",
+    argv = ["umoci", "config", "--image", f"{layout}:{tag}", "--no-history", "--clear=config.entrypoint",
             "--clear=config.cmd", "--clear=config.env", f"--config.user={cfg['user']}",
             f"--config.workingdir={cfg['workdir']}", "--os=linux", "--architecture=amd64"]
     argv += [f"--config.entrypoint={arg}" for arg in cfg["entrypoint"]]
@@ -206,6 +259,18 @@ def assemble(rootfs: Path, image_version: str, out: Path, work: Path) -> None:
     argv += [f"--manifest.annotation={key}={value}" for key, value in cfg["labels"].items()]
     argv += [f"--config.exposedports={port}" for port in cfg["exposed_ports"]]
     run(*argv)
+
+
+def assemble(deps: Path, wheel: Path, policy: Path, image_version: str, out: Path, work: Path) -> None:
+    """Layer 2 (our package, the policy) on a copy of the cached layout, the configuration, the archive."""
+    layout = work / "layout"
+    run("cp", "--archive", str(deps / "layout"), str(layout))
+    run("umoci", "tag", "--image", f"{layout}:deps", image_version)
+    run("umoci", "rm", "--image", f"{layout}:deps")
+    upper = work / "upper"
+    install_application(deps / "rootfs", upper, work, wheel, policy)
+    add_layer(layout, image_version, upper, work, f"{wheel.name}, policies/default.yaml")
+    configure(layout, image_version, image_version)
     run("umoci", "gc", "--layout", str(layout))
     # An oci-archive is a tar of an OCI layout (containers/image oci/archive); index.json names the tag.
     run("tar", "--create", "--file", str(out), "--directory", str(layout), "--sort=name", "--numeric-owner",
@@ -219,16 +284,17 @@ def build(output: Path, cache: Path) -> Path:
     with tempfile.TemporaryDirectory(prefix="image-", dir=cache) as tmp:
         work = Path(tmp)
         wheel_files = wheels(work / "wheels")
+        wheel = own_wheel(wheel_files)
+        deps_key = digest(base_key.encode(), *(wheel_digest(w) for w in wheel_files if w != wheel),
+                          BUILD_REVISION.encode())
         policy = ROOT / "policies" / "default.yaml"
-        key = digest(base_key.encode(), *(wheel_digest(w) for w in wheel_files), policy.read_bytes(),
-                     json.dumps(config(image_version), sort_keys=True).encode(), BUILD_REVISION.encode())
+        key = digest(deps_key.encode(), wheel_digest(wheel), policy.read_bytes(),
+                     json.dumps(config(image_version), sort_keys=True).encode())
         cached = cache / f"{NAME}-{image_version}-{key}.oci.tar"
         if not cached.exists():
-            rootfs = work / "rootfs"
-            run("cp", "--archive", str(base), str(rootfs))
-            install(rootfs, wheel_files, policy)
+            deps = dependencies_image(cache, base, deps_key, wheel_files)
             partial = work / "image.oci.tar"
-            assemble(rootfs, image_version, partial, work)
+            assemble(deps, wheel, policy, image_version, partial, work)
             for old in cache.glob(f"{NAME}-*.oci.tar"):  # keep one finished image
                 old.unlink()
             partial.rename(cached)
@@ -251,12 +317,16 @@ def main() -> int:
     if os.geteuid() != 0:
         print("deploy/image/build.py: needs root (mmdebstrap, chroot)", file=sys.stderr)
         return 2
-    missing = [tool for tool in ("mmdebstrap", "umoci", "tar") if shutil.which(tool) is None]
+    missing = [tool for tool in ("mmdebstrap", "umoci", "tar", "unshare") if shutil.which(tool) is None]
     if missing:
         print(f"deploy/image/build.py: missing {', '.join(missing)}: apt-get install mmdebstrap umoci",
               file=sys.stderr)
         return 2
-    build(args.output or ROOT / "dist" / f"{NAME}-{version()}.oci.tar", args.cache)
+    args.cache.mkdir(parents=True, exist_ok=True)
+    # One build at a time per cache (the suite's two workers may both ask for the image).
+    with (args.cache / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        build(args.output or ROOT / "dist" / f"{NAME}-{version()}.oci.tar", args.cache)
     return 0
 
 

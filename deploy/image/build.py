@@ -44,6 +44,7 @@ PACKAGES = ("python3", "python3-venv", "ca-certificates", "libstdc++6")
 # Docs, man pages and translations are never read in a container: dpkg does not unpack them.
 DPKG_EXCLUDES = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/info/*", "/usr/share/locale/*",
                  "/usr/share/lintian/*")
+IMAGE_PYTHON = (3, 11)  # Debian bookworm's python3
 VENV = "/opt/venv"
 USER = "65532:65532"
 POLICY_DIR = "/etc/dra-webhook/policy"
@@ -314,6 +315,11 @@ def main() -> int:
     if args.print_config:
         print(json.dumps(config(version()), indent=2))
         return 0
+    if sys.version_info[:2] != IMAGE_PYTHON:
+        # The dependency wheels are resolved by this interpreter: they must fit the image's python3.
+        print(f"deploy/image/build.py: run it with Python {'.'.join(map(str, IMAGE_PYTHON))} (Debian {SUITE}'s "
+              f"python3, which the image carries), not {sys.version.split()[0]}", file=sys.stderr)
+        return 2
     if os.geteuid() != 0:
         print("deploy/image/build.py: needs root (mmdebstrap, chroot)", file=sys.stderr)
         return 2

@@ -3,20 +3,19 @@
 
     sudo python3 deploy/image/build.py [--output dist/dra-migration-webhook-<version>.oci.tar]
 
-Runs as root (mmdebstrap and chroot). Three steps, see deploy/image/README.md:
+Runs as root (mmdebstrap, chroot, mounts) with Python 3.11 (the image's). Steps, see deploy/image/README.md:
 
-1. a Debian bookworm root filesystem from Debian's packages (``mmdebstrap --variant=essential`` plus python3,
-   python3-venv and ca-certificates), cached in ``~/.cache/dra-webhook-image/rootfs-<hash>`` by a hash of
-   those inputs;
-2. the project's wheel and its dependencies' wheels (``pip wheel`` / ``pip download --only-binary`` on the
-   host, the same Python 3.11) installed into ``/opt/venv`` from inside the root filesystem (chroot), pip
-   removed again, the bundled policy and the mount points of the Deployment added;
-3. one layer and the image configuration (``CONFIG`` below, which tests/deploy/test_image.py keeps equal to
-   the Dockerfile) assembled with ``umoci``, written as an ``oci-archive`` (a tar of an OCI layout).
+1. a Debian bookworm root filesystem from Debian's packages (``mmdebstrap --variant=essential`` plus
+   ``PACKAGES``), cached in ``~/.cache/dra-webhook-image/rootfs-<hash>`` by a hash of those inputs;
+2. layer 1: the dependencies' wheels (``pip download --only-binary``, cached by pyproject.toml's dependencies
+   and the pip configuration) installed into ``/opt/venv`` from inside the root filesystem (chroot), pip and
+   setuptools removed, the Deployment's mount points added; cached as an OCI layout by its inputs' hash;
+3. layer 2: the project's wheel and the bundled policy, on an overlay of layer 1 (its upper directory is the
+   layer), then the image configuration (``config()`` below, which tests/deploy/test_image.py keeps equal to
+   the Dockerfile) set with ``umoci`` and the layout written as an ``oci-archive`` (a tar of an OCI layout).
 
-The finished archive is cached too, by a hash of everything that goes into it (root filesystem key, the
-contents of every wheel, the policy, the configuration), so a second run with unchanged inputs is a copy.
-Only the standard library is used: this runs with the host's python3 before anything is installed.
+The finished archive is cached too, by a hash of everything that goes into it, so a second run with unchanged
+inputs is a copy. Only the standard library is used: this runs with the host's python3 before anything is installed.
 """
 
 from __future__ import annotations
@@ -125,13 +124,34 @@ def base_rootfs(cache: Path) -> tuple[Path, str]:
     return done / "rootfs", key
 
 
-def wheels(out: Path) -> list[Path]:
-    """The project's wheel and every dependency's, binary only (as the Dockerfile's --only-binary)."""
-    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input"]
-    run(*pip, "wheel", "--quiet", "--no-deps", "--wheel-dir", str(out), str(ROOT))
+PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input"]
+
+
+def wheels(out: Path, cache: Path) -> list[Path]:
+    """The project's wheel and every dependency's, binary only (as the Dockerfile's --only-binary).
+
+    The dependencies' wheels are resolved once per input (pyproject.toml's dependencies, this pip's
+    configuration: its indexes and constraints) and kept in ``cache/wheels-<hash>``: resolving them is most of
+    a build whose root filesystem and dependency layer are cached.
+    """
+    run(*PIP, "wheel", "--quiet", "--no-deps", "--wheel-dir", str(out), str(ROOT))
     own = sorted(out.glob("dra_migration_webhook-*.whl"))
-    run(*pip, "download", "--quiet", "--only-binary=:all:", "--dest", str(out), str(own[0]))
-    return sorted(out.glob("*.whl"))
+    with (ROOT / "pyproject.toml").open("rb") as handle:
+        dependencies = tomllib.load(handle)["project"]["dependencies"]
+    pip_config = subprocess.run([*PIP, "config", "list"], capture_output=True, text=True, check=True).stdout
+    key = digest(json.dumps(dependencies).encode(), pip_config.encode(), sys.version.encode(),
+                 os.environ.get("PIP_CONSTRAINT", "").encode(), BUILD_REVISION.encode())
+    done = cache / f"wheels-{key}"
+    if not (done / ".complete").exists():
+        staging = Path(tempfile.mkdtemp(prefix="tmp-wheels-", dir=cache))
+        run(*PIP, "download", "--quiet", "--only-binary=:all:", "--dest", str(staging), str(own[0]))
+        for copied in staging.glob("dra_migration_webhook-*.whl"):
+            copied.unlink()
+        (staging / ".complete").write_text(key + "\n")
+        for old in cache.glob("wheels-*"):  # keep one
+            shutil.rmtree(old, ignore_errors=True)
+        staging.rename(done)
+    return [own[0], *sorted(done.glob("*.whl"))]
 
 
 def wheel_digest(path: Path) -> bytes:
@@ -284,7 +304,7 @@ def build(output: Path, cache: Path) -> Path:
     base, base_key = base_rootfs(cache)
     with tempfile.TemporaryDirectory(prefix="image-", dir=cache) as tmp:
         work = Path(tmp)
-        wheel_files = wheels(work / "wheels")
+        wheel_files = wheels(work / "wheels", cache)
         wheel = own_wheel(wheel_files)
         deps_key = digest(base_key.encode(), *(wheel_digest(w) for w in wheel_files if w != wheel),
                           BUILD_REVISION.encode())

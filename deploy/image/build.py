@@ -21,6 +21,7 @@ inputs is a copy. Only the standard library is used: this runs with the host's p
 from __future__ import annotations
 
 import argparse
+import datetime
 import fcntl
 import hashlib
 import json
@@ -51,7 +52,7 @@ TLS_DIR = "/etc/dra-webhook/tls"
 METRICS_DIR = "/var/run/prometheus"  # /var/run is a link to /run in Debian: created as /run/prometheus
 PORT = "8443/tcp"
 # Bump when a change to this script changes the root filesystem it builds (part of the cache key).
-BUILD_REVISION = "1"
+BUILD_REVISION = "2"
 
 
 def version() -> str:
@@ -174,7 +175,10 @@ def inside(root: Path, path: str) -> Path:
     return current
 
 
-CHROOT_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "LANG": "C.UTF-8",
+# SOURCE_DATE_EPOCH makes pip's compileall write hash-checked .pyc files (py_compile's default then): the layers
+# carry mtime 0, so timestamp-checked ones would all be stale and every process would recompile every module
+# in memory at start (the root filesystem is read-only).
+CHROOT_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "LANG": "C.UTF-8", "SOURCE_DATE_EPOCH": "0",
               "PIP_NO_CACHE_DIR": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INDEX": "1"}
 
 
@@ -234,17 +238,17 @@ umount {merged}
 
 def layer_tar(rootfs: Path, out: Path) -> None:
     """One reproducible layer: sorted, numeric owners, fixed mtimes; no device nodes (the runtime's /dev)."""
-    epoch = os.environ.get("SOURCE_DATE_EPOCH", "0")
+    epoch = "0"  # the cached layer 1 must not depend on the time of the build
     run("tar", "--create", "--file", str(out), "--directory", str(rootfs), "--sort=name", "--numeric-owner",
         f"--mtime=@{epoch}", "--clamp-mtime", "--exclude=./dev/*", "--exclude=./proc/*", "--exclude=./sys/*",
         "--exclude=./tmp/*", "--exclude=./root/.cache", ".")
 
 
-def add_layer(layout: Path, tag: str, tree: Path, work: Path, what: str) -> None:
+def add_layer(layout: Path, tag: str, tree: Path, work: Path, what: str, when: str) -> None:
     layer = work / "layer.tar"
     layer_tar(tree, layer)
-    run("umoci", "raw", "add-layer", "--image", f"{layout}:{tag}", "--history.created_by",
-        f"deploy/image/build.py: {what}", str(layer))
+    run("umoci", "raw", "add-layer", "--image", f"{layout}:{tag}", f"--history.created={when}",
+        "--history.created_by", f"deploy/image/build.py: {what}", str(layer))
     layer.unlink()
 
 
@@ -260,7 +264,8 @@ def dependencies_image(cache: Path, base: Path, key: str, wheel_files: list[Path
     layout = staging / "layout"
     run("umoci", "init", "--layout", str(layout))
     run("umoci", "new", "--image", f"{layout}:deps")
-    add_layer(layout, "deps", rootfs, staging, f"Debian {SUITE} {' '.join(PACKAGES)}, {VENV} dependencies")
+    add_layer(layout, "deps", rootfs, staging, f"Debian {SUITE} {' '.join(PACKAGES)}, {VENV} dependencies",
+              "1970-01-01T00:00:00Z")  # cached: independent of the build's time
     (staging / ".complete").write_text(key + "\n")
     for old in cache.glob("deps-*"):  # keep one
         shutil.rmtree(old, ignore_errors=True)
@@ -268,10 +273,19 @@ def dependencies_image(cache: Path, base: Path, key: str, wheel_files: list[Path
     return done
 
 
+def created() -> str:
+    """The image's creation time: $SOURCE_DATE_EPOCH, else the last commit's time (reproducible builds)."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    if epoch is None:
+        proc = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%ct"], capture_output=True, text=True)
+        epoch = proc.stdout.strip() if proc.returncode == 0 and proc.stdout.strip() else "0"
+    return datetime.datetime.fromtimestamp(int(epoch), datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def configure(layout: Path, tag: str, image_version: str) -> None:
     cfg = config(image_version)
-    argv = ["umoci", "config", "--image", f"{layout}:{tag}", "--no-history", "--clear=config.entrypoint",
-            "--clear=config.cmd", "--clear=config.env", f"--config.user={cfg['user']}",
+    argv = ["umoci", "config", "--image", f"{layout}:{tag}", "--no-history", f"--created={created()}",
+            "--clear=config.entrypoint", "--clear=config.cmd", "--clear=config.env", f"--config.user={cfg['user']}",
             f"--config.workingdir={cfg['workdir']}", "--os=linux", "--architecture=amd64"]
     argv += [f"--config.entrypoint={arg}" for arg in cfg["entrypoint"]]
     argv += [f"--config.cmd={arg}" for arg in cfg["cmd"]]
@@ -290,7 +304,7 @@ def assemble(deps: Path, wheel: Path, policy: Path, image_version: str, out: Pat
     run("umoci", "rm", "--image", f"{layout}:deps")
     upper = work / "upper"
     install_application(deps / "rootfs", upper, work, wheel, policy)
-    add_layer(layout, image_version, upper, work, f"{wheel.name}, policies/default.yaml")
+    add_layer(layout, image_version, upper, work, f"{wheel.name}, policies/default.yaml", created())
     configure(layout, image_version, image_version)
     run("umoci", "gc", "--layout", str(layout))
     # An oci-archive is a tar of an OCI layout (containers/image oci/archive); index.json names the tag.
@@ -309,7 +323,7 @@ def build(output: Path, cache: Path) -> Path:
         deps_key = digest(base_key.encode(), *(wheel_digest(w) for w in wheel_files if w != wheel),
                           BUILD_REVISION.encode())
         policy = ROOT / "policies" / "default.yaml"
-        key = digest(deps_key.encode(), wheel_digest(wheel), policy.read_bytes(),
+        key = digest(deps_key.encode(), wheel_digest(wheel), policy.read_bytes(), created().encode(),
                      json.dumps(config(image_version), sort_keys=True).encode())
         cached = cache / f"{NAME}-{image_version}-{key}.oci.tar"
         if not cached.exists():

@@ -180,6 +180,12 @@ def test_built_image_has_the_declared_configuration(image: tuple[Path, dict[str,
     assert not list(venv.glob("lib/python3*/site-packages/pip")), "no pip in the image"
     assert not list(venv.glob("lib/python3*/site-packages/setuptools")), "no setuptools in the image"
     assert list(venv.glob("lib/python3.11/site-packages/webhook/cli.py")), "Python 3.11, as the Dockerfile's"
+    # The layers carry mtime 0: only hash-checked bytecode stays valid (else every start recompiles in memory).
+    site = next(venv.glob("lib/python3.11/site-packages"))
+    for pyc in (site / "webhook" / "__pycache__" / "cli.cpython-311.pyc",
+                next((site / "kubernetes" / "client" / "__pycache__").glob("api_client.cpython-311.pyc"))):
+        flags = int.from_bytes(pyc.read_bytes()[4:8], "little")
+        assert flags == 0b11, f"{pyc.relative_to(rootfs)}: not checked-hash bytecode (flags {flags})"
     policy = image_rootfs.inside(rootfs, BUILD.POLICY_DIR) / "default.yaml"
     assert policy.read_bytes() == (ROOT / "policies" / "default.yaml").read_bytes()
     metrics = image_rootfs.inside(rootfs, BUILD.METRICS_DIR)

@@ -1,5 +1,6 @@
 # dra-migration-webhook image, for people who build with Docker:
-#   docker build --build-arg VERSION=$(python3 -c 'import tomllib;print(tomllib.load(open("pyproject.toml","rb"))["project"]["version"])') -t dra-migration-webhook:<version> .
+#   docker build -t dra-migration-webhook:0.2.0 .
+# The version label is pyproject.toml's version (the one version source; tests/deploy/test_release.py checks it).
 # `make release` builds the same image without Docker (deploy/image/build.py: mmdebstrap + umoci) as an OCI
 # archive; tests/deploy/test_image.py keeps the two equal: same Debian bookworm and its python3 (3.11), same
 # /opt/venv, user, entrypoint, command, environment and labels.
@@ -29,11 +30,9 @@ RUN /opt/venv/bin/pip wheel --no-deps --wheel-dir /wheels . \
  && /opt/venv/bin/pip uninstall --yes pip setuptools
 
 FROM base
-# The version comes from pyproject.toml (the one version source); this default is checked against it.
-ARG VERSION=0.1.0
 LABEL org.opencontainers.image.title="dra-migration-webhook" \
       org.opencontainers.image.description="Admission webhook moving GPU workloads from device plugins to Kubernetes DRA" \
-      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.version="0.2.0" \
       org.opencontainers.image.source="https://github.com/dra-migration-webhook/dra-migration-webhook" \
       org.opencontainers.image.licenses="Apache-2.0"
 ENV PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \

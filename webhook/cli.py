@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import logging
 import sys
 
@@ -38,12 +39,22 @@ Daily use:
 """
 
 
+def package_version() -> str:
+    """The installed package's version (pyproject.toml's, the one version source), or say it is unknown."""
+    try:
+        return importlib.metadata.version("dra-migration-webhook")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed as a package)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dra-webhook", description=DESCRIPTION, epilog=exit_codes_text(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}",
+                        help="print the version (package, image and chart share it) and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMANDS:
         module = importlib.import_module(f"webhook.commands.{name}")

@@ -20,8 +20,8 @@ import pytest
 import yaml
 
 from tests import helm_cli
-from tests.builders.chart import NAMESPACE, RELEASE, assert_same, template, values_file
-from tests.builders.deploy import DEPLOY, K8S_VERSION, kustomize, needs_kustomize
+from tests.builders.chart import NAMESPACE, RELEASE, assert_same, template, values_file, with_lint_patches
+from tests.builders.deploy import DEPLOY, K8S_VERSION, ROOT, kustomize, needs_kustomize
 
 pytestmark = needs_kustomize  # skip without kustomize v5
 
@@ -42,9 +42,67 @@ def test_lint_strict(helm: Path, helm_home: Path) -> None:
 
 
 def test_defaults_render_the_production_overlay(helm: Path, helm_home: Path) -> None:
-    """Everything but the Namespace, which Helm needs before it installs (README "Install")."""
+    """Everything but the Namespace, which Helm needs before it installs (README "Install"), with the webhook rules
+    of the shipped policy's workloadKinds, which the kustomize user adds with lint's patches (issue 48 item 5)."""
     overlay = [o for o in kustomize(DEPLOY / "overlays" / "cert-manager") if o["kind"] != "Namespace"]
-    assert_same(template(helm, helm_home), overlay)
+    assert_same(template(helm, helm_home), with_lint_patches(overlay, ROOT / "policies" / "default.yaml"))
+
+
+CRD_POLICY = (ROOT / "policies" / "default.yaml").read_text().replace(
+    "  workloadKinds:\n", "  workloadKinds:\n  - {group: trainer.example.com, kind: TrainJob, resource: trainjobs, "
+    "versions: [v1, v1beta1], podTemplates: [spec.template]}\n", 1)
+
+
+def _workload_rules(objs: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    return {o["kind"]: o["webhooks"][0]["rules"] for o in objs if o["kind"].endswith("WebhookConfiguration")}
+
+
+def test_inline_policy_workload_kinds_get_rules_in_both_webhooks(helm: Path, helm_home: Path, tmp_path: Path) -> None:
+    """Issue 48 item 5: your CRD in workloadKinds is sent to the webhook without a kubectl patch (which the next
+    helm upgrade then conflicted with); the rules are exactly lint's."""
+    assert "TrainJob" in CRD_POLICY
+    objs = template(helm, helm_home, "-f", values_file(tmp_path, {"policy": {"inline": CRD_POLICY}}))
+    want = {"apiGroups": ["trainer.example.com"], "apiVersions": ["v1", "v1beta1"], "resources": ["trainjobs"],
+            "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"}
+    rules = _workload_rules(objs)
+    assert set(rules) == {"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
+    for kind_rules in rules.values():
+        assert kind_rules.count(want) == 1
+    (tmp_path / "p.yaml").write_text(CRD_POLICY)
+    base = [o for o in kustomize(DEPLOY / "overlays" / "cert-manager") if o["kind"] != "Namespace"]
+    assert _workload_rules(objs) == _workload_rules(with_lint_patches(base, tmp_path / "p.yaml"))
+
+
+def test_existing_configmap_takes_extra_rules_only(helm: Path, helm_home: Path, tmp_path: Path) -> None:
+    extra = {"apiGroups": ["trainer.example.com"], "apiVersions": ["v1"], "resources": ["trainjobs"],
+             "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"}
+    values = {"policy": {"existingConfigMap": "my-policy"}, "webhooks": {"extraRules": [extra]}}
+    rules = _workload_rules(template(helm, helm_home, "-f", values_file(tmp_path, values)))
+    for kind_rules in rules.values():
+        assert kind_rules[-1] == extra
+        assert not [r for r in kind_rules if "sparkoperator.k8s.io" in r["apiGroups"]]  # the ConfigMap is unread
+
+
+@pytest.mark.parametrize(("policy", "message"), [
+    ("spec: [unclosed", "policy.inline is not YAML: "),
+    ("apiVersion: v1\nkind: ConfigMap\nspec: {}\n",
+     'policy.inline: apiVersion is "v1", expected dra-migration.io/v1alpha1'),
+    ("apiVersion: dra-migration.io/v1alpha1\nkind: Policy\nspec: {}\n",
+     'policy.inline: kind is "Policy", expected MigrationPolicy'),
+    ("apiVersion: dra-migration.io/v1alpha1\nkind: MigrationPolicy\nspec: {}\nspecs: {}\n",
+     'policy.inline: unknown top-level key "specs"'),
+    ("apiVersion: dra-migration.io/v1alpha1\nkind: MigrationPolicy\nmetadata: {name: x}\nspec: [a]\n",
+     "policy.inline: spec must be a mapping"),
+    ("apiVersion: dra-migration.io/v1alpha1\nkind: MigrationPolicy\nspec: {}\n",
+     'policy.inline: required key "metadata" is missing'),
+])
+def test_a_broken_inline_policy_fails_at_template_time(helm: Path, helm_home: Path, tmp_path: Path, policy: str,
+                                                       message: str) -> None:
+    """Issue 48 item 5: `--set-file policy.inline=broken.yaml` printed "Happy Helming!"."""
+    proc = helm_cli.run(helm, helm_home, "template", RELEASE, str(helm_cli.CHART), "-n", NAMESPACE, "-f",
+                        values_file(tmp_path, {"policy": {"inline": policy}}), check=False)
+    assert proc.returncode != 0
+    assert message in proc.stderr, proc.stderr
 
 
 def test_packaged_chart_carries_the_linked_files(helm: Path, helm_home: Path, tmp_path: Path) -> None:
@@ -52,8 +110,8 @@ def test_packaged_chart_carries_the_linked_files(helm: Path, helm_home: Path, tm
     helm_cli.run(helm, helm_home, "package", str(helm_cli.CHART), "-d", str(tmp_path))
     (tgz,) = tmp_path.glob("dra-migration-webhook-*.tgz")
     from_dir = template(helm, helm_home)
-    proc = helm_cli.run(helm, helm_home, "template", RELEASE, str(tgz), "-n", NAMESPACE)
-    assert [doc for doc in yaml.safe_load_all(proc.stdout) if doc] == from_dir
+    assert template(helm, helm_home, chart=tgz) == from_dir
+    assert template(helm, helm_home, chart=tgz, hooks=True) == template(helm, helm_home, hooks=True)
     assert len(from_dir) > 10
 
 
@@ -94,7 +152,8 @@ VALUES = {
     "defaults": {},
     "existing-secret": {"certs": {"certManager": {"enabled": False}, "existingSecret": "my-tls", "caBundle": CA}},
     "monitoring": {"monitoring": {k: {"enabled": True} for k in ("serviceMonitor", "prometheusRule", "dashboard")}},
-    "inline-policy": {"policy": {"inline": "apiVersion: dra-migration.io/v1alpha1\nkind: MigrationPolicy\n"}},
+    "inline-policy": {"policy": {"inline": "apiVersion: dra-migration.io/v1alpha1\nkind: MigrationPolicy\n"
+                                           "metadata: {name: tiny}\nspec: {}\n"}},
     "existing-configmap": {"policy": {"existingConfigMap": "platform-gpu-policy"}},
     "tuned": {"image": {"repository": "registry.example/dra", "tag": "1.2.3"},
               "deployment": {"replicas": 5, "priorityClassName": "", "resources": {"limits": {"memory": "2Gi"}},
@@ -162,3 +221,24 @@ def test_schema_rejects_bad_values_with_the_path(
                         values_file(tmp_path, values), check=False)
     assert proc.returncode != 0
     assert message in proc.stderr, proc.stderr
+
+
+def test_chart_readme_is_generated_from_values_and_schema() -> None:
+    """Issue 48 item 5: deploy/chart/README.md is what ``python -m tests.builders.chart_readme`` writes."""
+    from tests.builders import chart_readme
+
+    text = chart_readme.render()
+    for key in ("policy.inline", "webhooks.extraRules", "certs.certManager.enabled", "monitoring.dashboard.enabled"):
+        assert f"| `{key}` |" in text
+    assert (helm_cli.CHART / "README.md").read_text() == text, "regenerate: python -m tests.builders.chart_readme"
+
+
+def test_notes_say_what_was_installed(helm: Path, helm_home: Path, tmp_path: Path) -> None:
+    values = values_file(tmp_path, {"policy": {"inline": CRD_POLICY}})
+    proc = helm_cli.run(helm, helm_home, "install", RELEASE, str(helm_cli.CHART), "-n", NAMESPACE, "--dry-run=client",
+                        "-f", values)
+    notes = proc.stdout.split("NOTES:", 1)[1]
+    assert f"helm test {RELEASE} -n {NAMESPACE} --logs" in notes
+    assert "from the policy's workloadKinds: sparkapplications.sparkoperator.k8s.io trainjobs.trainer.example.com" \
+        in notes or "workloadKinds: trainjobs.trainer.example.com sparkapplications.sparkoperator.k8s.io" in notes
+    assert "kubectl delete mutatingwebhookconfiguration,validatingwebhookconfiguration dra-migration-webhook" in notes

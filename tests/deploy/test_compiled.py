@@ -17,7 +17,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tests.builders.chart import assert_same, template, values_file
+from tests.builders.chart import assert_same, template, values_file, with_lint_patches
 from tests.builders.deploy import DEPLOY, K8S_VERSION, kustomize, needs_kustomize
 from webhook.commands import load_policy
 from webhook.compile import narrow
@@ -135,7 +135,8 @@ def test_the_default_install_cannot_write_admission_policies(default):
 
 def test_chart_mode_compiled_renders_the_compiled_overlay(helm, helm_home, tmp_path, compiled):
     overlay = [o for o in compiled if o["kind"] != "Namespace"]
-    assert_same(template(helm, helm_home, "-f", values_file(tmp_path, {"mode": "compiled"})), overlay)
+    assert_same(template(helm, helm_home, "-f", values_file(tmp_path, {"mode": "compiled"})),
+                with_lint_patches(overlay, SHIPPED_POLICY))  # the shipped policy's workloadKinds (issue 48 item 5)
 
 
 def test_chart_narrows_for_its_inline_policy_and_not_for_an_existing_configmap(helm, helm_home, tmp_path):

@@ -14,6 +14,7 @@ import json
 import re
 import shutil
 import subprocess
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,8 @@ from webhook.objects.pods import KINDS as OBJECT_KINDS
 
 pytestmark = needs_kustomize
 
+VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+
 NAMESPACE = "dra-webhook"
 SERVICE_ACCOUNT_USER = "system:serviceaccount:dra-webhook:dra-webhook"
 MUST_EXCLUDE = {"kube-system", "kube-node-lease", "cert-manager", NAMESPACE}
@@ -38,7 +41,7 @@ COMMON_LABELS = {
     "app.kubernetes.io/instance": "dra-webhook",
     "app.kubernetes.io/part-of": "dra-migration-webhook",
     "app.kubernetes.io/managed-by": "kustomize",
-    "app.kubernetes.io/version": "0.1.0",
+    "app.kubernetes.io/version": VERSION,
 }
 SELECTOR = {k: COMMON_LABELS[k] for k in ("app.kubernetes.io/name", "app.kubernetes.io/instance")}
 
@@ -170,7 +173,7 @@ def test_builtin_objects_validate_strictly(rendered: tuple[str, list[dict[str, A
             errors.append(f"{obj['kind']}/{obj['metadata']['name']}: {e.message} at {'.'.join(map(str, e.path))}")
     assert not errors, f"{overlay}: " + "\n".join(errors)
     expected = {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
-                "ResourceQuota", "ConfigMap",
+                "ResourceQuota", "ConfigMap", "Lease",
                 "Deployment", "Service", "NetworkPolicy", "MutatingWebhookConfiguration",
                 "ValidatingWebhookConfiguration"}
     expected |= {"PodDisruptionBudget"} if overlay == "cert-manager" else {"Secret"}

@@ -29,6 +29,7 @@ from tests.e2e import binaries
 from tests.e2e.conftest import DEFAULT_POLICY, policy_variant
 from tests.e2e.controlplane import ControlPlane
 from tests.e2e.helm_postrender import write_plugin
+from tests.e2e.hook_kubelet import HookKubelet
 from tests.e2e.install import NAMESPACE, Webhook, kubectl, service_account_kubeconfig
 from tests.e2e.kube import Denied, Kube
 from tests.e2e.objects import pod
@@ -52,6 +53,7 @@ class Installed:
     home: Path
     workdir: Path
     renderer: str
+    hooks: HookKubelet
 
     def helm_run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return helm_cli.run(self.helm, self.home, *args, kubeconfig=self.cp.admin_kubeconfig, check=check)
@@ -101,6 +103,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     tmp = tmp_path_factory.mktemp("helm-e2e")
     cp = ControlPlane(found, tmp / "cp")
     webhook = None
+    hooks = None
     try:
         cp.start()
         workdir = tmp / "webhook"
@@ -111,7 +114,10 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
         home = tmp / "helm-home"
         kube = Kube(cp.api())
         renderer = write_plugin(home / "plugins", webhook.port)
-        inst = Installed(cp, kube, client.CoreV1Api(cp.api()), webhook, helm, home, workdir, renderer)
+        if not found.has_controllers:
+            pytest.skip("e2e chart tests need kube-controller-manager: the policy-check hook is a Job")
+        hooks = HookKubelet(kube, NAMESPACE).__enter__()
+        inst = Installed(cp, kube, client.CoreV1Api(cp.api()), webhook, helm, home, workdir, renderer, hooks)
         # README "Install": the namespace first, with the base's Pod Security labels (Helm stores the release there).
         kube.create(yaml.safe_load((helm_cli.ROOT / "deploy" / "base" / "namespace.yaml").read_text()))
         inst.deploy("install", DEFAULT_POLICY.read_text())
@@ -130,6 +136,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
         # which the modules after this one still use.
         if webhook is not None:
             webhook.close()
+        if hooks is not None:
+            hooks.__exit__()
         cp.stop()
 
 
@@ -191,7 +199,56 @@ def test_upgrade_with_a_changed_policy_is_served_without_a_failed_review(install
     assert len(installed.kube.list("v1", "ConfigMap", NAMESPACE, "app.kubernetes.io/component=policy")) == 1
 
 
+def test_install_and_upgrade_ran_the_policy_check_hook(installed: Installed) -> None:
+    """Issue 48 item 5: the pre-install and pre-upgrade hook ran `dra-webhook lint` on the release's policy."""
+    assert not installed.hooks.errors, installed.hooks.errors
+    assert [r.exit_code for r in installed.hooks.ran] == [0, 0], installed.hooks.ran  # install, upgrade
+    assert all("policy OK" in r.output for r in installed.hooks.ran)
+    # hook-succeeded: neither the Job nor its ConfigMap stays
+    assert installed.kube.list("batch/v1", "Job", NAMESPACE, "app.kubernetes.io/component=policy-check") == []
+
+
+BROKEN_POLICY = policy_variant({"  nodePools:\n": "  nodePoolz:\n"})
+
+
+def test_upgrade_with_a_policy_lint_refuses_fails_and_the_old_policy_keeps_serving(installed: Installed) -> None:
+    """Issue 48 item 5: `helm upgrade --set-file policy.inline=broken.yaml` printed "Happy Helming!". Now the
+    pre-upgrade hook fails with lint's file:line message before anything is applied; the old release serves on."""
+    assert "nodePoolz" in BROKEN_POLICY
+    proc = installed.helm_run("upgrade", RELEASE, str(helm_cli.CHART), "-n", NAMESPACE, "-f",
+                              installed.values(BROKEN_POLICY), "--post-renderer", installed.renderer, check=False)
+    assert proc.returncode != 0 and "pre-upgrade" in proc.stderr, proc.stderr
+    failed = installed.hooks.ran[-1]
+    assert failed.exit_code == 1
+    line = BROKEN_POLICY.splitlines().index("  nodePoolz:") + 1
+    assert f"/etc/dra-webhook/policy/default.yaml:{line}: " in failed.output and "nodePoolz" in failed.output
+    job = installed.kube.list("batch/v1", "Job", NAMESPACE, "app.kubernetes.io/component=policy-check")
+    assert [c["reason"] for c in job[0]["status"]["conditions"] if c["type"] == "Failed"] == ["BackoffLimitExceeded"]
+    history = json.loads(installed.helm_run("history", RELEASE, "-n", NAMESPACE, "-o", "json").stdout)
+    assert [h["status"] for h in history[-2:]] == ["deployed", "failed"]  # the deployed revision is the old one
+    configmaps = installed.kube.list("v1", "ConfigMap", NAMESPACE, "app.kubernetes.io/component=policy")
+    assert [c["data"]["default.yaml"] for c in configmaps] == [WARN_POLICY]
+    assert installed.review() == "warned"  # served under the old policy
+    # Helm asked for the hook's log to print it (a real kubelet serves it; this control plane has none).
+    assert "error outputting logs for hook failure" in proc.stderr or "nodePoolz" in proc.stderr
+    # Fixed, the next upgrade goes through (and is what uninstall then removes: Helm uninstalls the latest revision,
+    # which a failed upgrade would otherwise be; docs/emergency.md).
+    installed.deploy("upgrade", WARN_POLICY)
+    assert installed.hooks.ran[-1].exit_code == 0
+
+
+def test_install_without_cert_manager_says_how_to_go_on(installed: Installed) -> None:
+    """Issue 48 item 5: with cert-manager absent `helm install` failed with Helm's raw "no matches for kind
+    Certificate"; with a cluster to ask (lookup) the chart says what to do before anything is sent."""
+    proc = installed.helm_run("install", "other", str(helm_cli.CHART), "-n", NAMESPACE, "--dry-run=server",
+                              check=False)
+    assert proc.returncode != 0
+    assert "cert-manager is not installed in this cluster" in proc.stderr, proc.stderr
+    assert "certs.certManager.enabled=false" in proc.stderr
+
+
 def test_uninstall_leaves_nothing_behind(installed: Installed) -> None:
+    assert installed.kube.get_or_none("coordination.k8s.io/v1", "Lease", "dra-webhook-gauges", NAMESPACE)
     objs = _released(installed)
     installed.helm_run("uninstall", RELEASE, "-n", NAMESPACE)
     assert _stored(installed, objs) == []
@@ -204,3 +261,5 @@ def test_uninstall_leaves_nothing_behind(installed: Installed) -> None:
     assert installed.kube.list("v1", "ConfigMap", NAMESPACE, "app.kubernetes.io/part-of=dra-migration-webhook") == []
     assert not installed.core.list_namespaced_secret(NAMESPACE, label_selector="owner=helm").items  # release records
     assert installed.helm_run("status", RELEASE, "-n", NAMESPACE, check=False).returncode != 0
+    # The gauge writers' Lease is the release's (deploy/base/lease.yaml), held by the running webhook until now.
+    assert installed.kube.get_or_none("coordination.k8s.io/v1", "Lease", "dra-webhook-gauges", NAMESPACE) is None

@@ -146,8 +146,9 @@ def test_text_says_an_unannotated_pod_was_never_judged() -> None:
     text = render_text(build_report(make_policy(), NOW, [namespace("ml-a")], [_pod("ml-a", "outage", requests=GPU)]))
     assert "outage" in text.split("NOT ANNOTATED")[1]
     assert "No rule judged these Pods when they were created: one may break a Deny rule of its stage." in text
-    assert "(kubectl get ns NAMESPACE -o yaml; echo ---; kubectl get pod -n NAMESPACE POD -o yaml) | dra-webhook check -" \
-        in text
+    command = ("(kubectl get ns NAMESPACE -o yaml; echo ---; kubectl get pod -n NAMESPACE POD -o yaml)"
+               " | dra-webhook check -")
+    assert command in text
 
 
 # -- the command, against the fake API server ----------------------------------------------------------------

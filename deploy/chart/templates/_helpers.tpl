@@ -66,3 +66,52 @@ each resource's name and legacyNames (narrow.owned). */ -}}
 {{- define "dra.tlsSecret" -}}
 {{- .Values.certs.existingSecret | default "dra-webhook-tls" -}}
 {{- end -}}
+
+{{- /* The webhook rules for the policy's spec.workloadKinds, as `dra-webhook lint --webhook-rules` prints them, as
+{"items": [...]}: none for a policy kept in an existing ConfigMap (the chart cannot read it: use
+webhooks.extraRules). */ -}}
+{{- define "dra.workloadRules" -}}
+{{- $items := list }}
+{{- if not .Values.policy.existingConfigMap }}
+{{- range ((include "dra.checkedPolicy" . | fromYaml).spec | default dict).workloadKinds | default list }}
+{{- $items = append $items (dict "apiGroups" (list .group) "apiVersions" .versions "resources" (list .resource) "operations" (list "CREATE" "UPDATE") "scope" "Namespaced") }}
+{{- end }}
+{{- end }}
+{{- toYaml (dict "items" $items) }}
+{{- end -}}
+
+{{- /* The policy YAML after the checks Helm can make before anything is applied: it parses, it is one
+dra-migration.io/v1alpha1 MigrationPolicy, and it has no top-level key the loader would refuse. The rest (every
+field, every rule) is `dra-webhook lint`'s, in the pre-install/pre-upgrade hook (templates/policy-check.yaml). */ -}}
+{{- define "dra.checkedPolicy" -}}
+{{- if and .Values.policy.inline .Values.policy.existingConfigMap -}}
+{{- fail "policy.inline and policy.existingConfigMap are both set: the Deployment mounts one policy; set only one" -}}
+{{- end -}}
+{{- $text := include "dra.policy" . }}
+{{- $what := ternary "policy.inline" "the shipped default policy (files/base/policy/default.yaml)" (ne .Values.policy.inline "") }}
+{{- $p := $text | fromYaml }}
+{{- if hasKey $p "Error" }}{{ fail (printf "%s is not YAML: %s" $what (get $p "Error")) }}{{ end }}
+{{- if ne (get $p "apiVersion" | toString) "dra-migration.io/v1alpha1" }}{{ fail (printf "%s: apiVersion is %q, expected dra-migration.io/v1alpha1" $what (get $p "apiVersion" | toString)) }}{{ end }}
+{{- if ne (get $p "kind" | toString) "MigrationPolicy" }}{{ fail (printf "%s: kind is %q, expected MigrationPolicy" $what (get $p "kind" | toString)) }}{{ end }}
+{{- range $k, $_ := $p }}{{ if not (has $k (list "apiVersion" "kind" "metadata" "spec")) }}{{ fail (printf "%s: unknown top-level key %q (allowed: apiVersion, kind, metadata, spec)" $what $k) }}{{ end }}{{ end }}
+{{- range (list "metadata" "spec") }}{{ if not (hasKey $p .) }}{{ fail (printf "%s: required key %q is missing" $what .) }}{{ end }}{{ if not (kindIs "map" (get $p .)) }}{{ fail (printf "%s: %s must be a mapping" $what .) }}{{ end }}{{ end }}
+{{- $text }}
+{{- end -}}
+
+{{- /* The release's image, as the Deployment runs it: the values' repository and tag over the base's. */ -}}
+{{- define "dra.image" -}}
+{{- $c := first (first (include "dra.docs" (dict "ctx" $ "path" "files/base/deployment.yaml") | fromYaml).items).spec.template.spec.containers }}
+{{- $image := splitList ":" $c.image }}
+{{- printf "%s:%s" (.Values.image.repository | default (first $image)) (.Values.image.tag | default (last $image)) }}
+{{- end -}}
+
+{{- /* A hook or test Pod's spec parts: the restricted Pod Security profile the namespace enforces, small requests. */ -}}
+{{- define "dra.hookContainerSecurity" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+runAsNonRoot: true
+runAsUser: 65532
+runAsGroup: 65532
+capabilities: {drop: [ALL]}
+seccompProfile: {type: RuntimeDefault}
+{{- end -}}

@@ -262,3 +262,32 @@ def test_image_entrypoint_serves_readyz_and_admission_over_tls(image: tuple[Path
     assert proc.returncode == 0, log.read_text()[-3000:]
     assert "Traceback" not in log.read_text(), log.read_text()[-3000:]
 
+
+
+def _hook_command() -> list[str]:
+    """The chart's pre-install/pre-upgrade policy check's command (deploy/chart/templates/policy-check.yaml)."""
+    text = (ROOT / "deploy" / "chart" / "templates" / "policy-check.yaml").read_text()
+    match = re.search(r"^\s+command: \[(.+)\]$", text, re.M)
+    assert match, "the policy check's command line"
+    return [word.strip() for word in match.group(1).split(",")]
+
+
+@pytest.mark.parametrize("good", [True, False], ids=["loadable", "broken"])
+def test_chart_policy_check_runs_in_the_image(image: tuple[Path, dict[str, Any]], tmp_path: Path,
+                                              good: bool) -> None:
+    """The hook Pod's command, in the image as the hook runs it: uid 65532, read-only root, no writable volume."""
+    bundle, config = image
+    policy = tmp_path / "policy"
+    policy.mkdir()
+    text = (ROOT / "policies" / "default.yaml").read_text()
+    (policy / "default.yaml").write_text(text if good else text.replace("kind: MigrationPolicy", "kind: Migration"))
+    argv = image_rootfs.run_argv(bundle / "rootfs", _hook_command(), user=config["config"]["User"],
+                                 read_only={BUILD.POLICY_DIR: policy}, empty_dirs=())
+    # A runtime sets HOME=/ for a uid without a passwd entry.
+    proc = subprocess.run(argv, env=image_rootfs.image_env(config, HOME="/"), capture_output=True, text=True,
+                          timeout=120)
+    if good:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    else:
+        assert proc.returncode != 0 and "default.yaml" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr

@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 from kubernetes import client
 
+from tests import image_rootfs
 from tests.e2e import procs
 from tests.e2e.binaries import ROOT
 from tests.e2e.controlplane import ControlPlane
@@ -133,6 +134,36 @@ class Webhook:
         self.proc = procs.Proc("dra-webhook", argv, self.log, env=env, pass_fds=[self.listener.fileno()], cwd=ROOT)
         eventually(lambda: self._synced(synced),
                    f"dra-webhook serve ready with {', '.join(synced) or 'nothing'} synced", 60, alive=self.dead)
+
+    def start_from_image(self, rootfs: Path, config: dict[str, Any],
+                         synced: tuple[str, ...] = ("namespaces", "deviceclasses")) -> None:
+        """Serve from the unpacked container image instead (tests/image_rootfs.py: chroot as the image's user,
+        read-only root, the Deployment's volumes); same socket, policy directory and ServiceAccount."""
+        self._stop_refusing()
+        cmd = config["config"]["Cmd"]
+        defaults = dict(zip(cmd[::2], cmd[1::2], strict=True))
+        policy_path, tls_path = defaults["--policy"], defaults["--cert-dir"]
+        gid = int(config["config"]["User"].split(":")[1])
+        # The Secret volume's view of the certificates (0440, group fsGroup); the kubeconfig rides along, as
+        # the image has no other read-only mount point for it (in a Pod: the ServiceAccount token volume).
+        tls = self.workdir / "image-tls"
+        shutil.rmtree(tls, ignore_errors=True)
+        image_rootfs.readable_certs(self.cert_dir, tls, gid)
+        shutil.copyfile(self.kubeconfig, tls / "kubeconfig")
+        os.chown(tls / "kubeconfig", 0, gid)
+        os.chmod(tls / "kubeconfig", 0o440)
+        argv = [*config["config"]["Entrypoint"], "--policy", policy_path, "--cert-dir", tls_path,
+                "--bind", f"fd://{self.listener.fileno()}", "--workers", "1", "--threads", "8",
+                "--graceful-timeout", "2", "--lookup-budget", "1.5", "--kubeconfig", f"{tls_path}/kubeconfig"]
+        env = image_rootfs.image_env(config, HOME="/tmp", TMPDIR="/tmp")
+        metrics = env["PROMETHEUS_MULTIPROC_DIR"]
+        launcher = image_rootfs.run_argv(rootfs, argv, user=config["config"]["User"],
+                                         read_only={tls_path: tls, policy_path: self.policy_dir},
+                                         empty_dirs=("/tmp", metrics))
+        self.proc = procs.Proc("dra-webhook-image", launcher, self.log, env=env, pass_fds=[self.listener.fileno()])
+        eventually(lambda: self._synced(synced),
+                   f"dra-webhook serve (from the image) ready with {', '.join(synced) or 'nothing'} synced", 90,
+                   alive=self.dead)
 
     def stop(self) -> None:
         if self.proc is not None:

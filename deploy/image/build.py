@@ -72,6 +72,7 @@ def config(image_version: str) -> dict[str, Any]:
             "LANG": "C.UTF-8",
             "PYTHONUNBUFFERED": "1",
             "PYTHONDONTWRITEBYTECODE": "1",
+            "MALLOC_ARENA_MAX": "2",  # two glibc arenas: freed memory goes back (webhook/serve/memory.py)
             "PROMETHEUS_MULTIPROC_DIR": METRICS_DIR,
             "DRA_WEBHOOK_POLICY": POLICY_DIR,
         },

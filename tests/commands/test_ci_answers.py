@@ -97,3 +97,121 @@ def test_stage_candidates_follow_first_match_wins():
     assert [(c.name if c else None, s) for c, s in policy.stage_candidates("pilot-x", day)] == [
         ("first-pilots", "pilot")]
     assert [(c.name if c else None, s) for c, s in policy.stage_candidates("ops", day)] == [(None, "legacy")]
+
+
+# lint ----------------------------------------------------------------------------------------------------------
+
+
+def lint(capsys: pytest.CaptureFixture[str], path: Path, *args: str) -> tuple[int, list[str], str]:
+    code, out, err = run(capsys, "lint", *args, str(path))
+    return code, out.splitlines(), err
+
+
+def policy_copy(directory: Path, old: str = "", new: str = "") -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "policy.yaml"
+    path.write_text(POLICY.read_text().replace(old, new))
+    return path
+
+
+def test_lint_prints_each_cohorts_stage_and_next_change(tmp_path, capsys):
+    code, out, _ = lint(capsys, POLICY, "--at", "2029-07-01")
+    assert code == 0
+    assert "  cohort first-pilots: pilot on 2029-07-01; no change scheduled" in out
+    assert "  cohort ml-by-label: legacy on 2029-07-01; next: migrated from 2030-01-01 (Deny)" in out
+    assert "  cohort ml-by-name: pilot on 2029-07-01; no change scheduled" in out
+    assert "  namespaces in no cohort: legacy (spec.defaultStage)" in out
+
+
+@pytest.mark.parametrize(("at", "when"), [("2029-12-25", "in 7 days"), ("2029-12-31", "in 1 day"),
+                                          ("2030-01-01", "today"), ("2029-12-24", None), ("2030-01-02", None)])
+def test_lint_warns_when_a_stage_that_denies_starts_within_a_week(tmp_path, capsys, at, when):
+    code, out, _ = lint(capsys, POLICY, "--at", at)
+    warned = [line for line in out if "warning:" in line]
+    assert code == 0
+    if when is None:
+        assert warned == []
+    else:
+        assert warned == [f"{POLICY}:31: warning: spec.cohorts[1].schedule[0].from: cohort 'ml-by-label' enters "
+                          f"stage migrated on 2030-01-01 ({when}), whose findings are denied (enforcement.migrated: "
+                          "Deny): objects only warned about in stage legacy will be refused from then on"]
+
+
+def test_lint_does_not_warn_for_a_stage_that_only_warns(tmp_path, capsys):
+    code, out, _ = lint(capsys, POLICY, "--at", "2029-05-30")  # ml-by-name enters pilot (Warn) on 2029-06-01
+    assert code == 0 and not [line for line in out if "warning:" in line]
+
+
+def git(repo: Path, *args: str, date: str = "2029-12-01T00:00:00Z") -> None:
+    import subprocess
+
+    env = {"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@e", "HOME": str(repo), "PATH": "/usr/bin:/bin"}
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, env=env)
+
+
+def test_lint_since_a_ref_warns_for_a_change_that_denies_at_once(tmp_path, capsys):
+    repo = tmp_path / "repo"
+    path = policy_copy(repo)
+    git(repo, "init", "-q")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "v1")
+    policy_copy(repo, 'stage: migrated, from: "2030-01-01"', 'stage: migrated, from: "2029-12-10"')
+    code, out, err = lint(capsys, path, "--at", "2029-12-15", "--since", "HEAD")
+    assert code == 0 and err == ""
+    assert (f"{path}:31: warning: spec.cohorts[1].schedule[0].from: cohort 'ml-by-label' is in stage migrated "
+            "today, whose findings are denied, but under the policy at HEAD it is in stage legacy: this change "
+            "starts denying as soon as it is applied") in out
+    code, out, _ = lint(capsys, path, "--at", "2029-12-15")  # without --since: the date has passed, nothing said
+    assert not [line for line in out if "warning:" in line]
+
+
+def test_lint_since_a_ref_warns_for_a_deny_stage_that_started_after_it(tmp_path, capsys):
+    repo = tmp_path / "repo"
+    path = policy_copy(repo)
+    git(repo, "init", "-q")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "v1")  # committed 2029-12-01; ml-by-label migrated from 2030-01-01
+    code, out, _ = lint(capsys, path, "--at", "2030-01-20", "--since", "HEAD")
+    assert code == 0
+    assert (f"{path}:31: warning: spec.cohorts[1].schedule[0].from: cohort 'ml-by-label' entered stage migrated, "
+            "whose findings are denied, on 2030-01-01, after the policy last changed (HEAD, 2029-12-01)") in out
+
+
+def test_lint_since_says_when_git_or_the_ref_is_unavailable(tmp_path, capsys, monkeypatch):
+    path = policy_copy(tmp_path / "plain")
+    code, out, err = lint(capsys, path, "--at", "2029-07-01", "--since", "HEAD")
+    assert code == 0 and err.startswith(f"warning: --since HEAD skipped: git cannot show {path} at HEAD: ")
+    assert out[0].startswith("policy OK: ")
+    repo = tmp_path / "repo"
+    path = policy_copy(repo)
+    git(repo, "init", "-q")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "v1")
+    code, _, err = lint(capsys, path, "--at", "2029-07-01", "--since", "no-such-ref")
+    assert code == 0 and "warning: --since no-such-ref skipped: git cannot show" in err
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    code, _, err = lint(capsys, path, "--at", "2029-07-01", "--since", "HEAD")
+    assert code == 0 and err == "warning: --since HEAD skipped: git is not installed (not on PATH)\n"
+
+
+def test_lint_kubeconfig_warns_for_cohorts_and_name_patterns_that_match_no_live_namespace(tmp_path, capsys):
+    from tests.fakeapi import FakeAPI
+    from tests.fakeapi import namespace as live_namespace
+
+    path = policy_copy(tmp_path / "p", 'names: ["ml-*"]', 'names: ["ml-*", "mlops-*"]')
+    with FakeAPI() as api:
+        api.put(live_namespace("ml-a"), live_namespace("web"))
+        kubeconfig = api.write_kubeconfig(tmp_path)
+        code, out, _ = lint(capsys, path, "--at", "2029-07-01", "--kubeconfig", kubeconfig)
+    warned = [line.split(": warning: ", 1)[1] for line in out if ": warning: " in line]
+    assert code == 0
+    assert "spec.cohorts[0].namespaces: cohort 'first-pilots' matches no namespace of the cluster (2 namespaces)" \
+        in warned
+    assert "spec.cohorts[0].namespaces.names[0]: name pattern 'pilot-*' of cohort 'first-pilots' matches no " \
+        "namespace of the cluster" in warned
+    assert "spec.cohorts[1].namespaces: cohort 'ml-by-label' matches no namespace of the cluster (2 namespaces)" \
+        in warned  # ml-a has no team: ml label
+    assert "spec.cohorts[2].namespaces.names[1]: name pattern 'mlops-*' of cohort 'ml-by-name' matches no " \
+        "namespace of the cluster" in warned
+    assert not any("'ml-*'" in w or w.startswith("spec.cohorts[2].namespaces: ") for w in warned)

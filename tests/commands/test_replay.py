@@ -179,6 +179,56 @@ def test_replay_same_policy_changes_nothing(recording: tuple[Path, Path, int]) -
         assert f"{category}: 0 objects" in proc.stdout
 
 
+def test_replay_of_a_recording_under_its_own_policy_reports_no_differences(
+        recording: tuple[Path, Path, int]) -> None:
+    """Issue 49 item 4: without --baseline the baseline is what the server answered (recorded.response)."""
+    record, baseline, _ = recording
+    proc = _replay("--policy", str(baseline), "--at", "2030-01-01", str(record))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [line] = [x for x in proc.stdout.splitlines() if x.startswith("baseline: ")]
+    assert line.startswith("baseline: the answers recorded (replay-test@") and line.endswith(": 13)")
+    for category in ("newly denied", "newly allowed", "new warnings", "different patches"):
+        assert f"{category}: 0 objects" in proc.stdout
+    proc = _replay("--policy", str(baseline), "--at", "2030-01-01", "-o", "json", str(record))
+    out = json.loads(proc.stdout)
+    assert out["baseline"] == "recorded" and out["baselineSource"] == "recorded answers"
+    assert list(out["recordedPolicies"].values()) == [13] and out["changes"] == []
+    assert out["objects"] == 7 and out["paired"] == 6
+
+
+def test_replay_against_the_recorded_answers_finds_what_the_change_changes(
+        recording: tuple[Path, Path, int], tmp_path: Path) -> None:
+    record, _, _ = recording
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(CHANGED)
+    proc = _replay("--policy", str(changed), "--at", "2030-01-01", "-o", "json", str(record))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["summary"]["newly denied"]["groups"] == [
+        {"rule": "legacy-resource-name", "namespace": "team-a", "count": 2}]
+    assert out["summary"]["new warnings"]["groups"] == [
+        {"rule": "training-job-extended-resource", "namespace": "team-b", "count": 1}]
+    [patch_change] = [c for c in out["changes"] if c["category"] == "different patches"]
+    assert patch_change["object"] == "Pod team-b/train-0" and patch_change["rules"] == ["track-rollout"]
+
+
+def test_replay_of_records_without_answers_asks_for_a_baseline(recording: tuple[Path, Path, int],
+                                                               tmp_path: Path) -> None:
+    record, baseline, _ = recording
+    old = tmp_path / "old.jsonl"
+    lines = []
+    for _, doc, _ in read_records(record):
+        assert doc is not None and "response" in doc["recorded"] and doc["recorded"]["policy"]
+        doc["recorded"] = {"endpoint": doc["recorded"]["endpoint"]}
+        lines.append(json.dumps(doc))
+    old.write_text("\n".join(lines) + "\n")
+    proc = _replay("--policy", str(baseline), str(old))
+    assert proc.returncode == 2 and "holds the answer the server sent" in proc.stderr
+    assert "pass --baseline POLICY" in proc.stderr and "Traceback" not in proc.stderr
+    proc = _replay("--policy", str(baseline), "--baseline", str(baseline), str(old))
+    assert proc.returncode == 0 and "baseline: replay-test@" in proc.stdout and "--baseline)" in proc.stdout
+
+
 def test_replay_input_errors(tmp_path: Path, recording: tuple[Path, Path, int]) -> None:
     record, baseline, _ = recording
     bad = tmp_path / "bad.jsonl"
@@ -321,3 +371,18 @@ def test_a_redacted_review_is_judged_as_the_original(tmp_path: Path, chain: bool
         base, red = judge(parse(original), policy, chain, now), judge(parse(recorded), policy, chain, now)
         assert (red.allowed, red.denied_by, red.warned) == (base.allowed, base.denied_by, base.warned), obj
         assert [a.patch for a in red.answers] == [a.patch for a in base.answers], obj
+
+
+def test_the_recorded_answer_is_redacted_as_the_request_is() -> None:
+    """A patch that adds a container would carry its env values: the recorded answer strips them too."""
+    from webhook.serve.recording import record_line
+
+    ops = [{"op": "add", "path": "/spec/containers/-", "value": {
+        "name": "side", "env": [{"name": "TOKEN", "value": SECRET}], "command": ["run", SECRET]}}]
+    response = {"uid": "u", "allowed": True, "patchType": "JSONPatch", "patch": ops}
+    line = record_line(review(gpu_pod("p", "team-a")), "/mutate", response=response, policy="p@1")
+    assert line is not None and SECRET not in line.decode()
+    recorded = json.loads(line)["recorded"]
+    assert recorded["policy"] == "p@1"
+    assert recorded["response"]["patch"][0]["value"]["env"] == [{"name": "TOKEN", "value": REDACTED}]
+    assert ops[0]["value"]["env"][0]["value"] == SECRET  # the answer sent is not changed

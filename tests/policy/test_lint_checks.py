@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakeapi import FakeAPI, device_class
+from tests.fakeapi import FakeAPI, device_class, namespace
 from tests.helpers import ROOT
 from webhook.cli import main
 from webhook.policy.lint_checks import covers
@@ -217,7 +217,8 @@ def test_cluster_device_classes(tmp_path: Path, capsys: pytest.CaptureFixture[st
     text = text.replace("  claims:", "  - {name: example.com/fpga, deviceClassName: fpga.example.com}\n  claims:")
     path = _write(tmp_path, text)
     with FakeAPI() as api:
-        api.put(device_class("gpu.example.com", "example.com/gpu-old"), device_class("other.example.com"))
+        api.put(device_class("gpu.example.com", "example.com/gpu-old"), device_class("other.example.com"),
+                namespace("ml-a"))
         kubeconfig = api.write_kubeconfig(tmp_path)
         code = main(["lint", "--at", "2027-01-01", "--kubeconfig", kubeconfig, str(path)])
     out = capsys.readouterr().out.splitlines()

@@ -120,7 +120,8 @@ def test_the_recorder_gets_the_parsed_review_once_answered(monkeypatch: pytest.M
     lines: list[bytes | None] = []
     policy = load(ROOT / "tests" / "data" / "live-policy.yaml")
     app = create_app(StaticPolicy(policy), view=OfflineView(), clock=lambda: dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
-                     recorder=lambda doc, endpoint: lines.append(recording.record_line(doc, endpoint))).test_client()
+                     recorder=lambda doc, endpoint, response, policy: lines.append(
+                         recording.record_line(doc, endpoint, response=response, policy=policy))).test_client()
     pod = gpu_pod("rec", "pilot-a")
     pod["spec"]["containers"][0]["env"] = [{"name": "TOKEN", "value": "s3cret"}]
     resp = app.post("/mutate", data=json.dumps(review(pod, namespace="pilot-a")),

@@ -30,8 +30,8 @@ EXIT_CODES = {
     EXIT_NO: "the answer is no (denied, a case failed, newly denied, policy errors in lint), or the cluster "
              "or the disk failed the command",
     EXIT_INPUT: "input, policy or usage error: a file, a policy or an argument is wrong (file:line says where)",
-    EXIT_ASKED: "what an option asked to fail on (check --fail-on-unexamined, preflight: a training job "
-                "evicted with no window)",
+    EXIT_ASKED: "what an option asked to fail on (check --fail-on-unexamined or --fail-on-unknown-stage, "
+                "preflight: a training job evicted with no window)",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
 }
 """Every exit code a command returns, with what it means."""

@@ -51,8 +51,12 @@ def add_parser(sub: Subparsers) -> None:
         "are listed as NOT EXAMINED. Objects in a namespace the webhook configuration's namespaceSelector leaves out "
         "(as shipped: kube-system, kube-node-lease, cert-manager, dra-webhook; or --webhook-config) are listed as "
         "NOT SENT: the cluster never sends them to the webhook.\n\n"
+        "An object whose namespace a cohort's label selector may select (first matching cohort wins) is judged "
+        "by its name alone and marked 'stage unknown' unless its Namespace is in the input or --cluster-objects. "
+        "The summary counts each.\n\n"
         "Exit codes: 0 all allowed; 1 something denied; 2 input or policy error (the other documents "
-        "are still checked); 3 with --fail-on-unexamined, some object was not examined.",
+        "are still checked); 3 with --fail-on-unexamined, some object was not examined; 3 with "
+        "--fail-on-unknown-stage, some object's stage was unknown.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("files", nargs="*", metavar="FILE", help="manifest or AdmissionReview files or directories "
@@ -77,6 +81,10 @@ def add_parser(sub: Subparsers) -> None:
     p.add_argument("--fail-on-unexamined", action="store_true",
                    help=f"exit {EXIT_UNEXAMINED} when an object's kind is not examined by the webhook (and nothing "
                    "was denied)")
+    p.add_argument("--fail-on-unknown-stage", action="store_true",
+                   help=f"exit {EXIT_UNEXAMINED} when an object's stage is unknown (and nothing was denied): a "
+                   "cohort selects namespaces by labels and may select the object's namespace, whose Namespace "
+                   "is neither in the input nor in --cluster-objects")
     p.add_argument("--webhook-config", type=Path, default=None, metavar="FILE",
                    help="the Mutating/ValidatingWebhookConfigurations the cluster has (e.g. `kubectl kustomize "
                    "deploy/overlays/prod` output): their namespaceSelectors decide which objects are sent "
@@ -108,14 +116,29 @@ def run(args: argparse.Namespace) -> int:
     if not items:
         return EXIT_INPUT
     results = check_items(items, policy, now, sent, cluster)
+    summary = _summary(results)
     if args.output == "json":
-        sys.stdout.write(orjson.dumps({"policy": policy.identity, "results": results},
+        sys.stdout.write(orjson.dumps({"policy": policy.identity, "summary": summary, "results": results},
                                       option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
         print(f"policy {policy.identity}")
         for r in results:
             _print_text(r)
-    return _exit_code(results, errors, args.fail_on_unexamined)
+        print("\nsummary: " + ", ".join(f"{n} {what}" for what, n in summary.items()))
+    return _exit_code(results, errors, args.fail_on_unexamined, args.fail_on_unknown_stage)
+
+
+def _summary(results: list[dict[str, Any]]) -> dict[str, int]:
+    """Objects by what check could say of them; ``stage unknown`` counts judged objects whose stage depends on
+    namespace labels the input did not give (they are also counted as allowed or denied)."""
+    return {
+        "objects": len(results),
+        "allowed": sum(1 for r in results if r["allowed"] and r["examined"] and r.get("sent", True)),
+        "denied": sum(1 for r in results if not r["allowed"]),
+        "not examined": sum(1 for r in results if not r["examined"] and r.get("sent", True)),
+        "not sent": sum(1 for r in results if r.get("sent") is False),
+        "stage unknown": sum(1 for r in results if r.get("stageUnknown")),
+    }
 
 
 def _read_inputs(paths: list[str], namespace: str | None, operation: str, errors: list[str],
@@ -165,12 +188,15 @@ def _delivery(config: Path | None) -> delivery.Delivery:
         raise CliError(f"input error: --webhook-config {config}: {exc}") from None
 
 
-def _exit_code(results: list[dict[str, Any]], errors: list[str], fail_on_unexamined: bool) -> int:
+def _exit_code(results: list[dict[str, Any]], errors: list[str], fail_on_unexamined: bool,
+               fail_on_unknown_stage: bool = False) -> int:
     if errors:
         return EXIT_INPUT
     if any(not r["allowed"] for r in results):
         return EXIT_NO
     if fail_on_unexamined and any(not r["examined"] and r.get("sent", True) for r in results):
+        return EXIT_UNEXAMINED
+    if fail_on_unknown_stage and any(r.get("stageUnknown") for r in results):
         return EXIT_UNEXAMINED
     return EXIT_OK
 
@@ -184,19 +210,25 @@ def _print_text(r: dict[str, Any]) -> None:
         verdict = "CLUSTER VIEW"
     where = f" [stage {r['stage']}{', cohort ' + r['cohort'] if r['cohort'] else ''}]" if r["stage"] else ""
     print(f"\n{r['object']} ({r['source']}): {verdict}{where}")
+    if r.get("stageUnknown"):
+        print(f"  {r['stageUnknown']}")
     if not r["examined"]:
         print(f"  {r['message']}; its pod templates and fields are not checked")
     elif verdict == "CLUSTER VIEW":
         print(f"  {r['message']}")
     for f in r["findings"]:
-        status = f" ({f['status']})" if f.get("status") else ""
-        print(f"  {f['action']:<5} {f['rule']}{status}: {f['message']}")
-        if f.get("exception"):
-            print(f"        exception: {f['exception']}")
-        for line in (f["remediation"] or "").strip().splitlines():
-            print(f"        {line}")
+        _print_finding(f)
     # Every warning is a Warn finding listed above; `-o json` has them as the API server would send them.
     if r["patch"]:
         print("  patch:")
         for op in r["patch"]:
             print(f"    {orjson.dumps(op).decode()}")
+
+
+def _print_finding(f: dict[str, Any]) -> None:
+    status = f" ({f['status']})" if f.get("status") else ""
+    print(f"  {f['action']:<5} {f['rule']}{status}: {f['message']}")
+    if f.get("exception"):
+        print(f"        exception: {f['exception']}")
+    for line in (f["remediation"] or "").strip().splitlines():
+        print(f"        {line}")

@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING
 import orjson
 
 from webhook.commands import EXIT_INPUT, EXIT_NO, EXIT_OK, CliError, Subparsers, at_or_now, load_policy
-from webhook.convert.plan import STAGES, pinned
+from webhook.convert.plan import DUE, STAGES, pinned
 from webhook.offline.inputs import NAMESPACED_DEFAULT, expand_paths, quoted, write_target
 from webhook.policy.defaults import default_policy
 
 if TYPE_CHECKING:
-    from webhook.convert.file import Converted
+    from webhook.convert.file import Converted, Entry
 
 YAML = (".yaml", ".yml")
 
@@ -32,6 +32,12 @@ DESCRIPTION = """\
 Rewrite the GPU requests of Kubernetes manifests (files, directories with -R, '-' for stdin; multi-document
 YAML) into the DRA form the policy prescribes for the object's cohort at the target stage (--stage, default
 migrated), so the manifests in git no longer depend on the webhook's rewrite.
+
+--stage due converts only objects whose namespace's cohort has reached pilot or migrated on --at (default
+today), each to its cohort's stage; the others are left as they are ("not due", with the cohort, its stage and
+its next change), so `convert --check --stage due` is a CI gate that passes for teams not due yet. A namespace
+a cohort's label selector may select is "stage unknown" and left as it is unless its Namespace (with labels)
+is in the same file.
 
 Per pod template of every kind the webhook examines (Pods, Deployments, Jobs, JobSets, training jobs, ... and
 the policy's spec.workloadKinds):
@@ -68,13 +74,16 @@ def add_parser(sub: Subparsers) -> None:
     p.add_argument("--policy", type=Path, default=None, help="policy file or directory (default: bundled)")
     p.add_argument("--namespace", "-n", default=None,
                    help=f"namespace of manifests that name none, for the cohort (default: {NAMESPACED_DEFAULT})")
-    p.add_argument("--stage", choices=STAGES, default="migrated",
-                   help="the stage whose form to write, for every cohort (default: migrated)")
+    p.add_argument("--stage", choices=[*STAGES, DUE], default="migrated",
+                   help="the stage whose form to write, for every cohort (default: migrated); due: for each "
+                   "object the stage its namespace's cohort is in on --at, only when that is pilot or migrated "
+                   "(objects of teams not due are left as they are, said on stderr as 'not due')")
     p.add_argument("--claims", action="store_true",
                    help="explicit claims for every template, also where the policy's path is the extended "
                    "resource served through DRA")
     p.add_argument("--at", default=None, metavar="DATE",
-                   help="judge exceptions as of this UTC date (YYYY-MM-DD[THH:MM:SS]; default now)")
+                   help="judge exceptions, and with --stage due each cohort's stage, as of this UTC date "
+                   "(YYYY-MM-DD[THH:MM:SS]; default now)")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("-w", "--write", action="store_true", help="write the files in place ('-': to stdout)")
     mode.add_argument("--check", action="store_true", help="print nothing but the reasons; exit 1 if a file "
@@ -94,7 +103,10 @@ def run(args: argparse.Namespace) -> int:
     errors: list[str] = []
     # JSON manifests are left out of directories: convert writes YAML.
     files = expand_paths(paths, args.recursive, errors, YAML)
-    settings = Settings(pinned(policy, args.stage), args.stage, args.namespace, args.claims, now)
+    if args.stage == DUE:
+        settings = Settings(policy, DUE, args.namespace, args.claims, now, due=policy)
+    else:
+        settings = Settings(pinned(policy, args.stage), args.stage, args.namespace, args.claims, now)
     results = []
     for path in files:
         if Path(path).suffix == ".json":
@@ -132,15 +144,7 @@ def _report(results: list[Converted], args: argparse.Namespace) -> None:
         return
     for r in results:
         for e in r.entries:
-            if e.status == "skipped":
-                print(f"{quoted(e.source)}: {e.object}: not converted: {e.reason}", file=sys.stderr)
-            elif e.status == "invalid":
-                print(f"input error: {quoted(e.source)}: {e.object}: {e.reason}", file=sys.stderr)
-            elif e.status == "converted":
-                made = f" (+ {', '.join(e.generated)})" if e.generated else ""
-                print(f"{quoted(e.source)}: {e.object}: {e.form}{made}", file=sys.stderr)
-            for note in e.notes:
-                print(f"{quoted(e.source)}: {e.object}: {note}", file=sys.stderr)
+            _report_entry(e)
         if args.check and r.changed:
             print(f"would convert {quoted(r.path)}", file=sys.stderr)
         if args.check or not r.changed or (args.write and r.path != "-"):
@@ -151,6 +155,21 @@ def _report(results: list[Converted], args: argparse.Namespace) -> None:
         name = "stdin" if r.path == "-" else r.path.lstrip("/")
         before, after = r.before.splitlines(keepends=True), r.after.splitlines(keepends=True)
         sys.stdout.writelines(difflib.unified_diff(before, after, quoted(f"a/{name}"), quoted(f"b/{name}")))
+
+
+def _report_entry(e: Entry) -> None:
+    """What convert did with one object, on stderr."""
+    if e.status == "skipped":
+        print(f"{quoted(e.source)}: {e.object}: not converted: {e.reason}", file=sys.stderr)
+    elif e.status == "not due":
+        print(f"{quoted(e.source)}: {e.object}: {e.reason}", file=sys.stderr)
+    elif e.status == "invalid":
+        print(f"input error: {quoted(e.source)}: {e.object}: {e.reason}", file=sys.stderr)
+    elif e.status == "converted":
+        made = f" (+ {', '.join(e.generated)})" if e.generated else ""
+        print(f"{quoted(e.source)}: {e.object}: {e.form}{made}", file=sys.stderr)
+    for note in e.notes:
+        print(f"{quoted(e.source)}: {e.object}: {note}", file=sys.stderr)
 
 
 def _write(results: list[Converted], roots: list[str]) -> None:

@@ -80,7 +80,8 @@ def add_parser(sub: Subparsers) -> None:
                    help="name of the gauge writers' Lease (default dra-webhook-gauges); replicas with the "
                    "same Lease elect one writer")
     p.add_argument("--record", default=None,
-                   help="append every AdmissionReview answered to this JSON-lines file (redacted; for `replay`)")
+                   help="append every AdmissionReview answered, with the answer sent and the policy identity, to this "
+                   "JSON-lines file (redacted; for `replay`, whose baseline those answers are)")
     p.add_argument("--record-max-bytes", type=int, default=64 * 1024 * 1024,
                    help="rotate the record file past this size (default 64 MiB)")
 

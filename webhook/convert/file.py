@@ -11,14 +11,14 @@ the reason: convert never writes what the target stage refuses.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import yaml
 
 from webhook.admission.review import AdmissionRequest
 from webhook.convert.documents import Document, NotConvertible, Tree, dump_new, join, keep_untouched, split
-from webhook.convert.plan import Plan, plan_object
+from webhook.convert.plan import Plan, due_stage, pinned, plan_object
 from webhook.convert.rewrite import apply, template_name
 from webhook.objects.pods import bad_quantities, object_name
 from webhook.offline.inputs import InputError, item_from
@@ -29,8 +29,9 @@ _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 @dataclass
 class Entry:
-    """What convert did with one object: ``converted``, ``unchanged``, ``skipped`` (with ``reason``) or ``invalid``
-    (an input error: a quantity that is none, with the field and value in ``reason``)."""
+    """What convert did with one object: ``converted``, ``unchanged``, ``skipped`` (with ``reason``), ``not due``
+    (``--stage due``: its cohort has not reached pilot or migrated, with ``reason``) or ``invalid`` (an input
+    error: a quantity that is none, with the field and value in ``reason``)."""
 
     source: str
     object: str
@@ -56,6 +57,29 @@ class Settings:
     taken: set[str] = field(default_factory=set)
     """ResourceClaimTemplate names in the files of this run, existing and generated: a generated name never
     collides with another (two workloads of different kinds may share a name)."""
+    due: CompiledPolicy | None = None
+    """``--stage due``: the policy as it is (``policy`` is then unused); each object gets the stage its cohort is
+    in on ``now`` (``plan.due_stage``), pinned, or is left as it is when that is legacy."""
+    labels: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Labels of the Namespaces in the file being converted (``--stage due``)."""
+    _pinned: dict[str, CompiledPolicy] = field(default_factory=dict)
+
+    def for_object(self, namespace: str) -> tuple[Settings | None, str]:
+        """The settings for an object of ``namespace``: these, or under ``--stage due`` those of the stage its
+        cohort is in (None and why when it is not due)."""
+        if self.due is None:
+            return self, ""
+        stage, why = due_stage(self.due, namespace, self.labels.get(namespace), self.now)
+        if not stage:
+            return None, why
+        return replace(self, policy=self.pinned_at(stage), stage=stage, due=None), ""
+
+    def pinned_at(self, stage: str) -> CompiledPolicy:
+        """``due`` pinned at ``stage`` (made once per run)."""
+        assert self.due is not None
+        if stage not in self._pinned:
+            self._pinned[stage] = pinned(self.due, stage)
+        return self._pinned[stage]
 
 
 @dataclass
@@ -83,6 +107,9 @@ def convert_text(path: str, text: str, settings: Settings) -> Converted:
     number = 0
     taken = settings.taken
     taken |= _template_names(docs)
+    if settings.due is not None:
+        settings.labels = _namespace_labels(docs)
+    used: dict[int, Settings] = {}
     for i, doc in enumerate(docs):
         try:
             obj = doc.plain()
@@ -93,18 +120,35 @@ def convert_text(path: str, text: str, settings: Settings) -> Converted:
         if obj is None:
             continue
         number += 1
-        entry, new_docs = _convert_doc(doc, obj, f"{path}#{number}", settings, taken)
+        entry, new_docs, used[i] = _convert_doc(doc, obj, f"{path}#{number}", settings, taken)
         if entry is not None:
             entries.append(entry)
         if entry is not None and new_docs:
             candidates[i] = (entry, new_docs)
     if not candidates:
         return Converted(path, text, text, entries)
-    _verify(docs, candidates, settings)
+    _verify(docs, candidates, used, settings.namespace)
     if not candidates:
         return Converted(path, text, text, entries)
     out = [d for i, doc in enumerate(docs) for d in (candidates[i][1] if i in candidates else [doc])]
     return Converted(path, text, join(out), entries)
+
+
+def _namespace_labels(docs: list[Document]) -> dict[str, dict[str, str]]:
+    """Labels of the Namespaces among the file's documents, by name (``--stage due``: their cohorts)."""
+    out: dict[str, dict[str, str]] = {}
+    for doc in docs:
+        try:
+            obj = doc.plain()
+        except NotConvertible:
+            continue
+        if isinstance(obj, dict) and obj.get("kind") == "Namespace" and obj.get("apiVersion") == "v1":
+            meta = obj.get("metadata")
+            meta = meta if isinstance(meta, dict) else {}
+            labels = meta.get("labels")
+            labels = labels if isinstance(labels, dict) else {}
+            out[str(meta.get("name"))] = {str(k): str(v) for k, v in labels.items()}
+    return out
 
 
 def _template_names(docs: list[Document]) -> set[str]:
@@ -135,12 +179,32 @@ def _request(obj: Any, source: str, namespace: str | None) -> AdmissionRequest |
 
 
 def _convert_doc(doc: Document, obj: Any, source: str, settings: Settings,
-                 taken: set[str]) -> tuple[Entry | None, list[Document]]:
-    """The entry for one document and, when it changes, the documents that replace it."""
+                 taken: set[str]) -> tuple[Entry | None, list[Document], Settings]:
+    """The entry for one document, when it changes the documents that replace it, and the settings it was
+    converted with (under ``--stage due``, its cohort's stage)."""
     req = _request(obj, source, settings.namespace)
     if req is None or not isinstance(obj, dict):
-        return None, []
+        return None, [], settings
     what = _describe(obj, req)
+    mine, why = settings.for_object(req.namespace)
+    if mine is None:  # said only of an object convert would change once due
+        return (Entry(source, what, "not due", reason=why) if _would_change(req, obj, settings) else None), [], settings
+    entry, new = _convert_object(doc, obj, req, source, what, mine, taken)
+    return entry, new, mine
+
+
+def _would_change(req: AdmissionRequest, obj: dict[str, Any], settings: Settings) -> bool:
+    """Whether the object has something to convert (or a reason not to) in the migrated stage's form."""
+    policy = settings.due
+    if policy is None or bad_quantities(obj, req.kind, req.group, policy.template_finders):
+        return False
+    plan = _plan(req, obj, replace(settings, policy=settings.pinned_at("migrated"), stage="migrated", due=None))
+    return plan is not None and bool(plan.edits or plan.reasons)
+
+
+def _convert_object(doc: Document, obj: dict[str, Any], req: AdmissionRequest, source: str, what: str,
+                    settings: Settings, taken: set[str]) -> tuple[Entry | None, list[Document]]:
+    """``_convert_doc`` for an object, with the settings of its stage."""
     bad = bad_quantities(obj, req.kind, req.group, settings.policy.template_finders)
     if bad:
         return Entry(source, what, "invalid", reason="; ".join(str(b) for b in bad)), []
@@ -222,16 +286,19 @@ def _list_entry(obj: dict[str, Any], source: str, what: str, settings: Settings)
     return None
 
 
-def _verify(docs: list[Document], candidates: dict[int, tuple[Entry, list[Document]]], settings: Settings) -> None:
-    """Every rewritten object through the webhook (mutate, then validate) at the target stage, with the converted
-    file as the cluster view; a rewrite it would deny is dropped from ``candidates`` and its entry says why."""
+def _verify(docs: list[Document], candidates: dict[int, tuple[Entry, list[Document]]], used: dict[int, Settings],
+            namespace: str | None) -> None:
+    """Every rewritten object through the webhook (mutate, then validate) at its target stage (``used``: the
+    settings each document was converted with), with the converted file as the cluster view; a rewrite it would
+    deny is dropped from ``candidates`` and its entry says why."""
     from webhook.admission.answer import admit
     from webhook.offline.views import input_view
 
     out = [d for i, doc in enumerate(docs) for d in (candidates[i][1] if i in candidates else [doc])]
-    requests = [r for r in (_request(d.plain(), "", settings.namespace) for d in out) if r is not None]
+    requests = [r for r in (_request(d.plain(), "", namespace) for d in out) if r is not None]
     view = input_view(requests)
     for i, (entry, new_docs) in list(candidates.items()):
+        settings = used[i]
         denials = []
         for doc in new_docs:
             req = _request(doc.plain(), "", settings.namespace)

@@ -53,6 +53,33 @@ STAGES = (Stage.pilot.value, Stage.migrated.value)
 """Target stages: the legacy stage's form is the device plugin's, nothing to convert to."""
 
 
+DUE = "due"
+"""``--stage due``: each object in the stage its namespace's cohort is in on ``--at``, if pilot or migrated."""
+
+
+def due_stage(policy: CompiledPolicy, namespace: str, labels: Mapping[str, str] | None,
+              now: dt.datetime) -> tuple[str, str]:
+    """The stage to convert an object of ``namespace`` to under ``--stage due`` (pilot or migrated, the stage its
+    cohort is in on ``now``), or ``""`` and why not: its cohort is not due yet, or (``labels`` unknown) a cohort
+    that selects namespaces by labels may place it in a stage other than the one its name gives
+    (``CompiledPolicy.stage_candidates``: first match wins)."""
+    day = now.astimezone(dt.UTC).date()
+    if labels is None and policy.uses_namespace_labels:
+        candidates = policy.stage_candidates(namespace, day)
+        if len({stage for _, stage in candidates}) > 1:
+            by_labels = ", ".join(f"{c.name} ({s})" for c, s in candidates[:-1] if c is not None)
+            return "", (f"stage unknown: cohort(s) {by_labels} select namespaces by labels and may select "
+                        f"{namespace}; put its Namespace (with its labels) in the same file")
+    cohort = policy.cohort_for(namespace, labels)
+    stage = policy.stage_for(cohort, now)
+    if stage in STAGES:
+        return stage, ""
+    nxt = cohort.next_change(day) if cohort is not None else None
+    who = f"cohort {cohort.name}" if cohort is not None else "no cohort (spec.defaultStage)"
+    then = f"next: {nxt.stage.value} from {nxt.from_}" if nxt is not None else "no change scheduled"
+    return "", f"not due: namespace {namespace} is in {who}, stage {stage} on {day}; {then}"
+
+
 def pinned(policy: CompiledPolicy, stage: str) -> CompiledPolicy:
     """The policy with every cohort, and namespaces outside all cohorts, in ``stage`` on every date (same identity):
     what the webhook will decide once the schedule has reached that stage."""

@@ -17,6 +17,7 @@ from webhook.policy import delivery
 if TYPE_CHECKING:
     from webhook.admission.answer import Admitted
     from webhook.policy.compiled import CompiledPolicy
+    from webhook.rules.view import ClusterView
 
 VIEW_ONLY = {
     ("", "Namespace"): "used as the cluster view (namespace labels) for the other objects",
@@ -48,8 +49,27 @@ def check_items(items: list[Item], policy: CompiledPolicy, now: dt.datetime,
         elif not examined(item.request.group, item.request.kind, policy.workload_kinds):
             results.append(_unexamined(item))
         else:
-            results.append(_result(item, admit(item.request, policy, view, now)))
+            unknown = stage_unknown(policy, view, item.request.namespace, now)
+            results.append({**_result(item, admit(item.request, policy, view, now)), "stageUnknown": unknown})
     return results
+
+
+def stage_unknown(policy: CompiledPolicy, view: ClusterView, namespace: str, now: dt.datetime) -> str:
+    """Why the namespace's stage on ``now`` is not known offline ("" when it is): a cohort with a label selector
+    may select it before the cohort its name matches (first match wins, ``stage_candidates``), the view does not
+    hold its Namespace, and the cohorts it may be in have different stages then."""
+    if not namespace or not policy.uses_namespace_labels or view.namespace_labels(namespace).is_found:
+        return ""
+    candidates = policy.stage_candidates(namespace, now.astimezone(dt.UTC).date())
+    if len({stage for _, stage in candidates}) < 2:
+        return ""
+    *maybe, (cohort, stage) = candidates
+    by_labels = ", ".join(f"{c.name} ({s})" for c, s in maybe if c is not None)
+    judged = f"cohort {cohort.name}" if cohort else "the default stage"
+    plural = "s" if len(maybe) > 1 else ""
+    return (f"stage unknown: cohort{plural} {by_labels} select{'' if plural else 's'} namespaces by labels and "
+            f"may select {namespace} before {judged} ({stage}, as judged here); pass the Namespace with "
+            "--cluster-objects")
 
 
 def _namespace_labels(items: list[Item]) -> dict[str, dict[str, str]]:

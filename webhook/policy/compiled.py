@@ -43,6 +43,10 @@ class CompileError(ValueError):
         self.message = message
 
 
+NAME_LABEL = "kubernetes.io/metadata.name"
+"""The label the API server gives every Namespace, its own name (``NamespaceDefaultLabelName``, GA in 1.22)."""
+
+
 def _glob(patterns: list[str]) -> re.Pattern[str] | None:
     if not patterns:
         return None
@@ -78,6 +82,15 @@ class CompiledSelector:
             if op == "DoesNotExist" and present:
                 return False
         return True
+
+    def may_match(self, namespace: str) -> bool:
+        """Whether the selector can select a namespace named ``namespace`` whose labels are unknown: only
+        ``kubernetes.io/metadata.name`` is known (the API server sets it to the name on every Namespace), so a
+        requirement on it that fails rules the namespace out; any other requirement might hold."""
+        known = {NAME_LABEL: namespace}
+        on_name = CompiledSelector(tuple(kv for kv in self.match_labels if kv[0] == NAME_LABEL),
+                                   tuple(e for e in self.expressions if e[0] == NAME_LABEL))
+        return on_name.matches(known)
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +239,25 @@ class CompiledPolicy:
             if cohort.matches(namespace, labels):
                 return cohort
         return None
+
+    def stage_candidates(self, namespace: str, day: dt.date) -> list[tuple[CompiledCohort | None, str]]:
+        """The (cohort, stage on ``day``) a namespace whose labels are unknown may have, in policy order.
+
+        The first matching cohort wins (``cohort_for``), so: every cohort with a label selector that may select
+        it (``CompiledSelector.may_match``) before the first cohort its name matches, then that cohort (or,
+        when its name matches none, ``None`` and the default stage). The last entry is what ``cohort_for`` answers
+        without labels; the stage is known only when every entry has the same stage.
+        """
+        default = self.spec.defaultStage.value
+        out: list[tuple[CompiledCohort | None, str]] = []
+        for cohort in self.cohorts:
+            if cohort.names is not None and cohort.names.fullmatch(namespace):
+                out.append((cohort, cohort.stage_on(day, default)))
+                return out
+            if cohort.selector is not None and cohort.selector.may_match(namespace):
+                out.append((cohort, cohort.stage_on(day, default)))
+        out.append((None, default))
+        return out
 
     def stage_for(self, cohort: CompiledCohort | None, now: dt.datetime) -> str:
         default = self.source.spec.defaultStage.value

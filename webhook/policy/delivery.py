@@ -22,10 +22,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from webhook.policy.compiled import NAME_LABEL as NAME_LABEL
 from webhook.policy.compiled import CompiledSelector
 from webhook.policy.model import LabelSelector
 
-NAME_LABEL = "kubernetes.io/metadata.name"
 CONFIG_KINDS = frozenset({"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"})
 SHIPPED_EXCLUDED = ("kube-system", "kube-node-lease", "cert-manager", "dra-webhook")
 """The namespaces every webhook of deploy/base/webhooks.yaml leaves out (its namespaceSelector)."""

@@ -11,13 +11,27 @@ from __future__ import annotations
 import datetime as dt
 import fnmatch
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from webhook.objects.claims import describe_toleration
 from webhook.policy.compiled import CompiledPolicy
+from webhook.policy.model import Action
 
 Loc = tuple[str | int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Since:
+    """The policy as it was at a git ref (``lint --since REF``), and the ref's commit date when known."""
+
+    policy: CompiledPolicy
+    ref: str
+    day: dt.date | None
+
 EXPIRY_NOTICE_DAYS = 14
+DENY_NOTICE_DAYS = 7
+"""A schedule entry that starts a stage whose findings are denied this many days ahead (or today) is warned of."""
 
 
 def warnings(
@@ -27,11 +41,14 @@ def warnings(
     today: dt.date,
     device_classes: Iterable[Mapping[str, Any]] | None = None,
     cluster_gates: Mapping[str, bool] | None = None,
+    namespaces: Iterable[tuple[str, Mapping[str, str]]] | None = None,
+    since: Since | None = None,
 ) -> list[tuple[str, int, Loc, str]]:
     """Every warning as ``(file, line, key path, message)``, in file order.
 
-    ``device_classes`` are the cluster's DeviceClass objects (raw JSON) when a cluster was reachable;
-    None skips the checks that need them.
+    ``device_classes`` are the cluster's DeviceClass objects (raw JSON) and ``namespaces`` its Namespaces'
+    (name, labels) when a cluster was reachable; ``since`` the policy as it was at a git ref. None skips the
+    checks that need them.
     """
     found: list[tuple[Loc, str]] = []
     found += _exceptions(policy, today)
@@ -42,10 +59,15 @@ def warnings(
     found += _broken_gate_dependencies(policy)
     found += _unbounded_injected_tolerations(policy)
     found += _unstated_plugin_names(policy)
+    found += deny_soon(policy, today)
     if device_classes is not None:
         found += _cluster_classes(policy, device_classes)
     if cluster_gates is not None:
         found += _gates_against_cluster(policy, cluster_gates)
+    if namespaces is not None:
+        found += live_namespaces(policy, namespaces)
+    if since is not None:
+        found += deny_since(policy, since.policy, since.ref, since.day, today)
     out = [(file, line_of(loc), loc, message) for loc, message in found]
     out.sort(key=lambda w: w[1])
     return out
@@ -260,3 +282,85 @@ def _cluster_classes(policy: CompiledPolicy, device_classes: Iterable[Mapping[st
             out.append((("spec", "claims", "allowedDeviceClasses", k),
                         f"allowed DeviceClass {name} does not exist in the cluster"))
     return out
+
+
+def _denies(policy: CompiledPolicy, stage: str) -> bool:
+    """Whether findings in ``stage`` are denied (``spec.enforcement.<stage>``, before per-rule overrides)."""
+    return policy.stage_actions[stage] is Action.Deny
+
+
+def deny_soon(policy: CompiledPolicy, today: dt.date) -> list[tuple[Loc, str]]:
+    """Schedule entries that move a cohort into a stage whose findings are denied, today or within
+    ``DENY_NOTICE_DAYS``: what the webhook warns about now will be refused then."""
+    default = policy.spec.defaultStage.value
+    out: list[tuple[Loc, str]] = []
+    for i, cohort in enumerate(policy.spec.cohorts):
+        before = default
+        for k, entry in sorted(enumerate(cohort.schedule), key=lambda e: e[1].from_):
+            stage, days = entry.stage.value, (entry.from_ - today).days
+            if stage != before and _denies(policy, stage) and 0 <= days <= DENY_NOTICE_DAYS:
+                when = "today" if days == 0 else f"in {days} day{'s' if days != 1 else ''}"
+                out.append((("spec", "cohorts", i, "schedule", k, "from"),
+                            f"cohort {cohort.name!r} enters stage {stage} on {entry.from_} ({when}), whose findings "
+                            f"are denied (enforcement.{stage}: Deny): objects only warned about in stage {before} "
+                            "will be refused from then on"))
+            before = stage
+    return out
+
+
+def deny_since(policy: CompiledPolicy, old: CompiledPolicy, ref: str, ref_day: dt.date | None,
+               today: dt.date) -> list[tuple[Loc, str]]:
+    """Cohorts in a stage whose findings are denied today that were not when the policy last changed (``old``, the
+    policy at git ``ref``, committed on ``ref_day``): the new schedule puts them there at once, or the entry that
+    did started after ``ref`` and nobody was told."""
+    out: list[tuple[Loc, str]] = []
+    for i, (spec, cohort) in enumerate(zip(policy.spec.cohorts, policy.cohorts, strict=True)):
+        stage = cohort.stage_on(today, policy.spec.defaultStage.value)
+        if not _denies(policy, stage):
+            continue
+        started = [(k, e) for k, e in enumerate(spec.schedule) if e.from_ <= today]
+        k, entry = max(started, key=lambda e: e[1].from_) if started else (None, None)
+        loc: Loc = ("spec", "cohorts", i, "schedule", k, "from") if k is not None else ("spec", "cohorts", i, "name")
+        was = next((c for c in old.cohorts if c.name == cohort.name), None)
+        old_stage = was.stage_on(today, old.spec.defaultStage.value) if was else old.spec.defaultStage.value
+        if old_stage != stage:
+            out.append((loc, f"cohort {cohort.name!r} is in stage {stage} today, whose findings are denied, but "
+                             f"under the policy at {ref} it is in stage {old_stage}: this change starts denying "
+                             "as soon as it is applied"))
+        elif entry is not None and ref_day is not None and entry.from_ > ref_day:
+            out.append((loc, f"cohort {cohort.name!r} entered stage {stage}, whose findings are denied, on "
+                             f"{entry.from_}, after the policy last changed ({ref}, {ref_day})"))
+    return out
+
+
+def live_namespaces(policy: CompiledPolicy,
+                    namespaces: Iterable[tuple[str, Mapping[str, str]]]) -> list[tuple[Loc, str]]:
+    """Cohorts that match no namespace of the cluster, and name patterns that match none (a typo, a team not
+    created yet). ``namespaces``: (name, labels) of every live Namespace."""
+    live = list(namespaces)
+    out: list[tuple[Loc, str]] = []
+    for i, (spec, cohort) in enumerate(zip(policy.spec.cohorts, policy.cohorts, strict=True)):
+        if not any(cohort.matches(name, labels) for name, labels in live):
+            out.append((("spec", "cohorts", i, "namespaces"),
+                        f"cohort {cohort.name!r} matches no namespace of the cluster ({len(live)} namespaces)"))
+        for k, pattern in enumerate(spec.namespaces.names):
+            if not any(fnmatch.fnmatchcase(name, pattern) for name, _ in live):
+                out.append((("spec", "cohorts", i, "namespaces", "names", k),
+                            f"name pattern {pattern!r} of cohort {cohort.name!r} matches no namespace of the "
+                            "cluster"))
+    return out
+
+
+def stages_today(policy: CompiledPolicy, today: dt.date) -> list[str]:
+    """Each cohort's stage on ``today`` and its next change, for ``lint``'s summary."""
+    default = policy.spec.defaultStage.value
+    lines = []
+    for cohort in policy.cohorts:
+        stage = cohort.stage_on(today, default)
+        nxt = cohort.next_change(today)
+        then = (f"next: {nxt.stage.value} from {nxt.from_}{' (Deny)' if _denies(policy, nxt.stage.value) else ''}"
+                if nxt else "no change scheduled")
+        lines.append(f"cohort {cohort.name}: {stage}{' (Deny)' if _denies(policy, stage) else ''} on {today}; "
+                     f"{then}")
+    lines.append(f"namespaces in no cohort: {default} (spec.defaultStage)")
+    return lines

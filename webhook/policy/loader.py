@@ -12,7 +12,7 @@ import datetime as dt
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -21,6 +21,9 @@ from webhook.policy.compiled import CompiledPolicy, CompileError, compile_policy
 from webhook.policy.model import MigrationPolicy
 from webhook.policy.validation_errors import describe, refine_loc, suggest, unwrap_optional, validation_problems
 from webhook.policy.yaml_lines import Document, Loc, Problem, loc_path, parse_documents
+
+if TYPE_CHECKING:
+    from webhook.policy.lint_checks import Since
 
 # Names other modules (webhook/offline/suites.py, commands, tests) import from here; they live in yaml_lines and
 # validation_errors since the split (issue #26 item 2).
@@ -195,6 +198,8 @@ def lint_report(
     today: dt.date | None = None,
     device_classes: Iterable[dict[str, Any]] | None = None,
     cluster_gates: Mapping[str, bool] | None = None,
+    namespaces: Iterable[tuple[str, Mapping[str, str]]] | None = None,
+    since: Since | None = None,
 ) -> LintReport:
     """Errors plus warnings (``webhook.policy.lint``), judged as of ``today`` (UTC by default).
 
@@ -207,7 +212,7 @@ def lint_report(
     if result.policy is not None and result.doc is not None:
         today = today or dt.datetime.now(dt.UTC).date()
         for file, line, loc, message in checks.warnings(
-            result.policy, result.doc.file, result.doc.line_of, today, device_classes, cluster_gates
+            result.policy, result.doc.file, result.doc.line_of, today, device_classes, cluster_gates, namespaces, since
         ):
             warnings.append(Problem(file, line, loc_path(loc), message))
     return LintReport(result.policy, result.problems, warnings)

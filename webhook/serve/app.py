@@ -27,6 +27,13 @@ from webhook.rules.ruleset import RuleSet
 from webhook.rules.view import ClusterView, OfflineView
 from webhook.serve import fast_path, memory, metrics
 
+
+class Recorder(Protocol):
+    """What ``serve --record`` hands each answered review to (``recording.Recorder``)."""
+
+    def __call__(self, body: dict[str, Any], endpoint: str, response: dict[str, Any], policy: str) -> None: ...
+
+
 log = logging.getLogger("webhook.app")
 
 MAX_BODY = budget.MAX_BODY  # two 3 MiB objects plus the envelope (docs/webhook-conventions.md §1.1)
@@ -87,7 +94,7 @@ def create_app(
     view: ClusterView | None = None,
     cert: CertState | None = None,
     clock: Callable[[], dt.datetime] | None = None,
-    recorder: Callable[[dict[str, Any], str], None] | None = None,
+    recorder: Recorder | None = None,
     rules: RuleSet | None = None,
     large: Large | None = None,
 ) -> Flask:
@@ -122,7 +129,7 @@ class Answerer:
     policies: PolicySource
     view: ClusterView
     now: Callable[[], dt.datetime]
-    recorder: Callable[[dict[str, Any], str], None] | None
+    recorder: Recorder | None
     known_kinds: frozenset[str]
     rules: RuleSet | None = None
     large: Large = Large()
@@ -162,9 +169,11 @@ class Answerer:
         kind = req.kind if req.kind in self.known_kinds else "other"  # bounded label values, whatever is posted
         metrics.REQUESTS.labels(endpoint, kind, req.operation, str(answer.allowed).lower()).inc()
         metrics.DURATION.labels(endpoint).observe(time.perf_counter() - started)
-        data = answer.body()
+        wire = answer.review()
+        data = orjson.dumps(wire)
         if self.recorder is not None:  # last: it redacts the parsed review in place instead of parsing it again
-            self.recorder(doc, endpoint)
+            sent = {**wire["response"], "patch": answer.patch} if answer.patch else wire["response"]
+            self.recorder(doc, endpoint, sent, policy.identity if policy is not None else "")
         return 200, data
 
 

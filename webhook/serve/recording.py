@@ -11,6 +11,10 @@ Design choices:
   new ``FILE`` started, so at most about twice ``max_bytes`` is kept. The rename happens under an
   ``flock`` of the old file; a worker whose open file was renamed by another notices (inode changed)
   and reopens. A line that lands in ``FILE.1`` during a rotation is kept, not lost.
+- Each line holds the request and, under ``recorded``, the time, the endpoint, the answer the server sent
+  (``response``: allowed, status, warnings, auditAnnotations and the JSON patch as a list of operations) and
+  the identity of the policy it was answered under (``policy``): ``replay`` compares a new policy with those
+  answers (issue 49 item 4).
 - Only what ``replay`` needs is kept (issue 47 item 5): container ``env[].value`` (the names stay),
   ``command`` and ``args`` (of containers, exec probes and hooks), the values of probe and hook ``httpHeaders``,
   ``data``/``stringData`` of Secret objects, values of annotations whose keys look secret-ish (and
@@ -22,6 +26,7 @@ Design choices:
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import fcntl
 import logging
@@ -108,11 +113,25 @@ def redact(review: dict[str, Any]) -> dict[str, Any]:
     return review
 
 
-def record_line(body: bytes | dict[str, Any], endpoint: str | None = None, now: dt.datetime | None = None
-                ) -> bytes | None:
+def _redact_response(response: dict[str, Any]) -> dict[str, Any]:
+    """The answer as recorded: its JSON patch as a list of operations (the server hands them over decoded), with
+    the values ``redact`` strips stripped from them too (a patch that adds a container would carry its env)."""
+    patch = response.get("patch")
+    if not isinstance(patch, list):
+        return response
+    ops = copy.deepcopy(patch)  # the answer's own operations stay as they were sent
+    _redact_tree(ops)
+    return {**response, "patch": ops}
+
+
+def record_line(body: bytes | dict[str, Any], endpoint: str | None = None, now: dt.datetime | None = None,
+                response: dict[str, Any] | None = None, policy: str = "") -> bytes | None:
     """One JSON line for a review body, redacted; None when the body is not a JSON object.
 
-    The server hands over the review it parsed, once answered (redacted in place, never parsed twice: issue 47).
+    The server hands over the review it parsed, once answered (redacted in place, never parsed twice: issue 47),
+    with its answer (``response``, the AdmissionReview's ``response`` with ``patch`` as the list of operations
+    rather than base64) and the identity of the policy it was
+    answered under: ``recorded.response`` and ``recorded.policy``, the baseline ``replay`` compares with.
     """
     try:
         review = orjson.loads(body) if isinstance(body, bytes) else body
@@ -125,6 +144,10 @@ def record_line(body: bytes | dict[str, Any], endpoint: str | None = None, now: 
     meta: dict[str, Any] = {"time": when}
     if endpoint:
         meta["endpoint"] = endpoint
+    if policy:
+        meta["policy"] = policy
+    if response is not None:
+        meta["response"] = _redact_response(response)
     review["recorded"] = meta
     return orjson.dumps(review) + b"\n"
 
@@ -145,11 +168,12 @@ class Recorder:
         self._errors: set[str] = set()
         self.dropped = 0
 
-    def __call__(self, body: bytes | dict[str, Any], endpoint: str | None = None) -> None:
-        """Record one review (its body, or as parsed: then changed in place). Never raises: the request must be
-        answered whatever happens here."""
+    def __call__(self, body: bytes | dict[str, Any], endpoint: str | None = None,
+                 response: dict[str, Any] | None = None, policy: str = "") -> None:
+        """Record one review (its body, or as parsed: then changed in place) and the answer sent (``response``,
+        under ``policy``). Never raises: the request must be answered whatever happens here."""
         try:
-            line = record_line(body, endpoint)
+            line = record_line(body, endpoint, response=response, policy=policy)
             if line is None:
                 return
             if len(line) > self.max_bytes:

@@ -76,3 +76,15 @@ def _unshared(rules: Any) -> Any:
         return lambda obj, ctx: fn(obj, replace(ctx, memo=Memo()))
 
     return RuleSet(tuple(replace(r, fn=fresh(r.fn)) for r in rules.rules))
+
+
+def test_a_steered_copy_shares_the_requested_names_of_the_containers_it_shares(monkeypatch: pytest.MonkeyPatch) -> None:
+    """steer-node-pool's copy of the GPU Pod has a new affinity and the same containers: track-rollout reads the
+    names the first rule computed (usage itself is computed again: the slice pin reads the affinity)."""
+    policy = load(ROOT / "policies" / "default.yaml")
+    request = parse((REVIEWS / "gpu-pod.json").read_bytes())
+    counted: list[int] = []
+    real = memo_module.requested_names
+    monkeypatch.setattr(memo_module, "requested_names", lambda spec: counted.append(1) or real(spec))
+    assert engine.evaluate(request, policy, None, "mutate", NOW).patch
+    assert counted == [1]

@@ -27,7 +27,7 @@ class Memo:
     __slots__ = ("_answers",)
 
     def __init__(self) -> None:
-        self._answers: dict[tuple[str, int], tuple[object, Any]] = {}
+        self._answers: dict[tuple[Any, ...], tuple[object, Any]] = {}
 
     def get(self, what: str, of: object, compute: Callable[[], T]) -> T:
         """``compute()`` the first time ``what`` is asked of ``of`` in this request, the same answer after."""
@@ -40,10 +40,24 @@ class Memo:
         self._answers[key] = (of, answer)
         return answer
 
+    def get_of_parts(self, what: str, parts: tuple[object, object], compute: Callable[[], T]) -> T:
+        """As ``get``, for an answer that depends only on two parts of an object (kept, and compared, both)."""
+        key = (what, id(parts[0]), id(parts[1]))
+        found = self._answers.get(key)
+        if found is not None and found[0][0] is parts[0] and found[0][1] is parts[1]:  # type: ignore[index]
+            answer: T = found[1]
+            return answer
+        answer = compute()
+        self._answers[key] = (parts, answer)
+        return answer
+
 
 def names_of(podspec: Mapping[str, Any], memo: Memo) -> dict[str, list[ContainerRef]]:
-    """``requested_names(podspec)``, once per spec and request. Read it, never change it: it is shared."""
-    return memo.get("names", podspec, lambda: requested_names(podspec))
+    """``requested_names(podspec)``, once per request for the same containers: it reads ``initContainers`` and
+    ``containers`` only, so a mutated copy of the spec (steered: a new affinity) that shares them shares the answer.
+    Read it, never change it: it is shared."""
+    parts = (podspec.get("initContainers"), podspec.get("containers"))
+    return memo.get_of_parts("names", parts, lambda: requested_names(podspec))
 
 
 def usage_of(podspec: Mapping[str, Any], policy: Any, memo: Memo) -> Usage:

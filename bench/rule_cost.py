@@ -4,9 +4,10 @@ Runs the engine's own selection and context for each review and phase (``engine.
 fresh context, so a fresh ``rules.memo``, per evaluation, as a request has) and times each ``rule.fn`` in the
 engine's order, chaining the mutated copies as the engine does; the rule that first asks for what the memo shares
 pays for it. Also the whole ``admission.handle`` per review and phase. So the next rule's cost is visible when it is
-added. Median over ``--batches`` batches of ``--iterations`` evaluations; ``perf_counter_ns`` around each call adds
-about 0.1 µs per rule. ``bench/guard.py`` prints the table; ``--root DIR`` measures another checkout's code (the
-"before" of a change) with this script. Usage: ``python bench/rule_cost.py [--root DIR] [--json]``.
+added. The lowest of ``--batches`` batches of ``--iterations`` evaluations (on a shared machine other load only ever
+adds time); ``perf_counter_ns`` around each call adds about 0.1 µs per rule. ``bench/guard.py`` prints the table;
+``--root DIR`` measures another checkout's code (the "before" of a change) with this script.
+Usage: ``python bench/rule_cost.py [--root DIR] [--json]``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -64,14 +64,14 @@ def measure(root: Path, names: tuple[str, ...] = REVIEWS, iterations: int = 300,
                 for rule_id, ns in spent.items():
                     runs.setdefault(rule_id, []).append(ns / iterations / 1000)
             for rule_id, us in runs.items():
-                per_rule.setdefault(rule_id, {})[cell] = statistics.median(us)
+                per_rule.setdefault(rule_id, {})[cell] = min(us)
             timings = []
             for _ in range(batches):
                 start = time.perf_counter_ns()
                 for _ in range(iterations):
                     answer.handle(req, phase, policy, view, now)
                 timings.append((time.perf_counter_ns() - start) / iterations / 1000)
-            handle[cell] = statistics.median(timings)
+            handle[cell] = min(timings)
     return {"rules": per_rule, "handle": handle, "code": str(root)}
 
 

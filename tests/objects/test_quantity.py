@@ -100,3 +100,13 @@ def test_every_caller_agrees(text: str) -> None:
 
 def test_device_count_of_an_absurd_quantity_is_cheap() -> None:
     assert objects.device_count("1e999999999") == int(MAX_ALLOWED)
+
+
+def test_remembered_quantities_answer_as_parsed_and_refusals_stay_refusals() -> None:
+    """Short quantities are remembered per process (the handler's one parse per value): asking again gives the same
+    value, a refused one is refused every time, and a long one (not remembered) parses as a short one would."""
+    assert parse_quantity("2Gi") == parse_quantity("2Gi") == Decimal(2 * 2**30)
+    for _ in range(2):
+        with pytest.raises(QuantityError, match="must match"):
+            parse_quantity("$GPUS")
+    assert parse_quantity("0" * 40 + "1500m") == parse_quantity("1500m") == Decimal("1.5")

@@ -86,18 +86,18 @@ def _diff(a: Any, b: Any, path: str, ops: list[dict[str, Any]]) -> None:
             if k not in b:
                 ops.append({"op": "remove", "path": f"{path}/{_escape(k)}"})
         for k, v in b.items():
-            p = f"{path}/{_escape(k)}"
-            if k in a:
-                _diff(a[k], v, p, ops)
-            else:
-                ops.append({"op": "add", "path": p, "value": clone(v)})
+            if k not in a:
+                ops.append({"op": "add", "path": f"{path}/{_escape(k)}", "value": clone(v)})
+            elif a[k] is not v:  # a subtree the mutation shared (copy-on-write) is skipped before its path is built
+                _diff(a[k], v, f"{path}/{_escape(k)}", ops)
         return
     if isinstance(a, list) and isinstance(b, list):
         # By index, extra items removed from the end or appended: what mutations do (add a toleration,
         # a matchExpression), and always applicable.
         n = min(len(a), len(b))
         for i in range(n):
-            _diff(a[i], b[i], f"{path}/{i}", ops)
+            if a[i] is not b[i]:
+                _diff(a[i], b[i], f"{path}/{i}", ops)
         for i in range(len(a) - 1, n - 1, -1):
             ops.append({"op": "remove", "path": f"{path}/{i}"})
         for i in range(n, len(b)):

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, ROUND_UP, Context, Decimal
+from functools import lru_cache
 from typing import Any
 
 #: quantity.go's own description of the format, quoted in its error (ErrFormatWrong).
@@ -45,6 +46,23 @@ def parse_quantity(text: str) -> Decimal:
     """``ParseQuantity(text)``: the exact value; QuantityError for what the API server refuses."""
     if not isinstance(text, str) or not text:
         raise QuantityError(f"{text!r} is not a quantity: an empty or non-string value")
+    if len(text) <= _CACHED_LENGTH:
+        return _parse_cached(text)
+    return _parse(text)
+
+
+_CACHED_LENGTH = 32
+"""Quantities up to this length are remembered (``_parse_cached``): a review's ``"1"``, ``"500m"``, ``"2Gi"`` repeat
+across containers, rules and requests, and a Decimal is immutable; longer ones (absurd, or an attack) are not kept."""
+
+
+@lru_cache(maxsize=2048)
+def _parse_cached(text: str) -> Decimal:
+    """``_parse`` of a short quantity, remembered per process (bounded; a refused one raises again each time)."""
+    return _parse(text)
+
+
+def _parse(text: str) -> Decimal:
     m = _SCAN.fullmatch(text)
     if m is None:
         raise QuantityError(f"{text!r} is not a quantity: quantities must match the regular expression "

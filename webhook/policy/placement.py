@@ -58,12 +58,14 @@ class Usage:
         return self.gpu or bool(self.claims)
 
 
-def usage(podspec: Mapping[str, Any], policy: CompiledPolicy) -> Usage:
-    """Which of the spec's requested names the policy knows (legacy or DRA-servable) and which claims it has."""
+def usage(podspec: Mapping[str, Any], policy: CompiledPolicy, names: Mapping[str, Any] | None = None) -> Usage:
+    """Which of the spec's requested names the policy knows (legacy or DRA-servable) and which claims it has.
+
+    ``names`` is ``requested_names(podspec)`` when the caller has it already (``rules.memo``)."""
     er: dict[str, Resource] = {}
     legacy: dict[str, Resource] = {}
     shared: list[str] = []
-    for name in requested_names(podspec):
+    for name in requested_names(podspec) if names is None else names:
         if name in policy.legacy:
             legacy[name] = policy.legacy[name]
             continue

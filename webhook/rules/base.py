@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from webhook.rules.memo import Memo
+
 if TYPE_CHECKING:
     from webhook.policy.compiled import CompiledCohort, CompiledPolicy
     from webhook.rules.view import ClusterView
@@ -71,6 +73,9 @@ class Context:
     dry_run: bool = False
     # request.userInfo: who is asking (e.g. system:kube-scheduler creating its own claims).
     user: dict[str, Any] = field(default_factory=dict)
+    # What the rules of this request share (``rules.memo``: usage, requested names, templates per object), so
+    # each is computed once per request. A cache of pure functions: it changes no rule's answer.
+    memo: Memo = field(default_factory=Memo, compare=False, repr=False)
 
 
 RuleFn = Callable[[dict[str, Any], Context], Outcome]

@@ -31,11 +31,12 @@ from webhook.objects.claims import (
     iter_requests,
     nonstandard_numa_in_cel,
 )
-from webhook.objects.pods import DEVICECLASS_PREFIX, field_path, pod_claims, requested_names
+from webhook.objects.pods import DEVICECLASS_PREFIX, field_path, pod_claims
 from webhook.policy import rule_ids as ids
-from webhook.policy.placement import Usage, usage
+from webhook.policy.placement import Usage
 from webhook.policy.scope import MigrationScope
 from webhook.rules.base import NO_OUTCOME, Context, Finding, Outcome, rule
+from webhook.rules.memo import names_of, usage_of
 from webhook.rules.workloads import examined_templates, pod_rule
 
 _CLAIM_KINDS = tuple(sorted(CLAIM_KINDS))
@@ -87,7 +88,7 @@ def foreign_claims(podspec: Mapping[str, Any], ctx: Context) -> frozenset[str]:
 def scoped_usage(podspec: Mapping[str, Any], ctx: Context) -> Usage:
     """``placement.usage`` without the claims of other DRA drivers (``foreign_claims``): a GPU Pod that also
     has a CPU driver's claim takes the GPU path, not ``mixed``; a Pod with only such claims takes none."""
-    u = usage(podspec, ctx.policy)
+    u = usage_of(podspec, ctx.policy, ctx.memo)
     if not u.claims:
         return u
     foreign = foreign_claims(podspec, ctx)
@@ -167,7 +168,7 @@ def implicit_class_not_allowed(obj: dict[str, Any], ctx: Context) -> Outcome:
     looked_up = scope.everything
     findings = []
     for ref in examined_templates(obj, ctx):
-        for name, containers in requested_names(ref.spec(obj)).items():
+        for name, containers in names_of(ref.spec(obj), ctx.memo).items():
             cls = name[len(DEVICECLASS_PREFIX):] if name.startswith(DEVICECLASS_PREFIX) else None
             if cls is None or cls in allowed:
                 continue

@@ -13,8 +13,9 @@ from typing import Any
 
 from webhook.objects.pods import container_extended, field_path, iter_containers
 from webhook.policy import rule_ids as ids
-from webhook.policy.placement import plan, usage
+from webhook.policy.placement import plan
 from webhook.rules.base import Context, Finding, Outcome
+from webhook.rules.memo import usage_of
 from webhook.rules.workloads import examined_templates, pod_rule
 
 MESSAGE_MAX = 199
@@ -59,7 +60,7 @@ def device_plugin_nic_beside_dra(obj: dict[str, Any], ctx: Context) -> Outcome:
         return Outcome()
     findings = []
     for ref in examined_templates(obj, ctx):
-        u = usage(ref.spec_as_run(obj), policy)
+        u = usage_of(ref.spec_as_run(obj), policy, ctx.memo)
         where = plan(u, ctx.stage, policy)
         if not u.er or where.path not in _DRA_PATHS:
             continue
@@ -108,7 +109,7 @@ def device_plugin_slice(obj: dict[str, Any], ctx: Context) -> Outcome:
     policy = ctx.policy
     findings = []
     for ref in examined_templates(obj, ctx):
-        u = usage(ref.spec_as_run(obj), policy)
+        u = usage_of(ref.spec_as_run(obj), policy, ctx.memo)
         pin = u.slice
         if pin is None or plan(replace(u, slice=None), ctx.stage, policy).pool != "dra":
             continue

@@ -31,7 +31,6 @@ from webhook.objects.pods import (
     object_name,
     pod_claims,
     pod_labels,
-    requested_names,
 )
 from webhook.policy import rule_ids as ids
 from webhook.policy.compiled import CompiledPolicy
@@ -43,10 +42,10 @@ from webhook.policy.placement import (
     per_node,
     plan,
     serves_dra,
-    usage,
 )
 from webhook.policy.quota import kueue_advice, kueue_unmapped
 from webhook.rules.base import Context, Finding, Outcome
+from webhook.rules.memo import names_of, usage_of
 from webhook.rules.view import OFFLINE, Lookup
 from webhook.rules.workloads import AFFINITY, examined_templates, pod_rule, template_writes
 
@@ -93,7 +92,7 @@ def legacy_resource_name(obj: dict[str, Any], ctx: Context) -> Outcome:
         return Outcome()
     findings = []
     for ref in examined_templates(obj, ctx):
-        for name, containers in requested_names(ref.spec(obj)).items():
+        for name, containers in names_of(ref.spec(obj), ctx.memo).items():
             res = ctx.policy.legacy.get(name)
             if res is None:
                 continue
@@ -129,7 +128,7 @@ def unmapped_extended_resource(obj: dict[str, Any], ctx: Context) -> Outcome:
     degraded: list[str] = []
     lookup = _MappedNames(ctx)
     for ref in examined_templates(obj, ctx):
-        for name, containers in requested_names(ref.spec(obj)).items():
+        for name, containers in names_of(ref.spec(obj), ctx.memo).items():
             implicit = name[len(DEVICECLASS_PREFIX) :] if name.startswith(DEVICECLASS_PREFIX) else None
             pattern = policy.retires(name) if implicit is None else None
             if hardware(policy, name) is not None or (implicit is None and pattern is None):
@@ -224,7 +223,7 @@ def max_devices_per_pod(obj: dict[str, Any], ctx: Context) -> Outcome:
             assert res.maxPerPod is not None
             if count <= res.maxPerPod:
                 continue
-            names = sorted({n for n in requested_names(spec) if group(n) == res_name})
+            names = sorted({n for n in names_of(spec, ctx.memo) if group(n) == res_name})
             counted = f" ({' + '.join(names)})" if len(names) > 1 or names != [res_name] else ""
             containers = [c for c in iter_containers(spec) if set(container_extended(c.container)) & set(names)]
             findings.append(
@@ -280,7 +279,7 @@ def mixed_allocation(obj: dict[str, Any], ctx: Context) -> Outcome:
     degraded: list[str] = []
     for ref in examined_templates(obj, ctx):
         spec = ref.spec(obj)
-        u = usage(spec, policy)
+        u = usage_of(spec, policy, ctx.memo)
         if not (u.gpu and u.claims):
             continue
         if ext is None:
@@ -403,7 +402,7 @@ def training_job_extended_resource(obj: dict[str, Any], ctx: Context) -> Outcome
                      policy_version=policy.spec.kubernetesVersion).evicted
     findings = []
     for ref in examined_templates(obj, ctx):
-        if not _extended_on_dra(usage(ref.spec_as_run(obj), policy), ctx.stage, policy):
+        if not _extended_on_dra(usage_of(ref.spec_as_run(obj), policy, ctx.memo), ctx.stage, policy):
             continue  # the device plugin serves it (whatever the stage), or no extended resource at all
         deadlines = active_deadlines(obj, ref)
         if not policy.is_training_job(pod_labels(obj, ctx.kind, ref, ctx.group), max(deadlines) if deadlines else None):
@@ -525,7 +524,7 @@ def steer_node_pool(obj: dict[str, Any], ctx: Context) -> Outcome:
     if not _steerable(obj, ctx):
         return Outcome(findings)
     for ref in examined_templates(obj, ctx):
-        u = usage(ref.spec_as_run(obj), policy)
+        u = usage_of(ref.spec_as_run(obj), policy, ctx.memo)
         want = plan(u, ctx.stage, policy).pool
         findings += _other_scheduler(ref, u, want, ctx)
         pool = getattr(pools, want) if want else None

@@ -38,6 +38,7 @@ from webhook.policy import rule_ids as ids
 from webhook.policy.placement import Usage, plan, pool_path
 from webhook.rules.base import Context, Outcome, rule
 from webhook.rules.claims import scoped_requests, scoped_usage
+from webhook.rules.memo import templates_of
 from webhook.rules.pods import NODE_POOL_ANNOTATION
 from webhook.rules.workloads import ANNOTATIONS, pod_rule, template_unchanged, template_writes
 
@@ -138,7 +139,8 @@ def track_rollout(obj: dict[str, Any], ctx: Context) -> Outcome:
     changed = False
     stored: list[str] = []  # the path of each template (or the Pod) as it will be stored
     frozen = ANNOTATIONS not in template_writes(obj, ctx)  # e.g. a started Job's template is immutable
-    for ref in pod_templates(obj, ctx.kind, ctx.group, ctx.policy.template_finders):
+    finders = ctx.policy.template_finders
+    for ref in templates_of(obj, "templates", lambda: pod_templates(obj, ctx.kind, ctx.group, finders), ctx.memo):
         template = ref.template(obj) if ref.path else obj
         path = _path(template, scoped_usage(ref.spec_as_run(obj), ctx), ctx)
         if path is None:

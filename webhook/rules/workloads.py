@@ -35,6 +35,7 @@ from webhook.objects.pods import (
     workload_kind,
 )
 from webhook.rules.base import Context, RuleFn, rule
+from webhook.rules.memo import templates_of
 
 POD_OPERATIONS = ("CREATE",)
 WORKLOAD_OPERATIONS = ("CREATE", "UPDATE")
@@ -128,6 +129,10 @@ def examined_templates(obj: Mapping[str, Any], ctx: Context) -> list[PodTemplate
     A template that differs from the old object only in the webhook's own annotations is unchanged. None of an
     object a workload the webhook examines controls (``examined_owner``): that owner was judged already.
     """
+    return templates_of(obj, "examined", lambda: _examined(obj, ctx), ctx.memo)
+
+
+def _examined(obj: Mapping[str, Any], ctx: Context) -> list[PodTemplateRef]:
     if examined_owner(obj, ctx.kind, ctx.policy.template_finders) is not None:
         return []
     refs = pod_templates(obj, ctx.kind, ctx.group, ctx.policy.template_finders)

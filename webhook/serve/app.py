@@ -147,18 +147,18 @@ class Answerer:
         started = time.perf_counter()
         endpoint = "/" + phase
         if mimetype != "application/json":
-            metrics.BAD_REQUESTS.labels("415").inc()
+            metrics.bad_requests("415").inc()
             return 415, orjson.dumps({"error": f"Content-Type is {mimetype or 'missing'!r}, expected "
                                                "'application/json' (an AdmissionReview)", "status": 415})
         try:
             doc = review.load(body)
             req = review.from_document(doc)
         except review.EnvelopeError as exc:
-            metrics.BAD_REQUESTS.labels(str(exc.status)).inc()
+            metrics.bad_requests(str(exc.status)).inc()
             log.warning("%s: rejected body (%d bytes): %s", endpoint, len(body), exc.log_message)
             return exc.status, orjson.dumps({"error": exc.message, "status": exc.status})
         except review.RequestError as exc:
-            metrics.BAD_REQUESTS.labels(str(exc.code)).inc()
+            metrics.bad_requests(str(exc.code)).inc()
             log.warning("%s uid=%s: %s: %s", endpoint, review.loggable(exc.uid), exc.what, exc.log_message)
             return 200, admission.malformed(exc).body()
         policy = self.policies.current
@@ -167,8 +167,8 @@ class Answerer:
         if policy is not None:
             _observe(req, answer, policy, phase)
         kind = req.kind if req.kind in self.known_kinds else "other"  # bounded label values, whatever is posted
-        metrics.REQUESTS.labels(endpoint, kind, req.operation, str(answer.allowed).lower()).inc()
-        metrics.DURATION.labels(endpoint).observe(time.perf_counter() - started)
+        metrics.requests(endpoint, kind, req.operation, str(answer.allowed).lower()).inc()
+        metrics.duration(endpoint).observe(time.perf_counter() - started)
         wire = answer.review()
         data = orjson.dumps(wire)
         if self.recorder is not None:  # last: it redacts the parsed review in place instead of parsing it again
@@ -182,14 +182,14 @@ def _observe(req: review.AdmissionRequest, answer: admission.AdmissionResponse, 
     """Metrics and a log line for one answered review."""
     for v in answer.verdicts:
         if v.failed:
-            metrics.RULE_ERRORS.labels(v.rule).inc()
+            metrics.rule_errors(v.rule).inc()
         else:
-            metrics.FINDINGS.labels(v.rule, v.action.value).inc()
+            metrics.findings(v.rule, v.action.value).inc()
     if phase == "mutate" and answer.mutated is not None and req.operation == "CREATE":
         annotations = (answer.mutated.get("metadata") or {}).get("annotations") or {}
         path = annotations.get(policy.key("path"))
         if path:
-            metrics.WORKLOADS.labels(path, answer.stage, answer.cohort or "none").inc()
+            metrics.workloads(path, answer.stage, answer.cohort or "none").inc()
     # Denials and warnings are news at INFO; routine patches and audit-only findings go to DEBUG (the
     # log handler's lock is measurable at a few thousand requests a second, see bench/results.md).
     loud = any(v.action in (Action.Deny, Action.Warn) for v in answer.verdicts)
@@ -281,7 +281,7 @@ def _add_error_handlers(app: Flask) -> None:
                        "use POST /mutate, POST /validate, GET /healthz, /readyz, /metrics")
         else:
             message = exc.description or exc.name
-        metrics.BAD_REQUESTS.labels(str(code)).inc()
+        metrics.bad_requests(str(code)).inc()
         return _json({"error": message, "status": code}, code)
 
     @app.errorhandler(Exception)

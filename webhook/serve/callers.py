@@ -81,13 +81,13 @@ def wrap(app: WSGIApp, client_cn: str | None, refusals: RefusalLog | None = None
             path, method = environ.get("PATH_INFO", ""), environ.get("REQUEST_METHOD", "")
             if path in PLAIN_PATHS and method in ("GET", "HEAD"):
                 return app(environ, start_response)
-            metrics.BAD_REQUESTS.labels("404").inc()
+            metrics.bad_requests("404").inc()
             return _answer(start_response, 404, f"{method} {path} is not served on the metrics port; it serves "
                                                 "GET /healthz, /readyz and /metrics (admission is on the TLS port)")
         if client_cn is not None:
             names = peer_names(sock.getpeercert())
             if client_cn not in names:
-                metrics.BAD_REQUESTS.labels("403").inc()
+                metrics.bad_requests("403").inc()
                 refusals.refused(str(environ.get("REMOTE_ADDR", "?")), names, client_cn)
                 return _answer(start_response, 403, f"the client certificate does not name {client_cn!r} "
                                                     "(its CN or a DNS SAN); this caller may not use the webhook")

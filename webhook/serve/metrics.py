@@ -8,6 +8,7 @@ Without it (unit tests, ``check``) the metrics live in this process only.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -63,6 +64,32 @@ BAD_REQUESTS = Counter(
     "Bodies rejected before evaluation, by HTTP status.",
     ["code"],
 )
+
+
+class Bound:
+    """A labelled metric's children, each looked up once per label set: ``labels()`` on every request takes the
+    metric's lock and validates the values again (issue 51). The label sets are bounded (endpoints, kinds the
+    rules know or ``other``, operations, rule ids, actions), so the dict is too. Same children as ``labels()``."""
+
+    __slots__ = ("_children", "_metric")
+
+    def __init__(self, metric: Counter | Histogram) -> None:
+        self._metric = metric
+        self._children: dict[tuple[str, ...], Any] = {}
+
+    def __call__(self, *values: str) -> Any:
+        child = self._children.get(values)
+        if child is None:  # two threads may both look it up: labels() hands both the same child
+            child = self._children[values] = self._metric.labels(*values)
+        return child
+
+
+requests = Bound(REQUESTS)
+duration = Bound(DURATION)
+findings = Bound(FINDINGS)
+rule_errors = Bound(RULE_ERRORS)
+workloads = Bound(WORKLOADS)
+bad_requests = Bound(BAD_REQUESTS)
 
 
 _REGISTRY: list[CollectorRegistry] = []

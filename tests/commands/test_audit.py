@@ -178,3 +178,20 @@ def test_steered_pool_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert rows[0].startswith("(no cohort)") and rows[0].endswith("  1 to devicePlugin")
     assert rows[1].startswith("pilot-teams") and rows[1].endswith("  1 to dra")
     assert "Pod gpu-pod: WARNED, steered to dra" in out  # unsatisfiable-claim: no slices
+
+
+def test_claims_are_looked_up_from_one_list_per_namespace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.fakeapi import exact_request, resource_claim
+
+    claimed = [pod("ml-a", f"c{i}") for i in range(3)]
+    for i, p in enumerate(claimed):
+        p["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": f"claim-{i}"}]
+    with FakeAPI() as fake:
+        fake.put(namespace("ml-a"), device_class("gpu.example.com", "example.com/gpu"), *claimed,
+                 *(resource_claim("ml-a", f"claim-{i}", requests=[exact_request("gpu", "gpu.example.com")]) for i in range(3)))
+        code = main(["audit", "--kubeconfig", fake.write_kubeconfig(tmp_path), "--policy", write_policy(tmp_path),
+                     "-q", "-o", "json", "--at", "2027-01-20"])
+        gets, lists = fake.count("resourceclaims", "get"), fake.count("resourceclaims", "list")
+    assert code == 0
+    assert len(_objects(json.loads(capsys.readouterr().out))) == 6  # the Pods and their claims
+    assert gets == 0 and lists == 2  # the audit's own list of claims, and ml-a's for the Pods' lookups

@@ -130,7 +130,7 @@ def read_audit(api: Any, policy: CompiledPolicy, now: dt.datetime, sent: deliver
             print(f"error: namespace {namespace} not found", file=sys.stderr)
             return EXIT_INPUT
         view.wait_synced(SYNC_SECONDS)
-        live = judged.Scope(policy, view, now, labels, sent)
+        live = judged.Scope(policy, audit_reads.NamespaceClaims(view, api), now, labels, sent)
         with kube_lists.startup_heap_frozen():
             return kube_lists.rerun(lambda: judged.audit(
                 audit_reads.audit_lists(api, custom, namespace, notes, progress.page), live))

@@ -187,8 +187,9 @@ def test_claims_are_looked_up_from_one_list_per_namespace(tmp_path: Path, capsys
     for i, p in enumerate(claimed):
         p["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": f"claim-{i}"}]
     with FakeAPI() as fake:
-        fake.put(namespace("ml-a"), device_class("gpu.example.com", "example.com/gpu"), *claimed,
-                 *(resource_claim("ml-a", f"claim-{i}", requests=[exact_request("gpu", "gpu.example.com")]) for i in range(3)))
+        claims = [resource_claim("ml-a", f"claim-{i}", requests=[exact_request("gpu", "gpu.example.com")])
+                  for i in range(3)]
+        fake.put(namespace("ml-a"), device_class("gpu.example.com", "example.com/gpu"), *claimed, *claims)
         code = main(["audit", "--kubeconfig", fake.write_kubeconfig(tmp_path), "--policy", write_policy(tmp_path),
                      "-q", "-o", "json", "--at", "2027-01-20"])
         gets, lists = fake.count("resourceclaims", "get"), fake.count("resourceclaims", "list")

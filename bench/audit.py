@@ -108,7 +108,7 @@ def measure_size(size: int, per_namespace: int, work: Path) -> dict[str, Any]:
         runs = {name: scale.measure(scale.webhook_argv(name, *common), env, work, f"{name}-{size}")
                 for name in ("report", "audit")}
     judged = json.loads((work / f"audit-{size}.out").read_text())
-    objects = sum(len(ns["objects"]) for ns in judged["namespaces"])
+    objects = len(judged["objects"])
     return {"size": size, "deployments": -(-size // PER_DEPLOYMENT), "judged": objects,
             **{f"{k}_{n}": getattr(r, k) for n, r in runs.items() for k in ("wall", "peak_mb", "rc", "out_bytes")},
             "notes": {n: r.note for n, r in runs.items() if r.note}}

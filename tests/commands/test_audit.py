@@ -65,7 +65,7 @@ def _json(env: tuple[FakeAPI, str, str], capsys: pytest.CaptureFixture[str], *ar
 
 
 def _objects(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {f"{ns['namespace']}/{o['kind']}/{o['name']}": o for ns in doc["namespaces"] for o in ns["objects"]}
+    return {f"{o['namespace']}/{o['kind']}/{o['name']}": o for o in doc["objects"]}
 
 
 def test_text_leads_with_the_summary_per_cohort_after_the_move(

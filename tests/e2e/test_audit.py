@@ -30,7 +30,7 @@ def _audit(cluster: Any, ns: str, *args: str, policy: Path = DEFAULT_POLICY) -> 
 
 
 def _objects(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {f"{o['kind']}/{o['name']}": o for ns in doc["namespaces"] for o in ns["objects"]}
+    return {f"{o['kind']}/{o['name']}": o for o in doc["objects"]}
 
 
 def _failed(obj: dict[str, Any]) -> set[str]:

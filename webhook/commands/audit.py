@@ -182,9 +182,10 @@ def _namespace_lines(ns: str, entries: list[judged.Entry]) -> list[str]:
         pools = f", steered to {', '.join(e.pools)}" if e.pools else ""
         out.append(f"  {e.kind} {e.name}: {verdict}{pools}\n")
         for r in e.results:
-            if r.result in ("pass", "skip") and not r.message.endswith("]"):
+            if r.result == "pass" or (r.result == "skip" and not r.exception):
                 continue
-            out.append(f"    {r.result:<5} {r.rule}: {r.message}\n")
+            excepted = f" [exception: {r.exception}]" if r.exception else ""
+            out.append(f"    {r.result:<5} {r.rule}: {r.message}{excepted}\n")
             if r.fix and r.result != "skip":
                 out.append(f"          fix: {r.fix.strip().splitlines()[0]}\n")
     return out
@@ -203,6 +204,7 @@ def policy_reports(audit: judged.Audit, api: str) -> list[dict[str, Any]]:
                      "at": audit.at.date().isoformat(), **({"steeredTo": ",".join(e.pools)} if e.pools else {})}
             for r in e.results:
                 message = f"{r.message}; fix: {r.fix.strip().splitlines()[0]}" if r.fix.strip() else r.message
+                message += f" [exception: {r.exception}]" if r.exception else ""
                 results.append(policyreport.result(policy, r.rule, r.result, message, ref,
                                                    {**props, "phase": r.phase, "action": r.action}, seconds))
         out.append(policyreport.report_object(ns, results, api, REPORT_NAME))

@@ -61,10 +61,11 @@ class RuleResult:
     fix: str = ""
     phase: str = ""
     action: str = ""
+    exception: str = ""  # the policy exception that switched the finding off (result skip)
 
     def to_json(self) -> dict[str, str]:
         return {"rule": self.rule, "result": self.result, "message": self.message, "fix": self.fix,
-                "phase": self.phase, "action": self.action}
+                "phase": self.phase, "action": self.action, **({"exception": self.exception} if self.exception else {})}
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,8 +133,9 @@ class Audit:
             "at": self.at.isoformat(), "policy": self.policy,
             "summary": [c.to_json() for _, c in sorted(self.cohorts.items())],
             "skipped": dict(sorted(self.skipped.items())),
-            "namespaces": [{"namespace": ns, "objects": [e.to_json() for e in entries]}
-                           for ns, entries in sorted(self.namespaces.items())],
+            # An iterator: ``commands.write_json`` writes it object by object, never the whole document at once.
+            "objects": ({"namespace": ns, **e.to_json()} for ns, entries in sorted(self.namespaces.items())
+                        for e in entries),
         }
 
 
@@ -225,25 +227,31 @@ def rule_results(admitted: Admitted, policy: CompiledPolicy, stage: str) -> tupl
         if rule_id in found:
             continue
         found.add(rule_id)
-        action = policy.action_for(rule_id, stage)
-        if action is Action.Off:
-            results.append(RuleResult(rule_id, "skip", f"Off in stage {stage}", phase=phase, action=action.value))
-        else:
-            results.append(RuleResult(rule_id, "pass", "no finding", phase=phase, action=action.value))
+        results.append(_no_finding(rule_id, phase, policy.action_for(rule_id, stage), stage))
     if not admitted.allowed and not any(r.result == "fail" for r in results):
         # Refused with no Deny verdict: an object no rule could judge (a quantity that is none) or a failed evaluation.
         results.append(RuleResult("admission", "error", admitted.message, action=Action.Deny.value))
     return tuple(results)
 
 
+_NO_FINDING: dict[tuple[str, str, Action, str], RuleResult] = {}
+
+
+def _no_finding(rule_id: str, phase: str, action: Action, stage: str) -> RuleResult:
+    """``pass`` (the rule ran) or ``skip`` (Off in the stage): one shared object per rule, phase, action and stage,
+    so the results of 100,000 objects cost a tuple of pointers each."""
+    key = (rule_id, phase, action, stage)
+    found = _NO_FINDING.get(key)
+    if found is None:
+        result, message = ("skip", f"Off in stage {stage}") if action is Action.Off else ("pass", "no finding")
+        found = _NO_FINDING[key] = RuleResult(rule_id, result, message, phase=phase, action=action.value)
+    return found
+
+
 def _finding_result(phase: str, v: Any) -> RuleResult:
     f = v.finding
-    if v.excepted:
-        result, message = "skip", f"{f.message} [exception: {v.excepted}]"
-    else:
-        result = "error" if v.failed else _RESULTS.get(v.action, "pass")
-        message = f.message
-    return RuleResult(v.rule, result, message, f.remediation or "", phase, v.action.value)
+    result = "skip" if v.excepted else "error" if v.failed else _RESULTS.get(v.action, "pass")
+    return RuleResult(v.rule, result, f.message, f.remediation or "", phase, v.action.value, v.excepted)
 
 
 def selected_rules(admitted: Admitted, policy: CompiledPolicy) -> list[tuple[str, str]]:

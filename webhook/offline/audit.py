@@ -24,6 +24,7 @@ the stage): PolicyReport's five results. Objects are streamed in and only the en
 from __future__ import annotations
 
 import datetime as dt
+import sys
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -214,9 +215,22 @@ def judge(obj: Mapping[str, Any], api_version: str, kind: str, scope: Scope) -> 
     policy = scope.policy
     cohort = policy.cohort_for(ns, scope.labels.get(ns))
     stage = policy.stage_for(cohort, scope.now)
-    return Entry(ns, api_version, kind, str(meta.get("name") or ""), cohort.name if cohort else "", stage,
-                 admitted.allowed, rule_results(admitted, policy, stage),
+    # Interned: 100,000 entries share their namespace, kind and cohort strings, and most their results too.
+    return Entry(sys.intern(ns), sys.intern(api_version), sys.intern(kind), str(meta.get("name") or ""),
+                 sys.intern(cohort.name) if cohort else "", stage, admitted.allowed,
+                 _shared(rule_results(admitted, policy, stage)),
                  steered_to(admitted, policy) if admitted.allowed else ())
+
+
+_SEEN: dict[tuple[RuleResult, ...], tuple[RuleResult, ...]] = {}
+
+
+def _shared(results: tuple[RuleResult, ...]) -> tuple[RuleResult, ...]:
+    """One tuple for all equal results of objects without a finding (every rule passed or was Off): equal tuples
+    are interchangeable, and only those few distinct ones are cached, never the tuples with a finding's message."""
+    if all(r.message == "no finding" or (r.message.startswith("Off in stage") and not r.exception) for r in results):
+        return _SEEN.setdefault(results, results)
+    return results
 
 
 def rule_results(admitted: Admitted, policy: CompiledPolicy, stage: str) -> tuple[RuleResult, ...]:

@@ -196,3 +196,30 @@ def test_claims_are_looked_up_from_one_list_per_namespace(tmp_path: Path, capsys
     assert code == 0
     assert len(_objects(json.loads(capsys.readouterr().out))) == 6  # the Pods and their claims
     assert gets == 0 and lists == 2  # the audit's own list of claims, and ml-a's for the Pods' lookups
+
+
+def test_a_policy_named_kind_the_cluster_does_not_serve_is_a_note(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.fakeapi import POLICY_DOC
+
+    doc = json.loads(json.dumps(POLICY_DOC))
+    doc["spec"]["workloadKinds"] = [{"group": "example.com", "kind": "TrainingRun", "podTemplates": ["spec.template"]}]
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(yaml.safe_dump(doc))
+    with FakeAPI() as fake:
+        fake.put(namespace("ml-a"), pod("ml-a", "p", requests=LEGACY))
+        code = main(["audit", "--kubeconfig", fake.write_kubeconfig(tmp_path), "--policy", str(policy), "-q",
+                     "--at", "2027-03-01"])
+    captured = capsys.readouterr()
+    assert code == 0 and "Pod p: REFUSED" in captured.out
+    assert "note: TrainingRun.example.com: not served by the API server (no such API group); not audited" in captured.err
+    assert "jobsets" not in captured.err  # a known CRD that is not installed is passed over without a note
+
+
+def test_help_says_what_is_judged_and_what_is_skipped(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["audit", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "as its next CREATE would be" in text and "--at DATE" in text
+    assert "terminal Pods" in text and "a Pod of a ReplicaSet" in text and "kube-system" in text

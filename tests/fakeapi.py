@@ -55,6 +55,11 @@ KINDS = {
         Kind("podgroups", "scheduling.k8s.io/v1beta1", "PodGroup", True),
         Kind("horizontalpodautoscalers", "autoscaling/v2", "HorizontalPodAutoscaler", True),
         Kind("leases", "coordination.k8s.io/v1", "Lease", True),
+        *(Kind(plural, "apps/v1", kind, True) for kind, plural in (
+            ("Deployment", "deployments"), ("ReplicaSet", "replicasets"), ("StatefulSet", "statefulsets"),
+            ("DaemonSet", "daemonsets"))),
+        Kind("jobs", "batch/v1", "Job", True),
+        Kind("cronjobs", "batch/v1", "CronJob", True),
         *(Kind(plural, "admissionregistration.k8s.io/v1", kind, False) for kind, plural in (
             ("ValidatingAdmissionPolicy", "validatingadmissionpolicies"),
             ("ValidatingAdmissionPolicyBinding", "validatingadmissionpolicybindings"),

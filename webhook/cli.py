@@ -18,6 +18,7 @@ COMMANDS = (
     "certs",
     "gates",
     "report",
+    "audit",
     "preflight",
     "schema",
     "replay",

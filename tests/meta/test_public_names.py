@@ -58,5 +58,5 @@ def test_the_entry_point_and_the_verbs_stay():
     assert project["scripts"] == {"dra-webhook": "webhook.cli:main"}
     from webhook import cli
 
-    assert cli.COMMANDS == ("serve", "check", "lint", "test", "certs", "gates", "report", "preflight", "schema",
-                            "replay", "explain", "convert", "compile", "reconcile")
+    assert cli.COMMANDS == ("serve", "check", "lint", "test", "certs", "gates", "report", "audit", "preflight",
+                            "schema", "replay", "explain", "convert", "compile", "reconcile")

@@ -54,6 +54,8 @@ _LISTS: dict[str, tuple[type[Any], str, str | None]] = {
                        "list_namespaced_resource_claim"),
     "resourceslices": (client.ResourceV1Api, "list_resource_slice", None),
     "deviceclasses": (client.ResourceV1Api, "list_device_class", None),
+    "resourceclaimtemplates": (client.ResourceV1Api, "list_resource_claim_template_for_all_namespaces",
+                               "list_namespaced_resource_claim_template"),
 }
 
 
@@ -151,6 +153,26 @@ def stream(
             value: Any = item if project is None else project(item)
             if value is not None:
                 yield value
+        del items
+
+
+def stream_custom(api: client.ApiClient, group: str, version: str, plural: str, namespace: str | None = None,
+                  on_page: OnPage | None = None) -> Iterator[dict[str, Any]]:
+    """Every object of ``group/version/plural`` (a built-in workload group such as apps or batch, or a CRD's), page
+    by page as ``stream`` does, through the generic custom-object paths (``/apis/<group>/<version>/...``).
+
+    Raises ``ApiException`` (404 when the API server does not serve the resource), ``ListExpired``."""
+    objects = client.CustomObjectsApi(api)
+    call: Callable[..., Any] = objects.list_cluster_custom_object
+    args: tuple[str, ...] = (group, version, plural)
+    if namespace:
+        call, args = objects.list_namespaced_custom_object, (group, version, namespace, plural)
+    read = 0
+    for items, meta in pages(call, *args, what=plural):
+        read += len(items)
+        if on_page is not None:
+            on_page(plural, read, None if meta.get("continue") else 0)
+        yield from items
         del items
 
 

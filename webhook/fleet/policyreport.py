@@ -47,9 +47,10 @@ APIS = {
 DEFAULT_API = "wgpolicyk8s.io/v1alpha2"
 
 
-def _result(
+def result(
     policy: str, rule: str, result: str, message: str, ref: dict[str, str], props: dict[str, str], seconds: int
 ) -> dict[str, Any]:
+    """One PolicyReport result about ``ref`` (``result``: pass, fail, warn, error or skip)."""
     out: dict[str, Any] = {
         "source": SOURCE,
         "policy": policy,
@@ -81,23 +82,23 @@ def _namespace_results(
         props = {**base, "intended": p.intended or "none", "actual": p.actual}
         ref = _pod_ref(p.namespace, p.name)
         if p.intended is None:
-            results.append(_result(
+            results.append(result(
                 policy, "track-rollout", "warn",
                 f"not annotated by the webhook (created while it was down, or excluded); actual path {p.actual}",
                 ref, props, seconds))
         elif p.actual == PENDING:
-            results.append(_result(policy, "path-drift", "skip", "not bound yet: nothing to compare", ref, props,
+            results.append(result(policy, "path-drift", "skip", "not bound yet: nothing to compare", ref, props,
                                    seconds))
         elif p.intended != p.actual:
-            results.append(_result(
+            results.append(result(
                 policy, "path-drift", "fail",
                 f"intended path {p.intended} but the Pod took {p.actual}", ref, props, seconds))
         else:
-            results.append(_result(policy, "path-drift", "pass", f"on the intended path {p.actual}", ref, props,
+            results.append(result(policy, "path-drift", "pass", f"on the intended path {p.actual}", ref, props,
                                    seconds))
     for c in claims:
         ref = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "namespace": c.namespace, "name": c.name}
-        results.append(_result(
+        results.append(result(
             policy, "inject-device-tolerations", "pass",
             f"{c.tolerations} device toleration(s) injected" + (f" for {c.owner}" if c.owner else ""),
             ref, {**base, "tolerations": c.tolerations}, seconds))
@@ -106,7 +107,6 @@ def _namespace_results(
 
 def build(report: Report, api: str = DEFAULT_API) -> list[dict[str, Any]]:
     """One report object per namespace of the report, in the API group/version ``api``."""
-    target = APIS[api]
     seconds = int(report.generated.astimezone(dt.UTC).timestamp())
     pods: dict[str, list[PodRow]] = defaultdict(list)
     claims: dict[str, list[ClaimRow]] = defaultdict(list)
@@ -114,19 +114,23 @@ def build(report: Report, api: str = DEFAULT_API) -> list[dict[str, Any]]:
         pods[p.namespace].append(p)
     for c in report.injected:
         claims[c.namespace].append(c)
-    out = []
-    for ns in report.namespaces:
-        results = _namespace_results(report, ns, pods[ns.name], claims[ns.name], seconds)
-        counts = Counter(r["result"] for r in results)
-        obj: dict[str, Any] = {
-            "apiVersion": target.api_version,
-            "kind": target.kind,
-            "metadata": {"name": NAME, "namespace": ns.name, "labels": dict(MANAGED_BY)},
-            "scope": {"apiVersion": "v1", "kind": "Namespace", "name": ns.name},
-            "summary": {k: counts.get(k, 0) for k in ("pass", "fail", "warn", "error", "skip")},
-            "results": results,
-        }
-        if target.group == "openreports.io":
-            obj["source"] = SOURCE
-        out.append(obj)
-    return out
+    return [report_object(ns.name, _namespace_results(report, ns, pods[ns.name], claims[ns.name], seconds), api)
+            for ns in report.namespaces]
+
+
+def report_object(namespace: str, results: list[dict[str, Any]], api: str = DEFAULT_API,
+                  name: str = NAME) -> dict[str, Any]:
+    """The report object of one namespace holding ``results``, with their summary, in the API ``api``."""
+    target = APIS[api]
+    counts = Counter(r["result"] for r in results)
+    obj: dict[str, Any] = {
+        "apiVersion": target.api_version,
+        "kind": target.kind,
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(MANAGED_BY)},
+        "scope": {"apiVersion": "v1", "kind": "Namespace", "name": namespace},
+        "summary": {k: counts.get(k, 0) for k in ("pass", "fail", "warn", "error", "skip")},
+        "results": results,
+    }
+    if target.group == "openreports.io":
+        obj["source"] = SOURCE
+    return obj

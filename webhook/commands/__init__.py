@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias
 
 if TYPE_CHECKING:
+    from webhook.policy import delivery
     from webhook.policy.compiled import CompiledPolicy
 
 #: What ``ArgumentParser.add_subparsers()`` returns (generic for type checkers only, hence a string).
@@ -54,6 +55,21 @@ def load_policy(path: Path, what: str = "policy") -> CompiledPolicy:
         return load(path)
     except PolicyError as exc:
         raise CliError(f"{what} error:\n{exc}") from None
+
+
+def webhook_delivery(config: Path | None) -> delivery.Delivery:
+    """The namespaceSelectors of ``config``'s webhook configurations (``--webhook-config``), else the shipped ones:
+    which namespaces the cluster sends to the webhook at all (``check``'s NOT SENT, ``audit``'s skips)."""
+    from webhook.offline.inputs import InputError, read_items
+    from webhook.policy import delivery
+
+    if config is None:
+        return delivery.shipped()
+    try:
+        return delivery.from_configs([i.request.object or {} for i in read_items(str(config), None, "CREATE")],
+                                     str(config))
+    except (OSError, ValueError, InputError) as exc:
+        raise CliError(f"input error: --webhook-config {config}: {exc}") from None
 
 
 def at_or_now(value: str | None) -> dt.datetime:

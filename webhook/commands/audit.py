@@ -18,7 +18,17 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from webhook.commands import EXIT_INPUT, EXIT_NO, EXIT_OK, CliError, Subparsers, at_or_now, load_policy, write_json
+from webhook.commands import (
+    EXIT_INPUT,
+    EXIT_NO,
+    EXIT_OK,
+    CliError,
+    Subparsers,
+    at_or_now,
+    load_policy,
+    webhook_delivery,
+    write_json,
+)
 from webhook.commands.progress import Progress
 from webhook.fleet import policyreport
 from webhook.offline import audit as judged
@@ -98,19 +108,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"note: {note}", file=sys.stderr)
     print_audit(result, args.output, args.report_api)
     return EXIT_OK
-
-
-def webhook_delivery(config: Path | None) -> delivery.Delivery:
-    """The namespaceSelectors of ``config``'s webhook configurations, else the shipped ones (as ``check``)."""
-    from webhook.offline.inputs import InputError, read_items
-
-    if config is None:
-        return delivery.shipped()
-    try:
-        return delivery.from_configs([i.request.object or {} for i in read_items(str(config), None, "CREATE")],
-                                     str(config))
-    except (OSError, ValueError, InputError) as exc:
-        raise CliError(f"input error: --webhook-config {config}: {exc}") from None
 
 
 def read_audit(api: Any, policy: CompiledPolicy, now: dt.datetime, sent: delivery.Delivery,

@@ -23,11 +23,20 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from webhook.admission import review
-from webhook.commands import EXIT_ASKED, EXIT_INPUT, EXIT_NO, EXIT_OK, CliError, Subparsers, at_or_now, load_policy
+from webhook.commands import (
+    EXIT_ASKED,
+    EXIT_INPUT,
+    EXIT_NO,
+    EXIT_OK,
+    CliError,
+    Subparsers,
+    at_or_now,
+    load_policy,
+    webhook_delivery,
+)
 from webhook.offline.check import check_items
-from webhook.offline.inputs import NAMESPACED_DEFAULT, InputError, Item, expand_paths, quantity_errors, read_items
+from webhook.offline.inputs import NAMESPACED_DEFAULT, Item, expand_paths, quantity_errors, read_items
 from webhook.offline.views import CLUSTER_KINDS
-from webhook.policy import delivery
 from webhook.policy.defaults import default_policy
 
 if TYPE_CHECKING:
@@ -110,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
     now = at_or_now(args.at)
     errors: list[str] = []
     cluster = _read_cluster_objects(args.cluster_objects, errors)
-    sent = _delivery(getattr(args, "webhook_config", None))
+    sent = webhook_delivery(getattr(args, "webhook_config", None))
     files = expand_paths(paths, args.recursive, errors, MANIFEST_SUFFIXES)
     items = _read_inputs(files, args.namespace, args.operation, errors, policy)
     if not items:
@@ -175,17 +184,6 @@ def _read_cluster_objects(paths: list[str], errors: list[str]) -> list[review.Ad
         for gk, n in sorted(ignored.items()):
             print(f"note: --cluster-objects {path}: {n} {gk} ignored (no rule looks it up)", file=sys.stderr)
     return requests
-
-
-def _delivery(config: Path | None) -> delivery.Delivery:
-    """The namespaceSelectors the cluster's webhook configuration has: ``config``'s, else the shipped ones."""
-    if config is None:
-        return delivery.shipped()
-    try:
-        docs = [i.request.object or {} for i in read_items(str(config), None, "CREATE")]
-        return delivery.from_configs(docs, str(config))
-    except (OSError, ValueError, InputError) as exc:
-        raise CliError(f"input error: --webhook-config {config}: {exc}") from None
 
 
 def _exit_code(results: list[dict[str, Any]], errors: list[str], fail_on_unexamined: bool,

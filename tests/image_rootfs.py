@@ -15,6 +15,7 @@ elsewhere they skip it with one line naming what to install (.ci/run installs th
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shlex
@@ -22,6 +23,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -82,16 +84,23 @@ def _blob(layout: Path, digest: str) -> str:
     return (layout / "blobs" / algorithm / value).read_text()
 
 
+def build_module() -> ModuleType:
+    """deploy/image/build.py as a module (its declared configuration and helpers), loaded once."""
+    global _BUILD_MODULE
+    if _BUILD_MODULE is None:
+        spec = importlib.util.spec_from_file_location("image_build", BUILD)
+        assert spec is not None and spec.loader is not None
+        _BUILD_MODULE = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(_BUILD_MODULE)
+    return _BUILD_MODULE
+
+
+_BUILD_MODULE: ModuleType | None = None
+
+
 def inside(rootfs: Path, path: str) -> Path:
-    """``path`` of the image as a host path, following its absolute links inside ``rootfs`` (/var/run -> /run)."""
-    current = rootfs
-    for part in Path(path).relative_to("/").parts:
-        candidate = current / part
-        if candidate.is_symlink():
-            target = os.readlink(candidate)
-            candidate = inside(rootfs, target) if target.startswith("/") else (current / target).resolve()
-        current = candidate
-    return current
+    """``path`` of the image as a host path, following its links inside ``rootfs`` (/var/run -> /run): build.py's."""
+    return build_module().inside(rootfs, path)  # type: ignore[no-any-return]
 
 
 def run_argv(rootfs: Path, argv: list[str], *, user: str, read_only: dict[str, Path],

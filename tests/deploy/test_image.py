@@ -9,7 +9,6 @@ and an AdmissionReview over TLS.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import shlex
@@ -18,7 +17,6 @@ import subprocess
 import time
 import tomllib
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -27,16 +25,7 @@ import yaml
 from tests import image_rootfs
 from tests.helpers import ROOT, Client, apply_and_validate, gpu_pod, listening_socket, make_certs, review
 
-
-def _build_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("image_build", image_rootfs.BUILD)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-BUILD = _build_module()
+BUILD = image_rootfs.build_module()
 VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
 
 

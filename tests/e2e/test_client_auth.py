@@ -130,11 +130,10 @@ def test_a_call_with_no_certificate_is_refused_at_the_handshake(plane) -> None:
     assert "failed calling webhook" in denied.message and "unnamed.client-auth" in denied.message, denied.message
     # v1.36.2 says: failed to call webhook: Post "https://localhost:PORT/validate?timeout=10s": remote error: tls:
     # certificate required (the TLS 1.3 alert the webhook sent).
-    # With TLS 1.3 the server's refusal comes after the client's Finished: the client is then either reading (it gets
-    # the alert) or already writing the request (the server has closed: "connection reset by peer"). Both are the
-    # handshake refused, which the webhook's own log line below confirms.
-    assert "tls: certificate required" in denied.message or "connection reset by peer" in denied.message, \
-        denied.message
+    # With TLS 1.3 the server's refusal comes after the client's Finished, so what Go reports depends on timing:
+    # the alert ("tls: certificate required"), a reset, or "use of closed network connection". Each is the call
+    # failing at the transport, never an answer: the webhook's own log line below says it was the refused handshake.
+    assert "failed to call webhook" in denied.message and "status code" not in denied.message, denied.message
     # The worker logs the refusal after the handshake failed: the API server may answer before that line is written.
     eventually(lambda: "PEER_DID_NOT_RETURN_A_CERTIFICATE" in webhook.output(), "the refused handshake logged", 15)
 

@@ -8,6 +8,7 @@ hook refuses a policy Helm's own checks let through with lint's file:line messag
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -75,17 +76,14 @@ def test_policy_check_mounts_an_existing_configmap(helm: Path, helm_home: Path, 
 def test_helm_test_pod_asks_readyz_over_tls(helm: Path, helm_home: Path, tmp_path: Path, live_server: Server,
                                             ready: bool) -> None:
     spec = _hooks(helm, helm_home, tmp_path)["Pod/dra-webhook-test-readyz"]["spec"]
-    port = live_server.port if ready else _free_port()
-    proc = run_as_written(spec, {"tls": {"ca.crt": live_server.ca.read_text()}}, tmp_path / "root",
-                          env={"URL": f"https://127.0.0.1:{port}/readyz"})
+    # Not serving: a port this test holds bound but never listens on, so a connection is refused for as long as
+    # the check runs (no port found free and released for someone else to take).
+    with socket.socket() as unserved:
+        unserved.bind(("127.0.0.1", 0))
+        port = live_server.port if ready else int(unserved.getsockname()[1])
+        proc = run_as_written(spec, {"tls": {"ca.crt": live_server.ca.read_text()}}, tmp_path / "root",
+                              env={"URL": f"https://127.0.0.1:{port}/readyz"})
     assert (proc.returncode == 0) is ready, proc.stdout + proc.stderr
     if ready:
         assert proc.stdout.startswith(f"https://127.0.0.1:{port}/readyz 200 ")
 
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])

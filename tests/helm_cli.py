@@ -22,11 +22,9 @@ HOW_TO_GET = ("no helm: put the project's shared/helm folder (helm.xz + unpack.s
 
 
 def shared_dir() -> Path | None:
-    for parent in ROOT.parents:
-        candidate = parent / "shared" / "helm"
-        if (candidate / "unpack.sh").is_file():
-            return candidate
-    return None
+    from tests.shared_dirs import candidates
+
+    return next((c for c in candidates("helm") if (c / "unpack.sh").is_file()), None)
 
 
 def find() -> Path | None:

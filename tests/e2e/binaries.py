@@ -102,15 +102,13 @@ def _etcd(preferred: Path | None) -> Path:
 
 
 def shared_dir() -> Path | None:
-    """``shared/k8s`` next to the repository root or one of its parents (worktrees live deeper)."""
+    """``shared/k8s`` next to the repository root or one of its parents, or next to its local origin."""
     override = os.environ.get("DRA_E2E_K8S_DIR")
     if override:
         return Path(override) if (Path(override) / "SHA256SUMS").is_file() else None
-    for parent in ROOT.parents:
-        candidate = parent / "shared" / "k8s"
-        if (candidate / "SHA256SUMS").is_file():
-            return candidate
-    return None
+    from tests.shared_dirs import candidates
+
+    return next((c for c in candidates("k8s") if (c / "SHA256SUMS").is_file()), None)
 
 
 def cache_dir() -> Path:
